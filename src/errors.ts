@@ -1,0 +1,82 @@
+/**
+ * Typed errors. Every error TurnKit raises on purpose is a TurnKitError; anything else is an
+ * infrastructure failure. Activities map these deliberately onto Temporal failures: the
+ * `retryable` flag decides whether Temporal may retry the activity that raised it.
+ */
+export class TurnKitError extends Error {
+  /** Whether a Temporal retry of the activity that raised this could succeed. */
+  readonly retryable: boolean = false;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.details = options?.details;
+  }
+}
+
+/** A caller passed something malformed: unknown keys, unknown statuses, bad options. */
+export class ArgumentError extends TurnKitError {}
+/** Misconfiguration: an unregistered agent, a store that cannot do what was asked. */
+export class ConfigError extends TurnKitError {}
+/** A model that cannot be used with the configured client. */
+export class ModelAccessError extends ConfigError {}
+/** A run's input failed the agent's `inputSchema`; nothing was written. */
+export class InputError extends TurnKitError {}
+/** A root-wide limit (iterations, tool executions, spend, depth, timeout) was reached. */
+export class BudgetError extends TurnKitError {}
+/** The authorization policy did not return literally `true`. */
+export class AuthorizationError extends TurnKitError {}
+/** A model provider failed for good (4xx, malformed answer, retries exhausted). */
+export class ModelError extends TurnKitError {
+  readonly status: number | undefined;
+  override readonly retryable: boolean;
+  constructor(message: string, options?: { cause?: unknown; status?: number; retryable?: boolean }) {
+    super(message, options);
+    this.status = options?.status;
+    this.retryable = options?.retryable ?? false;
+  }
+}
+/** A tool failed in a way the model should read: its execution is failed, the turn goes on. */
+export class ToolError extends TurnKitError {}
+/** Tool arguments did not match the tool's schema. */
+export class ToolValidationError extends ToolError {}
+/** Compaction could not produce a summary. */
+export class CompactionError extends TurnKitError {}
+/** The store failed: a missing row, a corrupt or read-only database, an unreachable server. */
+export class StoreError extends TurnKitError {
+  override readonly retryable: boolean;
+  constructor(message: string, options?: { cause?: unknown; retryable?: boolean }) {
+    super(message, options);
+    this.retryable = options?.retryable ?? false;
+  }
+}
+/** A row that was asked for by id does not exist. */
+export class RecordNotFound extends StoreError {
+  constructor(
+    readonly table: string,
+    readonly id: string,
+  ) {
+    super(`${table} ${id} not found`);
+  }
+}
+/**
+ * The turn's claim token changed (completed, cancelled, reset, superseded): the writer no
+ * longer owns the turn and must stop. Never retried.
+ */
+export class LostClaim extends TurnKitError {}
+
+/** Error class names that a Temporal retry can never fix. */
+export const NON_RETRYABLE_ERROR_TYPES = [
+  'ArgumentError',
+  'ConfigError',
+  'ModelAccessError',
+  'InputError',
+  'BudgetError',
+  'AuthorizationError',
+  'ToolError',
+  'ToolValidationError',
+  'CompactionError',
+  'RecordNotFound',
+  'LostClaim',
+] as const;

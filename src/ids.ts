@@ -1,0 +1,28 @@
+import { randomBytes } from 'node:crypto';
+
+export type IdPrefix = 'conv' | 'msg' | 'turn' | 'tool' | 'delivery';
+
+let lastMillis = 0;
+let counter = 0;
+
+/**
+ * `<prefix>_<24 hex>`, as TurnKit. The first 12 hex digits are the creation time in
+ * milliseconds and the next 4 a per-process counter, so ids sort in creation order and
+ * "order by created_at, id" is creation order even within one millisecond.
+ */
+export function newId(prefix: IdPrefix): string {
+  const now = Date.now();
+  if (now === lastMillis) counter = (counter + 1) & 0xffff;
+  else {
+    lastMillis = now;
+    counter = 0;
+  }
+  const time = now.toString(16).padStart(12, '0').slice(-12);
+  const seq = counter.toString(16).padStart(4, '0');
+  return `${prefix}_${time}${seq}${randomBytes(4).toString('hex')}`;
+}
+
+/** A random 32-hex claim token. */
+export function newClaimToken(): string {
+  return randomBytes(16).toString('hex');
+}

@@ -1,0 +1,384 @@
+/**
+ * The TurnKit-compatible store contract (spec §2 data model, §8 interface), in TypeScript.
+ *
+ * Records are plain JSON-able objects with camelCase keys; the relational backends keep
+ * TurnKit's snake_case column names, and the JSON documents inside rows (options, metadata,
+ * usage, content parts, payloads) keep TurnKit's snake_case keys, so any process can read
+ * the tables without this code. Times are ISO-8601 UTC strings.
+ */
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export const TURN_STATUSES = ['pending', 'waiting', 'running', 'completed', 'failed', 'cancelled', 'stale'] as const;
+export type TurnStatus = (typeof TURN_STATUSES)[number];
+/** `stale` is deliberately not terminal (spec §2.7); no Temporal turn ever becomes stale. */
+export const TERMINAL_TURN_STATUSES: readonly TurnStatus[] = ['completed', 'failed', 'cancelled'];
+
+export const TOOL_EXECUTION_STATUSES = [
+  'pending',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+  'interrupted',
+] as const;
+export type ToolExecutionStatus = (typeof TOOL_EXECUTION_STATUSES)[number];
+
+export const MESSAGE_ROLES = ['user', 'assistant', 'tool'] as const;
+export type MessageRole = (typeof MESSAGE_ROLES)[number];
+export const MESSAGE_KINDS = ['text', 'tool_call', 'tool_result', 'context_summary', 'image', 'media_analysis'] as const;
+export type MessageKind = (typeof MESSAGE_KINDS)[number];
+
+export type ContentPart =
+  | { type: 'text'; text: string }
+  | { type: 'thinking'; text: string; signature?: string; redacted?: boolean }
+  | { type: 'tool_call'; id: string; name: string; arguments: JsonObject; arguments_error?: string }
+  | { type: 'tool_result'; tool_call_id: string; text: string; error: boolean }
+  | {
+      type: 'image';
+      url?: string;
+      data?: string;
+      mime_type: string;
+      model?: string;
+      provider?: string;
+      revised_prompt?: string;
+      metadata?: JsonObject;
+    }
+  | { type: 'media_analysis'; text: string; data?: Json; media?: JsonObject; model?: string; provider?: string }
+  | { type: 'provider'; kind: string; data: Json };
+
+export interface Subject {
+  type: string;
+  id: string;
+}
+
+export interface ConversationRecord {
+  id: string;
+  agentName: string;
+  model: string | null;
+  subject: Subject | null;
+  metadata: JsonObject;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface MessageRecord {
+  id: string;
+  conversationId: string;
+  turnId: string | null;
+  role: MessageRole;
+  kind: MessageKind;
+  /** Positive, unique and increasing per conversation; allocated under the conversation lock. */
+  sequence: number;
+  content: ContentPart[];
+  toolExecutionId: string | null;
+  providerMessageId: string | null;
+  metadata: JsonObject;
+  createdAt: string;
+}
+
+/** Token totals of a turn, stored in TurnKit's own JSON shape (snake_case keys). */
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  cache_write_tokens: number;
+  thinking_tokens: number;
+  /** Sum of the five counters. */
+  total_tokens: number;
+  cost_details?: {
+    input: number | null;
+    output: number | null;
+    cache_read: number | null;
+    cache_write: number | null;
+    thinking: number | null;
+    total: number | null;
+  };
+}
+
+export interface TurnError {
+  class: string;
+  message: string;
+  [key: string]: Json;
+}
+
+export interface TurnRecord {
+  id: string;
+  conversationId: string;
+  agentName: string;
+  parentTurnId: string | null;
+  parentToolExecutionId: string | null;
+  /** Root of the tree; budgets are root-wide. Defaults to the turn's own id. */
+  rootTurnId: string;
+  /** Latest message sequence of the conversation when the turn was built. */
+  contextMessageSequence: number;
+  status: TurnStatus;
+  model: string | null;
+  /** Write-once configuration plus the runtime `state` (phase, parts, candidate, …). */
+  options: JsonObject;
+  usage: Usage | null;
+  /** Running total of observed cost in USD. */
+  cost: number;
+  error: TurnError | null;
+  outputText: string | null;
+  outputData: Json;
+  /** Present on every turn handed to the background engine (every Temporal turn). */
+  submittedAt: string | null;
+  /** Token of the current owner; null when nobody owns the turn. */
+  claimToken: string | null;
+  startedAt: string | null;
+  heartbeatAt: string | null;
+  completedAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ToolExecutionError {
+  message: string;
+  details?: JsonObject;
+}
+
+export interface ToolExecutionRecord {
+  id: string;
+  turnId: string;
+  toolCallId: string;
+  toolName: string;
+  arguments: JsonObject;
+  status: ToolExecutionStatus;
+  result: Json;
+  error: ToolExecutionError | null;
+  startedAt: string | null;
+  completedAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface DeliveryRecord {
+  id: string;
+  sourceConversationId: string | null;
+  destinationConversationId: string;
+  sourceTurnId: string | null;
+  /** Globally unique idempotency key. */
+  key: string;
+  /** JSON-canonicalized payload, `{text}`. */
+  payload: JsonObject;
+  messageId: string | null;
+  deliveredAt: string | null;
+  createdAt: string;
+}
+
+export interface WaitRecord {
+  turnId: string;
+  targetTurnId: string;
+  createdAt: string;
+}
+
+/** One entry of a turn's durable, append-only event log (written after commit). */
+export interface EventRecord {
+  turnId: string;
+  /** 1, 2, 3, … per turn. */
+  sequence: number;
+  type: string;
+  conversationId: string;
+  payload: JsonObject;
+  createdAt: string;
+}
+
+export interface NewConversation {
+  id?: string;
+  agentName: string;
+  model?: string | null;
+  subject?: Subject | null;
+  metadata?: JsonObject;
+}
+
+export interface NewMessage {
+  id?: string;
+  conversationId: string;
+  turnId?: string | null;
+  role: MessageRole;
+  kind?: MessageKind;
+  content: ContentPart[] | string;
+  toolExecutionId?: string | null;
+  providerMessageId?: string | null;
+  metadata?: JsonObject;
+}
+
+export interface NewTurn {
+  id?: string;
+  conversationId: string;
+  agentName: string;
+  parentTurnId?: string | null;
+  parentToolExecutionId?: string | null;
+  rootTurnId?: string | null;
+  contextMessageSequence?: number;
+  status?: TurnStatus;
+  model?: string | null;
+  options?: JsonObject;
+  submittedAt?: string | null;
+}
+
+/** The keys `updateTurn` accepts (spec §8); anything else is an ArgumentError. */
+export const TURN_UPDATE_KEYS = [
+  'status',
+  'options',
+  'usage',
+  'cost',
+  'error',
+  'outputText',
+  'outputData',
+  'submittedAt',
+  'claimToken',
+  'startedAt',
+  'heartbeatAt',
+  'completedAt',
+] as const;
+export type TurnUpdate = Partial<Pick<TurnRecord, (typeof TURN_UPDATE_KEYS)[number]>>;
+
+export interface NewToolExecution {
+  id?: string;
+  turnId: string;
+  toolCallId: string;
+  toolName: string;
+  arguments?: JsonObject;
+  status?: ToolExecutionStatus;
+  startedAt?: string | null;
+}
+
+/** The keys `claimToolExecution` may set besides the status. */
+export const TOOL_EXECUTION_UPDATE_KEYS = ['result', 'error', 'startedAt', 'completedAt'] as const;
+export type ToolExecutionUpdate = Partial<Pick<ToolExecutionRecord, (typeof TOOL_EXECUTION_UPDATE_KEYS)[number]>>;
+
+export interface NewDelivery {
+  id?: string;
+  sourceConversationId?: string | null;
+  destinationConversationId: string;
+  sourceTurnId?: string | null;
+  key: string;
+  payload: JsonObject;
+}
+
+export const DELIVERY_UPDATE_KEYS = ['messageId', 'deliveredAt'] as const;
+export type DeliveryUpdate = Partial<Pick<DeliveryRecord, (typeof DELIVERY_UPDATE_KEYS)[number]>>;
+
+export interface ClaimTurnOptions extends TurnUpdate {
+  /** Status (or statuses) the turn must be in; default `pending`. */
+  from?: TurnStatus | readonly TurnStatus[];
+  /** Status to set; default `running`. */
+  to?: TurnStatus;
+}
+
+export interface ClaimToolExecutionOptions extends ToolExecutionUpdate {
+  from?: ToolExecutionStatus | readonly ToolExecutionStatus[];
+  to?: ToolExecutionStatus;
+}
+
+export interface ListMessagesOptions {
+  /** Keep `sequence <= throughSequence OR turnId == turnId` (a turn's snapshot view). */
+  throughSequence?: number;
+  turnId?: string;
+  /** Only messages that report this tool execution. */
+  toolExecutionId?: string;
+}
+
+export interface ListTurnsFilter {
+  rootTurnId?: string;
+  conversationId?: string;
+  agentName?: string;
+  parentTurnId?: string;
+  parentToolExecutionId?: string;
+  status?: TurnStatus | readonly TurnStatus[];
+  limit?: number;
+}
+
+export interface ListDeliveriesFilter {
+  sourceConversationId?: string;
+  destinationConversationId?: string;
+  /** Only undelivered ones. */
+  pending?: boolean;
+  limit?: number;
+}
+
+export type StoreBackend = 'memory' | 'sqlite' | 'postgres';
+
+/**
+ * The store contract. Every method is async. Writes outside `atomic` are each their own
+ * transaction. `load*` raise RecordNotFound; list methods return copies in the stated order.
+ */
+export interface Store {
+  readonly backend: StoreBackend;
+
+  /**
+   * Reentrant, rollback-on-error transaction that serializes work on `conversationId`
+   * across processes. Nested calls (even on other conversations) join the outer
+   * transaction; an error rolls back everything the outermost block wrote.
+   */
+  atomic<T>(conversationId: string | null, fn: () => Promise<T>): Promise<T>;
+  /** Global serialization for wait-graph mutation (joins an enclosing transaction). */
+  atomicGraph<T>(fn: () => Promise<T>): Promise<T>;
+
+  createConversation(attrs: NewConversation): Promise<ConversationRecord>;
+  loadConversation(id: string): Promise<ConversationRecord>;
+  /** Replaces the conversation's metadata (reserved keys included). */
+  updateConversation(id: string, attrs: { metadata?: JsonObject; model?: string | null }): Promise<ConversationRecord>;
+
+  nextMessageSequence(conversationId: string): Promise<number>;
+  latestMessageSequence(conversationId: string): Promise<number>;
+  /** Assigns the next sequence atomically; validates role and kind. */
+  appendMessage(attrs: NewMessage): Promise<MessageRecord>;
+  loadMessage(id: string): Promise<MessageRecord>;
+  /** Ordered by sequence. */
+  listMessages(conversationId: string, options?: ListMessagesOptions): Promise<MessageRecord[]>;
+
+  createTurn(attrs: NewTurn): Promise<TurnRecord>;
+  loadTurn(id: string): Promise<TurnRecord>;
+  updateTurn(id: string, attrs: TurnUpdate): Promise<TurnRecord>;
+  /** Compare-and-set on status; null when the turn is not in `from`. */
+  claimTurn(id: string, options?: ClaimTurnOptions): Promise<TurnRecord | null>;
+  /** Filters are AND-ed; order createdAt, id. */
+  listTurns(filter?: ListTurnsFilter): Promise<TurnRecord[]>;
+  /** Historical inventory of submitted turns, order createdAt, id. */
+  listSubmittedTurns(options?: { limit?: number }): Promise<TurnRecord[]>;
+  /** Submitted and pending/waiting/running; order updatedAt, id; bounded. */
+  listActionableTurns(options: { limit: number }): Promise<TurnRecord[]>;
+  /** Unsubmitted, pending/running, `coalesce(heartbeatAt, startedAt, createdAt) < before`. */
+  listStaleInlineTurns(options: { before: string; limit: number }): Promise<TurnRecord[]>;
+  /** Any running/waiting turn, or (by default) a submitted pending one. */
+  busyConversation(id: string, options?: { includePending?: boolean }): Promise<boolean>;
+  /**
+   * Newest delivered message whose sequence exceeds the highest `contextMessageSequence`
+   * of the conversation's turns that are not unsubmitted-pending.
+   */
+  nextDeliveryTrigger(conversationId: string): Promise<MessageRecord | null>;
+
+  /** Insert, or return the existing row for `key`; a mismatch is a ToolError. */
+  createDelivery(attrs: NewDelivery): Promise<DeliveryRecord>;
+  loadDelivery(id: string): Promise<DeliveryRecord>;
+  updateDelivery(id: string, attrs: DeliveryUpdate): Promise<DeliveryRecord>;
+  listDeliveries(filter?: ListDeliveriesFilter): Promise<DeliveryRecord[]>;
+
+  /** Idempotent insert. */
+  createWait(attrs: { turnId: string; targetTurnId: string }): Promise<WaitRecord>;
+  listWaits(filter?: { turnId?: string; targetTurnId?: string }): Promise<WaitRecord[]>;
+
+  /** Unique per (turnId, toolCallId): creating a second one is a StoreError. */
+  createToolExecution(attrs: NewToolExecution): Promise<ToolExecutionRecord>;
+  loadToolExecution(id: string): Promise<ToolExecutionRecord>;
+  /** Compare-and-set on status; null when the execution is not in `from`. */
+  claimToolExecution(id: string, options?: ClaimToolExecutionOptions): Promise<ToolExecutionRecord | null>;
+  /** Order createdAt, id. */
+  listToolExecutions(filter: { turnId: string } | { turnIds: readonly string[] }): Promise<ToolExecutionRecord[]>;
+
+  /** Appends to the turn's durable event log; sequence is allocated per turn. */
+  appendEvent(attrs: { turnId: string; conversationId: string; type: string; payload?: JsonObject }): Promise<EventRecord>;
+  listEvents(turnId: string, options?: { afterSequence?: number; limit?: number }): Promise<EventRecord[]>;
+
+  /**
+   * Marks old unsubmitted pending/running turns `stale` (claim cleared, completedAt set),
+   * each rechecked under its root conversation's lock. Bounded by `limit`.
+   */
+  reconcileStaleTurns(options: { before: string; limit?: number }): Promise<TurnRecord[]>;
+
+  close(): Promise<void>;
+}
