@@ -38,7 +38,7 @@ export interface ModelRequest {
   /** JSON Schema for structured output. */
   outputSchema?: JsonObject | null;
   temperature?: number;
-  metadata: { turnId: string; conversationId: string; purpose?: string };
+  metadata: { turnId: string; conversationId: string; agentName: string; purpose?: string };
 }
 
 /** Token counters of one model call, plus a provider-reported cost when there is one. */
