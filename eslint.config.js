@@ -22,7 +22,6 @@ export default tseslint.config(
           ],
         },
       ],
-      'no-restricted-globals': ['error', { name: 'Date', message: 'Use workflow time (Date is deterministic only through the sandbox; prefer explicit activity timestamps).' }],
     },
   },
 );

@@ -1,0 +1,98 @@
+/**
+ * Thin Temporal adapters over the engine. Each activity takes ids, does its I/O through the
+ * store, and returns a small digest; errors are mapped onto Temporal failures on purpose.
+ */
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { claimTurn } from '../engine/claim.js';
+import type { ClaimDigest, ModelStepDigest, OutputStepDigest, ToolCallOutcome, TurnDigest, TurnErrorDigest } from '../engine/digest.js';
+import { runModelStep } from '../engine/model-step.js';
+import type { ModelStepInput } from '../engine/model-step.js';
+import { runOutputStep } from '../engine/output-step.js';
+import type { Runtime } from '../engine/runtime.js';
+import { failTurn } from '../engine/terminal.js';
+import { finishToolsPhase, runToolCall } from '../engine/tool-runner.js';
+import type { ToolCallInput } from '../engine/tool-runner.js';
+import { TurnKitError } from '../errors.js';
+
+/** Heartbeat period of long activities; the workflow's heartbeatTimeout is a few of these. */
+export const HEARTBEAT_INTERVAL_MS = 2_000;
+
+/**
+ * TurnKit errors become ApplicationFailures typed by class name, non-retryable unless the
+ * error says a retry could help; anything else is an infrastructure failure Temporal retries.
+ */
+export function toFailure(error: unknown): unknown {
+  if (error instanceof TurnKitError) {
+    return ApplicationFailure.create({
+      type: error.name,
+      message: error.message,
+      nonRetryable: !error.retryable,
+      details: error.details ? [error.details] : [],
+      cause: error.cause instanceof Error ? error.cause : undefined,
+    });
+  }
+  return error;
+}
+
+async function mapped<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    throw toFailure(error);
+  }
+}
+
+/** Heartbeats on an interval while `fn` runs, so a dead or paused worker is noticed. */
+async function withHeartbeat<T>(fn: (heartbeat: (details?: unknown) => void) => Promise<T>): Promise<T> {
+  const context = Context.current();
+  const heartbeat = (details?: unknown) => context.heartbeat(details);
+  const timer = setInterval(heartbeat, HEARTBEAT_INTERVAL_MS);
+  try {
+    return await fn(heartbeat);
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+export function createTurnActivities(runtime: Runtime) {
+  return {
+    async claimTurn(input: { turnId: string; claimToken: string }): Promise<ClaimDigest> {
+      return mapped(() => claimTurn(runtime, input.turnId, input.claimToken));
+    },
+
+    async modelStep(input: ModelStepInput): Promise<ModelStepDigest> {
+      const signal = Context.current().cancellationSignal;
+      return mapped(() => withHeartbeat((heartbeat) => runModelStep(runtime, input, { signal, heartbeat })));
+    },
+
+    async toolCall(input: ToolCallInput & { maxAttempts: number }): Promise<ToolCallOutcome> {
+      const context = Context.current();
+      const attempt = context.info.attempt;
+      return mapped(() =>
+        withHeartbeat((heartbeat) =>
+          runToolCall(runtime, input, {
+            signal: context.cancellationSignal,
+            heartbeat,
+            attempt,
+            canRetry: attempt < input.maxAttempts,
+          }),
+        ),
+      );
+    },
+
+    async finishTools(input: { turnId: string; claimToken: string; terminalToolCallId: string | null }): Promise<TurnDigest> {
+      return mapped(() => finishToolsPhase(runtime, input));
+    },
+
+    async outputStep(input: { turnId: string; claimToken: string }): Promise<OutputStepDigest> {
+      return mapped(() => runOutputStep(runtime, input));
+    },
+
+    async failTurn(input: { turnId: string; claimToken: string; error: TurnErrorDigest }): Promise<{ status: string }> {
+      return mapped(() => failTurn(runtime, input));
+    },
+  };
+}
+
+export type TurnActivities = ReturnType<typeof createTurnActivities>;

@@ -1,0 +1,136 @@
+import { z } from 'zod';
+import { ArgumentError, ToolValidationError } from '../errors.js';
+import type { Json, JsonObject, ToolExecutionRecord, TurnRecord } from '../store/types.js';
+import type { Store } from '../store/types.js';
+
+/**
+ * `unknown`: a run interrupted mid-call has an unknown outcome and is never re-run.
+ * `replaySafe`: the tool is idempotent under `context.idempotencyKey` and may be re-run.
+ */
+export type ToolRecovery = 'unknown' | 'replaySafe';
+
+/** What a tool sees of the turn it runs in. */
+export interface ToolContext {
+  /** `turnkit:tool:<executionId>`, stable across every retry of this execution. */
+  readonly idempotencyKey: string;
+  /** Aborted when the turn is cancelled or the activity times out. */
+  readonly signal: AbortSignal;
+  /** The application's principal, read fresh from the turn (never from model arguments). */
+  readonly principal: Json;
+  /** The run context the application passed to `run` (a copy). */
+  readonly context: JsonObject;
+  readonly turn: TurnRecord;
+  readonly execution: ToolExecutionRecord;
+  /** The turn's fenced store: every write fails with LostClaim once the turn is not ours. */
+  readonly store: Store;
+  /** Tell Temporal the tool is alive (long tools should call this). */
+  heartbeat(details?: unknown): void;
+}
+
+export type ToolKind = 'ordinary' | 'subAgent' | 'launchAgent' | 'waitFor' | 'sendMessage';
+
+export interface ToolDefinition<Schema extends z.ZodObject = z.ZodObject, Result = unknown> {
+  readonly name: string;
+  readonly description: string;
+  readonly input: Schema;
+  /** JSON Schema of `input`, as the model sees it. */
+  readonly jsonSchema: JsonObject;
+  readonly recovery: ToolRecovery;
+  /** Terminal tools end the turn when they succeed; later calls are skipped. */
+  readonly terminal: boolean;
+  readonly kind: ToolKind;
+  /** Text appended as the final assistant message when a terminal tool ends the turn. */
+  completionMessage(result: Json): string;
+  execute(args: z.infer<Schema>, context: ToolContext): Promise<Result> | Result;
+}
+
+export interface ToolOptions<Schema extends z.ZodObject, Result> {
+  name: string;
+  description: string;
+  input: Schema;
+  execute: (args: z.infer<Schema>, context: ToolContext) => Promise<Result> | Result;
+  recovery?: ToolRecovery;
+  /** `true`, or the completion message (a string or a function of the result). */
+  terminal?: boolean | string | ((result: Json) => string);
+}
+
+const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+
+/** Defines a tool whose arguments are a zod object schema. */
+export function defineTool<Schema extends z.ZodObject, Result>(
+  options: ToolOptions<Schema, Result>,
+): ToolDefinition<Schema, Result> {
+  return buildTool(options, 'ordinary');
+}
+
+/** @internal Also used for the generated sub-agent and coordination tools. */
+export function buildTool<Schema extends z.ZodObject, Result>(
+  options: ToolOptions<Schema, Result>,
+  kind: ToolKind,
+): ToolDefinition<Schema, Result> {
+  if (!options || typeof options !== 'object') throw new ArgumentError('defineTool needs an options object');
+  if (typeof options.name !== 'string' || !TOOL_NAME.test(options.name)) {
+    throw new ArgumentError(`invalid tool name ${JSON.stringify(options.name)}: use letters, digits, _ and -`);
+  }
+  if (!(options.input instanceof z.ZodObject)) {
+    throw new ArgumentError(`tool ${options.name}: input must be a zod object schema (z.object({...}))`);
+  }
+  if ('context' in options.input.shape) {
+    throw new ArgumentError(`tool ${options.name}: the argument name "context" is reserved`);
+  }
+  if (typeof options.execute !== 'function') throw new ArgumentError(`tool ${options.name}: execute must be a function`);
+  const recovery = options.recovery ?? 'unknown';
+  if (recovery !== 'unknown' && recovery !== 'replaySafe') {
+    throw new ArgumentError(`tool ${options.name}: recovery must be 'unknown' or 'replaySafe'`);
+  }
+  const terminal = options.terminal ?? false;
+  const jsonSchema = z.toJSONSchema(options.input, { target: 'draft-7', io: 'input' }) as JsonObject;
+  delete jsonSchema['$schema'];
+  return Object.freeze({
+    name: options.name,
+    description: options.description ?? '',
+    input: options.input,
+    jsonSchema,
+    recovery,
+    terminal: terminal !== false,
+    kind,
+    completionMessage(result: Json): string {
+      if (typeof terminal === 'string') return terminal;
+      if (typeof terminal === 'function') return terminal(result);
+      const text = result && typeof result === 'object' && !Array.isArray(result) ? result['result'] : undefined;
+      return typeof text === 'string' ? text : `Completed via ${options.name}.`;
+    },
+    execute: options.execute,
+  });
+}
+
+/**
+ * Validates model arguments against the tool's schema, with TurnKit's messages for unknown
+ * and missing arguments. Returns the parsed arguments (defaults filled).
+ */
+export function validateToolArguments<Schema extends z.ZodObject>(
+  tool: ToolDefinition<Schema>,
+  args: JsonObject,
+): z.infer<Schema> {
+  const shape = tool.input.shape as Record<string, z.ZodType>;
+  const unknown = Object.keys(args).filter((key) => !(key in shape));
+  if (unknown.length > 0) throw new ToolValidationError(`unknown argument(s): ${unknown.join(', ')}`);
+  for (const [key, schema] of Object.entries(shape)) {
+    if (args[key] === undefined && !schema.safeParse(undefined).success) {
+      throw new ToolValidationError(`missing required argument: ${key}`);
+    }
+  }
+  const parsed = tool.input.safeParse(args);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(arguments)'}: ${issue.message}`);
+    throw new ToolValidationError(`invalid arguments for ${tool.name}: ${issues.join('; ')}`);
+  }
+  return parsed.data;
+}
+
+/** TurnKit's payload normalization: objects stay, arrays become {items}, the rest {result}. */
+export function normalizeToolPayload(value: unknown): JsonObject {
+  if (Array.isArray(value)) return { items: JSON.parse(JSON.stringify(value)) as Json[] };
+  if (value !== null && typeof value === 'object') return JSON.parse(JSON.stringify(value)) as JsonObject;
+  return { result: value === undefined || value === null ? '' : String(value) };
+}

@@ -1,0 +1,116 @@
+import type { Client } from '@temporalio/client';
+import type { TurnPreview } from '../engine/model-request.js';
+import type { EventRecord, Json, MessageRecord, Store, ToolExecutionRecord, TurnRecord, Usage } from '../store/types.js';
+import { turnWorkflowId } from '../workflows/search-attributes.js';
+
+export function sumUsage(turns: readonly TurnRecord[]): Usage {
+  const total: Usage = {
+    input_tokens: 0,
+    output_tokens: 0,
+    cached_tokens: 0,
+    cache_write_tokens: 0,
+    thinking_tokens: 0,
+    total_tokens: 0,
+  };
+  for (const turn of turns) {
+    if (!turn.usage) continue;
+    total.input_tokens += turn.usage.input_tokens ?? 0;
+    total.output_tokens += turn.usage.output_tokens ?? 0;
+    total.cached_tokens += turn.usage.cached_tokens ?? 0;
+    total.cache_write_tokens += turn.usage.cache_write_tokens ?? 0;
+    total.thinking_tokens += turn.usage.thinking_tokens ?? 0;
+    total.total_tokens += turn.usage.total_tokens ?? 0;
+  }
+  return total;
+}
+
+export interface RunHandleDeps {
+  store: Store;
+  temporal: Client;
+  start(turnId: string): Promise<void>;
+  preview(turnId: string): Promise<TurnPreview>;
+}
+
+/**
+ * A run as the application sees it. Every read is fresh from the store, so any process can
+ * build a handle from a turn id; `result()` waits on the turn's workflow.
+ */
+export class RunHandle {
+  constructor(
+    readonly turnId: string,
+    readonly conversationId: string,
+    readonly rootTurnId: string,
+    private readonly deps: RunHandleDeps,
+  ) {}
+
+  get workflowId(): string {
+    return turnWorkflowId(this.turnId);
+  }
+
+  turn(): Promise<TurnRecord> {
+    return this.deps.store.loadTurn(this.turnId);
+  }
+
+  /** Starts the turn's workflow (a prepared run); starting twice runs it once. */
+  async start(): Promise<this> {
+    await this.deps.start(this.turnId);
+    return this;
+  }
+
+  /** Waits for the turn's workflow to finish, then returns the stored turn. */
+  async result(): Promise<TurnRecord> {
+    await this.deps.temporal.workflow.getHandle(this.workflowId).result();
+    return this.turn();
+  }
+
+  async status(): Promise<TurnRecord['status']> {
+    return (await this.turn()).status;
+  }
+
+  async outputText(): Promise<string | null> {
+    return (await this.turn()).outputText;
+  }
+
+  async outputData(): Promise<Json> {
+    return (await this.turn()).outputData;
+  }
+
+  async error(): Promise<TurnRecord['error']> {
+    return (await this.turn()).error;
+  }
+
+  /** Every turn of the run's tree, root first. */
+  turns(): Promise<TurnRecord[]> {
+    return this.deps.store.listTurns({ rootTurnId: this.rootTurnId });
+  }
+
+  /** Messages of every conversation in the tree, conversation by conversation. */
+  async transcript(): Promise<MessageRecord[]> {
+    const conversations = [...new Set((await this.turns()).map((turn) => turn.conversationId))];
+    const messages = await Promise.all(conversations.map((id) => this.deps.store.listMessages(id)));
+    return messages.flat();
+  }
+
+  async toolExecutions(): Promise<ToolExecutionRecord[]> {
+    const turns = await this.turns();
+    return this.deps.store.listToolExecutions({ turnIds: turns.map((turn) => turn.id) });
+  }
+
+  async usage(): Promise<Usage> {
+    return sumUsage(await this.turns());
+  }
+
+  /** Observed cost in USD over the whole tree. */
+  async cost(): Promise<number> {
+    return (await this.turns()).reduce((sum, turn) => sum + (turn.cost ?? 0), 0);
+  }
+
+  events(): Promise<EventRecord[]> {
+    return this.deps.store.listEvents(this.turnId);
+  }
+
+  /** The request the next model call would send, without calling the model. */
+  preview(): Promise<TurnPreview> {
+    return this.deps.preview(this.turnId);
+  }
+}

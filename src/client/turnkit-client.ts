@@ -1,0 +1,266 @@
+import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Agent } from '../agents/agent.js';
+import { limitsToJson } from '../agents/agent.js';
+import type { AgentRegistry } from '../agents/registry.js';
+import { buildModelRequest } from '../engine/model-request.js';
+import type { TurnPreview } from '../engine/model-request.js';
+import { Runtime } from '../engine/runtime.js';
+import { depthOf } from '../engine/turn-state.js';
+import { ArgumentError, InputError } from '../errors.js';
+import { newId } from '../ids.js';
+import { jsonCopy, nowIso } from '../store/records.js';
+import type { Json, JsonObject, Store, Subject, TurnRecord } from '../store/types.js';
+import { DEFAULT_TASK_QUEUE } from '../worker.js';
+import {
+  TURNKIT_AGENT,
+  TURNKIT_CONVERSATION_ID,
+  TURNKIT_ROOT_TURN_ID,
+  TURNKIT_STATUS,
+  turnWorkflowId,
+} from '../workflows/search-attributes.js';
+import { RunHandle } from './run-handle.js';
+
+export interface TurnKitClientOptions {
+  store: Store;
+  agents: AgentRegistry;
+  /** An existing Temporal client; otherwise one is connected to `address`. */
+  temporal?: Client;
+  address?: string;
+  namespace?: string;
+  taskQueue?: string;
+  defaultModel?: string;
+}
+
+export interface RunOptions {
+  /** Structured input, validated against the agent's `inputSchema` before anything is written. */
+  input?: Json;
+  /** The application's identity for authorization; the model can never set it. */
+  principal?: Json;
+  /** Run context, copied on write, rendered to the model as untrusted data. */
+  context?: JsonObject;
+  model?: string;
+  subject?: Subject;
+  metadata?: JsonObject;
+}
+
+export interface ConversationOptions {
+  principal?: Json;
+  context?: JsonObject;
+  model?: string;
+  subject?: Subject;
+  metadata?: JsonObject;
+}
+
+function taskText(task: string, input: Json | undefined): string {
+  if (input === undefined) return `Task:\n${task}`;
+  return `Task:\n${task}\n\nInput:\n${JSON.stringify(input, null, 2)}`;
+}
+
+/**
+ * The API applications call: it writes a run's rows to the store, then starts the turn's
+ * workflow through the Temporal client. Any process with the same store and agent registry
+ * can read runs back without Temporal.
+ */
+export class TurnKitClient {
+  readonly store: Store;
+  readonly agents: AgentRegistry;
+  readonly temporal: Client;
+  readonly taskQueue: string;
+  readonly #runtime: Runtime;
+
+  constructor(options: TurnKitClientOptions & { temporal: Client }) {
+    this.store = options.store;
+    this.agents = options.agents;
+    this.temporal = options.temporal;
+    this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
+    this.#runtime = new Runtime({ store: options.store, agents: options.agents, defaultModel: options.defaultModel });
+  }
+
+  static async connect(options: TurnKitClientOptions): Promise<TurnKitClient> {
+    const temporal =
+      options.temporal ??
+      new Client({
+        connection: await Connection.connect({
+          address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
+        }),
+        namespace: options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default',
+      });
+    return new TurnKitClient({ ...options, temporal });
+  }
+
+  #agent(agent: Agent | string): Agent {
+    return this.agents.resolve(typeof agent === 'string' ? agent : agent.name);
+  }
+
+  /** Runs a task on a fresh conversation: writes the rows, then starts the turn workflow. */
+  async run(agent: Agent | string, task: string, options: RunOptions = {}): Promise<RunHandle> {
+    const handle = await this.prepare(agent, task, options);
+    return handle.start();
+  }
+
+  /** Writes a run's rows without starting it: the turn stays `pending` until `start()`. */
+  async prepare(agent: Agent | string, task: string, options: RunOptions = {}): Promise<RunHandle> {
+    const resolved = this.#agent(agent);
+    if (typeof task !== 'string' || task.trim() === '') throw new ArgumentError('run needs a non-empty task string');
+    if (resolved.inputSchema && options.input !== undefined) {
+      const parsed = resolved.inputSchema.safeParse(options.input);
+      if (!parsed.success) {
+        throw new InputError(
+          `input for ${resolved.name} is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ')}`,
+        );
+      }
+    } else if (resolved.inputSchema && options.input === undefined) {
+      const parsed = resolved.inputSchema.safeParse(undefined);
+      if (!parsed.success) throw new InputError(`${resolved.name} needs an input`);
+    }
+    const conversationId = newId('conv');
+    const turn = await this.store.atomic(conversationId, async () => {
+      await this.#createConversation(conversationId, resolved, options);
+      const message = await this.store.appendMessage({
+        conversationId,
+        role: 'user',
+        content: taskText(task, options.input),
+        metadata: { source: 'application', task: true },
+      });
+      return this.#buildTurn(resolved, conversationId, message.id, message.sequence, { ...options, promptMode: 'task' });
+    });
+    return this.handle(turn);
+  }
+
+  /** A persisted conversation for multi-turn use (`say`, `ask`). */
+  async conversation(agent: Agent | string, options: ConversationOptions = {}): Promise<ConversationHandle> {
+    const resolved = this.#agent(agent);
+    const id = newId('conv');
+    await this.store.atomic(id, () => this.#createConversation(id, resolved, options));
+    return new ConversationHandle(this, id, resolved.name);
+  }
+
+  /** Reopens a conversation by id (any process). */
+  async loadConversation(id: string): Promise<ConversationHandle> {
+    const record = await this.store.loadConversation(id);
+    this.#agent(record.agentName);
+    return new ConversationHandle(this, id, record.agentName);
+  }
+
+  /** A handle for an existing turn, by id or record. */
+  async handle(turn: TurnRecord | string): Promise<RunHandle> {
+    const record = typeof turn === 'string' ? await this.store.loadTurn(turn) : turn;
+    return new RunHandle(record.id, record.conversationId, record.rootTurnId, {
+      store: this.store,
+      temporal: this.temporal,
+      start: (id) => this.start(id),
+      preview: (id) => this.preview(id),
+    });
+  }
+
+  /**
+   * Marks the turn submitted and starts its workflow. Idempotent: a start that failed after
+   * the rows committed can be repeated, and a workflow that already exists is reused.
+   */
+  async start(turnId: string): Promise<void> {
+    let turn = await this.store.loadTurn(turnId);
+    if (!turn.submittedAt) {
+      turn = await this.store.updateTurn(turnId, { submittedAt: nowIso() });
+    }
+    const task = (await this.store.listMessages(turn.conversationId, { throughSequence: turn.contextMessageSequence }))
+      .at(-1)
+      ?.content.find((part) => part.type === 'text');
+    const summary = task && task.type === 'text' ? task.text.replace(/\s+/g, ' ').slice(0, 120) : turn.id;
+    try {
+      await this.temporal.workflow.start('turnWorkflow', {
+        taskQueue: this.taskQueue,
+        workflowId: turnWorkflowId(turnId),
+        args: [{ turnId }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        staticSummary: `${turn.agentName}: ${summary}`,
+        typedSearchAttributes: [
+          { key: TURNKIT_AGENT, value: turn.agentName },
+          { key: TURNKIT_CONVERSATION_ID, value: turn.conversationId },
+          { key: TURNKIT_ROOT_TURN_ID, value: turn.rootTurnId },
+          { key: TURNKIT_STATUS, value: turn.status },
+        ],
+      });
+    } catch (error) {
+      // The workflow ran (or runs) already: the turn is never started twice.
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+  }
+
+  /** The request the turn's next model call would send, without calling the model (CORE-09). */
+  async preview(turnId: string): Promise<TurnPreview> {
+    const turn = await this.store.loadTurn(turnId);
+    const agent = this.agents.resolve(turn.agentName);
+    return buildModelRequest(this.#runtime, this.store, agent, turn, await depthOf(this.store, turn));
+  }
+
+  async #createConversation(id: string, agent: Agent, options: ConversationOptions) {
+    const metadata: JsonObject = { ...jsonCopy(options.metadata ?? {}) };
+    if (options.principal !== undefined) metadata['principal'] = jsonCopy(options.principal);
+    if (options.context !== undefined) metadata['turnkit_context'] = jsonCopy(options.context);
+    return this.store.createConversation({
+      id,
+      agentName: agent.name,
+      model: options.model ?? null,
+      subject: options.subject ?? null,
+      metadata,
+    });
+  }
+
+  /** @internal Builds a pending turn snapshotting the conversation as it is now (spec §3.1). */
+  async buildTurn(agentName: string, conversationId: string, triggerMessageId: string, sequence: number, options: RunOptions) {
+    return this.#buildTurn(this.#agent(agentName), conversationId, triggerMessageId, sequence, options);
+  }
+
+  async #buildTurn(
+    agent: Agent,
+    conversationId: string,
+    triggerMessageId: string,
+    sequence: number,
+    options: RunOptions & { promptMode?: string },
+  ): Promise<TurnRecord> {
+    const conversation = await this.store.loadConversation(conversationId);
+    const turnOptions: JsonObject = {
+      trigger_message_id: triggerMessageId,
+      budget_limits: limitsToJson(agent.limits),
+      context: jsonCopy(options.context ?? (conversation.metadata['turnkit_context'] as JsonObject | undefined) ?? {}),
+      principal: jsonCopy(options.principal ?? conversation.metadata['principal'] ?? null),
+    };
+    if (options.promptMode) turnOptions['prompt_mode'] = options.promptMode;
+    return this.store.createTurn({
+      conversationId,
+      agentName: agent.name,
+      contextMessageSequence: sequence,
+      model: options.model ?? conversation.model ?? agent.model ?? null,
+      options: turnOptions,
+    });
+  }
+}
+
+/** A conversation: `say` appends a user message, `ask` says and runs a turn. */
+export class ConversationHandle {
+  constructor(
+    private readonly client: TurnKitClient,
+    readonly id: string,
+    readonly agentName: string,
+  ) {}
+
+  say(text: string, metadata: JsonObject = {}) {
+    if (typeof text !== 'string' || text === '') throw new ArgumentError('say needs a non-empty text');
+    return this.client.store.appendMessage({ conversationId: this.id, role: 'user', content: text, metadata });
+  }
+
+  /** Says `text` and starts a turn that sees it (pass `start: false` to only prepare). */
+  async ask(text: string, options: { start?: boolean; principal?: Json; context?: JsonObject; model?: string } = {}) {
+    const turn = await this.client.store.atomic(this.id, async () => {
+      const message = await this.say(text);
+      return this.client.buildTurn(this.agentName, this.id, message.id, message.sequence, options);
+    });
+    const handle = await this.client.handle(turn);
+    return options.start === false ? handle : handle.start();
+  }
+
+  messages() {
+    return this.client.store.listMessages(this.id);
+  }
+}

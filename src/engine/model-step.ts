@@ -1,0 +1,142 @@
+import { ModelError } from '../errors.js';
+import { addUsage, costFromUsage } from '../models/cost.js';
+import type { ModelResult } from '../models/types.js';
+import { nowIso } from '../store/records.js';
+import type { ContentPart, JsonObject, Store } from '../store/types.js';
+import { Budget } from './budget.js';
+import { turnDigest } from './claim.js';
+import type { ModelStepDigest } from './digest.js';
+import { buildModelRequest } from './model-request.js';
+import type { Runtime } from './runtime.js';
+import { depthOf, iterationsOf, toolCallParts, turnState, updateState } from './turn-state.js';
+
+export interface ModelStepInput {
+  turnId: string;
+  claimToken: string;
+  /**
+   * Unique per workflow run and model call (`<run>:<n>`): the unit of idempotency of this
+   * activity, so a retry reuses the reservation and the stored response, and a reset run
+   * never mistakes an older run's step for its own.
+   */
+  step: string;
+}
+
+export interface ModelStepHooks {
+  signal: AbortSignal;
+  heartbeat: () => void;
+}
+
+function responseText(parts: readonly ContentPart[]): string {
+  return parts
+    .filter((part) => part.type === 'text')
+    .map((part) => (part as { text: string }).text)
+    .join('\n');
+}
+
+/**
+ * One model phase (spec §3.3): reserve an iteration, call the model outside any
+ * transaction, then persist usage, cost, the assistant message and the next phase in one
+ * transaction. Idempotent per `step`: a retry after the reservation reuses it, and a retry
+ * after the commit reuses the stored response without calling the model (BG-05).
+ */
+export async function runModelStep(runtime: Runtime, input: ModelStepInput, hooks: ModelStepHooks): Promise<ModelStepDigest> {
+  const store: Store = await runtime.fenced(input.turnId, input.claimToken);
+  let turn = await store.loadTurn(input.turnId);
+  const agent = runtime.agents.resolve(turn.agentName);
+  const depth = await depthOf(store, turn);
+
+  if (turnState(turn).model_step === input.step) {
+    return { ...(await turnDigest(runtime, store, turn)), usage: usageDigest(null), cost: null, reused: true };
+  }
+
+  turn = await store.atomic(null, async () => {
+    const fresh = await store.loadTurn(input.turnId);
+    const budget = await Budget.load(store, fresh.rootTurnId, agent.limits);
+    budget.check(depth);
+    if (turnState(fresh).reserved_step === input.step) return fresh;
+    // Reserved and committed before the call, so parallel children cannot both take the last one.
+    budget.reserveIteration();
+    return updateState(store, fresh.id, { iterations: iterationsOf(fresh) + 1, reserved_step: input.step });
+  });
+
+  const { request, report } = await buildModelRequest(runtime, store, agent, turn, depth);
+  await runtime.emit(turn, 'model.requested', {
+    model: request.model,
+    tool_names: request.tools.map((tool) => tool.name),
+    message_count: request.messages.length,
+    prompt: report as unknown as JsonObject,
+  });
+
+  const client = runtime.modelClientFor(agent);
+  let result: ModelResult;
+  try {
+    result = await client.chat(request, { signal: hooks.signal, onProgress: hooks.heartbeat });
+  } catch (error) {
+    if (hooks.signal.aborted) throw error;
+    if (error instanceof ModelError) throw error;
+    throw new ModelError(`model call failed: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+      retryable: true,
+    });
+  }
+  const parts = Array.isArray(result?.parts) ? result.parts : [];
+  const calls = toolCallParts(parts);
+  const text = responseText(parts);
+  if (calls.length === 0 && text.trim() === '' && (result.outputData === undefined || result.outputData === null)) {
+    throw new ModelError('the model returned an empty response (no text, no tool calls, no structured output)');
+  }
+
+  const cost = costFromUsage(result.usage, result.model ?? request.model, runtime.cost);
+  const phase = calls.length > 0 ? 'tools' : 'output';
+  const { message, committed } = await store.atomic(null, async () => {
+    const fresh = await store.loadTurn(input.turnId);
+    await store.updateTurn(fresh.id, {
+      usage: addUsage(fresh.usage, result.usage, cost),
+      cost: (fresh.cost ?? 0) + (cost.total ?? 0),
+      heartbeatAt: nowIso(),
+    });
+    const metadata: JsonObject = {};
+    if (result.outputData !== undefined && result.outputData !== null) metadata['output_data'] = result.outputData;
+    const appended = await store.appendMessage({
+      conversationId: fresh.conversationId,
+      turnId: fresh.id,
+      role: 'assistant',
+      kind: calls.length > 0 ? 'tool_call' : 'text',
+      content: parts,
+      providerMessageId: result.providerMessageId ?? null,
+      metadata,
+    });
+    const updated = await updateState(store, fresh.id, {
+      phase,
+      parts,
+      candidate: text,
+      output_data: result.outputData ?? null,
+      terminal_tool_name: null,
+      model_step: input.step,
+    });
+    return { message: appended, committed: updated };
+  });
+
+  await runtime.emit(committed, 'message.created', { message_id: message.id, role: 'assistant', kind: message.kind });
+  for (const call of calls) await runtime.emit(committed, 'tool_call.created', { id: call.id, name: call.name });
+  const usage = committed.usage;
+  await runtime.emit(committed, 'model.completed', {
+    model: result.model ?? request.model,
+    tool_call_count: calls.length,
+    usage: usageDigest(usage) as unknown as JsonObject,
+    cost: cost.total,
+  });
+
+  // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
+  const budget = await Budget.load(store, committed.rootTurnId, agent.limits);
+  budget.check(depth);
+  return { ...(await turnDigest(runtime, store, committed)), usage: usageDigest(usage), cost: cost.total, reused: false };
+}
+
+function usageDigest(usage: { input_tokens?: number; output_tokens?: number; total_tokens?: number } | null) {
+  return {
+    input_tokens: usage?.input_tokens ?? 0,
+    output_tokens: usage?.output_tokens ?? 0,
+    total_tokens: usage?.total_tokens ?? 0,
+  };
+}

@@ -1,0 +1,117 @@
+import type { Agent } from '../agents/agent.js';
+import type { AgentRegistry } from '../agents/registry.js';
+import { AuthorizationError, ConfigError } from '../errors.js';
+import type { CostConfig } from '../models/cost.js';
+import type { ModelClient } from '../models/types.js';
+import { FencedStore } from '../store/fenced-store.js';
+import { rootConversationId } from '../store/tree.js';
+import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
+
+export type AuthorizationAction = 'tool' | 'launch_agent' | 'wait' | 'callback' | 'send_message' | 'cancel';
+
+export interface AuthorizationRequest {
+  action: AuthorizationAction;
+  principal: Json;
+  [resource: string]: unknown;
+}
+
+/** Must return literally `true` to allow; anything else denies (spec §6). */
+export type AuthorizationPolicy =
+  | ((request: AuthorizationRequest) => unknown)
+  | { authorize(request: AuthorizationRequest): unknown };
+
+export type EventListener = (event: EventRecord) => void | Promise<void>;
+
+export interface RuntimeOptions {
+  store: Store;
+  agents: AgentRegistry;
+  /** Default model client; an agent's own `client` wins. */
+  model?: ModelClient;
+  /** Model id for agents that name none. */
+  defaultModel?: string;
+  cost?: CostConfig;
+  authorization?: AuthorizationPolicy;
+  /** In-process listeners, called after each event is durably appended. */
+  onEvent?: EventListener | readonly EventListener[];
+  logger?: Pick<Console, 'warn' | 'error'>;
+}
+
+/** What the engine needs at run time: store, agents, models, policy, listeners. */
+export class Runtime {
+  readonly store: Store;
+  readonly agents: AgentRegistry;
+  readonly defaultModel: string;
+  readonly cost: CostConfig;
+  readonly logger: Pick<Console, 'warn' | 'error'>;
+  readonly #model: ModelClient | undefined;
+  readonly #authorization: AuthorizationPolicy | undefined;
+  readonly #listeners: EventListener[];
+
+  constructor(options: RuntimeOptions) {
+    if (!options?.store) throw new ConfigError('a runtime needs a store (openStore())');
+    if (!options.agents) throw new ConfigError('a runtime needs an agent registry');
+    this.store = options.store;
+    this.agents = options.agents;
+    this.defaultModel = options.defaultModel ?? 'claude-sonnet-4-5';
+    this.cost = options.cost ?? {};
+    this.logger = options.logger ?? console;
+    this.#model = options.model;
+    this.#authorization = options.authorization;
+    const listeners = options.onEvent;
+    this.#listeners = listeners === undefined ? [] : Array.isArray(listeners) ? [...listeners] : [listeners as EventListener];
+  }
+
+  addListener(listener: EventListener): () => void {
+    this.#listeners.push(listener);
+    return () => {
+      const index = this.#listeners.indexOf(listener);
+      if (index >= 0) this.#listeners.splice(index, 1);
+    };
+  }
+
+  modelClientFor(agent: Agent): ModelClient {
+    const client = agent.client ?? this.#model;
+    if (!client) {
+      throw new ConfigError(`no model client for agent ${agent.name}: pass one to the worker or to defineAgent({client})`);
+    }
+    return client;
+  }
+
+  modelFor(agent: Agent, turn: TurnRecord): string {
+    return turn.model ?? agent.model ?? this.defaultModel;
+  }
+
+  /** A store bound to the turn's claim: every write raises LostClaim once the token changed. */
+  async fenced(turnId: string, claimToken: string): Promise<Store> {
+    const turn = await this.store.loadTurn(turnId);
+    return new FencedStore(this.store, {
+      turnId,
+      claimToken,
+      rootConversationId: await rootConversationId(this.store, turn),
+    });
+  }
+
+  /** Raises AuthorizationError unless the policy returns literally `true`. */
+  async authorize(action: AuthorizationAction, principal: Json, resources: Record<string, unknown>): Promise<void> {
+    const policy = this.#authorization;
+    if (!policy) return;
+    const request: AuthorizationRequest = { ...resources, action, principal };
+    const verdict = typeof policy === 'function' ? await policy(request) : await policy.authorize(request);
+    if (verdict !== true) throw new AuthorizationError(`not authorized to ${action}`);
+  }
+
+  /**
+   * Appends to the turn's durable event log, then tells in-process listeners. Always called
+   * after the write it reports has committed, so a listener can never roll a write back.
+   */
+  async emit(turn: Pick<TurnRecord, 'id' | 'conversationId'>, type: string, payload: JsonObject = {}): Promise<void> {
+    const event = await this.store.appendEvent({ turnId: turn.id, conversationId: turn.conversationId, type, payload });
+    for (const listener of this.#listeners) {
+      try {
+        await listener(event);
+      } catch (error) {
+        this.logger.warn(`turnkit: event listener failed on ${type} for ${turn.id}:`, error);
+      }
+    }
+  }
+}

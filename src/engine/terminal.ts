@@ -1,0 +1,136 @@
+import { LostClaim } from '../errors.js';
+import { nowIso } from '../store/records.js';
+import type { Json, JsonObject, MessageRecord, Store, ToolExecutionRecord, TurnRecord, TurnUpdate } from '../store/types.js';
+import type { TurnErrorDigest } from './digest.js';
+import type { Runtime } from './runtime.js';
+import { toolCallParts } from './turn-state.js';
+
+export const OUTCOME_UNKNOWN =
+  'interrupted: the worker stopped while this tool was running; its outcome is unknown, do not assume either way';
+
+/** Appends a tool-result message unless one already reports this execution (idempotent). */
+export async function appendToolResultOnce(
+  store: Store,
+  turn: TurnRecord,
+  call: { id: string; name: string },
+  executionId: string | null,
+  payload: Json,
+  error: boolean,
+  metadata: JsonObject = {},
+): Promise<MessageRecord | null> {
+  if (executionId) {
+    const existing = await store.listMessages(turn.conversationId, { toolExecutionId: executionId });
+    if (existing.length > 0) return null;
+  }
+  return store.appendMessage({
+    conversationId: turn.conversationId,
+    turnId: turn.id,
+    role: 'tool',
+    kind: 'tool_result',
+    content: [{ type: 'tool_result', tool_call_id: call.id, text: JSON.stringify(payload), error }],
+    toolExecutionId: executionId,
+    metadata: { tool_name: call.name, ...metadata },
+  });
+}
+
+/** CAS every pending/running execution of the turn to `interrupted` (spec §5.9). */
+export async function interruptToolExecutions(store: Store, turn: TurnRecord): Promise<ToolExecutionRecord[]> {
+  const executions = await store.listToolExecutions({ turnId: turn.id });
+  const interrupted: ToolExecutionRecord[] = [];
+  for (const execution of executions) {
+    if (execution.status !== 'pending' && execution.status !== 'running') continue;
+    const row = await store.claimToolExecution(execution.id, {
+      from: ['pending', 'running'],
+      to: 'interrupted',
+      error: { message: OUTCOME_UNKNOWN },
+      completedAt: nowIso(),
+    });
+    if (row) interrupted.push(row);
+  }
+  return interrupted;
+}
+
+/**
+ * Gives every tool call of the turn exactly one result message (architecture §4.2): a
+ * finished execution's real result, an interrupted one's "outcome unknown", and a call that
+ * never ran a "not executed" error naming why.
+ */
+export async function repairTranscript(store: Store, turn: TurnRecord, reason: string): Promise<MessageRecord[]> {
+  const messages = await store.listMessages(turn.conversationId, { throughSequence: 0, turnId: turn.id });
+  const answered = new Set(
+    messages.flatMap((message) =>
+      message.kind === 'tool_result' ? message.content.flatMap((p) => (p.type === 'tool_result' ? [p.tool_call_id] : [])) : [],
+    ),
+  );
+  const executions = await store.listToolExecutions({ turnId: turn.id });
+  const appended: MessageRecord[] = [];
+  for (const message of messages) {
+    if (message.kind !== 'tool_call') continue;
+    for (const call of toolCallParts(message.content)) {
+      if (answered.has(call.id)) continue;
+      const execution = executions.find((row) => row.toolCallId === call.id);
+      let payload: Json;
+      let error = true;
+      let interrupted = false;
+      if (execution && (execution.status === 'completed' || execution.status === 'cancelled')) {
+        payload = execution.result;
+        error = false;
+      } else if (execution && execution.status === 'failed') {
+        payload = execution.error as unknown as Json;
+      } else if (execution) {
+        payload = { message: OUTCOME_UNKNOWN };
+        interrupted = true;
+      } else {
+        payload = { message: `not executed: ${reason}` };
+      }
+      const row = await appendToolResultOnce(store, turn, call, execution?.id ?? null, payload, error, { interrupted });
+      if (row) appended.push(row);
+      answered.add(call.id);
+    }
+  }
+  return appended;
+}
+
+/**
+ * The one terminal write of a turn: interrupts what is still open, repairs the transcript,
+ * clears the claim token (so this execution can never write again) and sets the status.
+ */
+export async function writeTerminal(
+  runtime: Runtime,
+  store: Store,
+  turnId: string,
+  attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
+  reason: string,
+): Promise<{ turn: TurnRecord; repaired: MessageRecord[] }> {
+  const result = await store.atomic(null, async () => {
+    const turn = await store.loadTurn(turnId);
+    let repaired: MessageRecord[] = [];
+    if (attrs.status !== 'completed') {
+      await interruptToolExecutions(store, turn);
+      repaired = await repairTranscript(store, turn, reason);
+    }
+    const updated = await store.updateTurn(turnId, { ...attrs, claimToken: null, completedAt: nowIso() });
+    return { turn: updated, repaired };
+  });
+  for (const message of result.repaired) {
+    await runtime.emit(result.turn, 'message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' });
+  }
+  return result;
+}
+
+/** Fails the turn durably with a typed error (no-op when the claim is gone). */
+export async function failTurn(
+  runtime: Runtime,
+  input: { turnId: string; claimToken: string; error: TurnErrorDigest },
+): Promise<{ status: string }> {
+  try {
+    const store = await runtime.fenced(input.turnId, input.claimToken);
+    const error = { class: input.error.class, message: input.error.message };
+    const { turn } = await writeTerminal(runtime, store, input.turnId, { status: 'failed', error }, `turn failed: ${error.message}`);
+    await runtime.emit(turn, 'turn.failed', { error });
+    return { status: turn.status };
+  } catch (error) {
+    if (error instanceof LostClaim) return { status: (await runtime.store.loadTurn(input.turnId)).status };
+    throw error;
+  }
+}

@@ -1,0 +1,72 @@
+import type { ContentPart, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
+
+export type Phase = 'model' | 'tools' | 'output';
+
+/**
+ * The runtime state persisted in `options.state` (spec §2.3), in TurnKit's key names, plus
+ * `model_step` / `reserved_step`: the workflow's model-step number whose iteration was
+ * reserved and whose response was stored, which makes the model activity idempotent.
+ */
+export interface TurnState {
+  phase?: Phase;
+  parts?: ContentPart[] | null;
+  candidate?: string | null;
+  output_data?: Json;
+  terminal_tool_name?: string | null;
+  iterations?: number;
+  revisions_used?: number;
+  policy_audit?: JsonObject;
+  wait_input?: boolean;
+  reserved_step?: string;
+  model_step?: string;
+}
+
+export function turnState(turn: TurnRecord): TurnState {
+  const state = turn.options['state'];
+  return state && typeof state === 'object' && !Array.isArray(state) ? (state as TurnState) : {};
+}
+
+export function phaseOf(turn: TurnRecord): Phase {
+  return turnState(turn).phase ?? 'model';
+}
+
+/** Iterations this turn reserved (legacy top-level `options.iterations` as fallback). */
+export function iterationsOf(turn: TurnRecord): number {
+  const fromState = turnState(turn).iterations;
+  if (typeof fromState === 'number') return fromState;
+  const legacy = turn.options['iterations'];
+  return typeof legacy === 'number' ? legacy : 0;
+}
+
+/** Merges into `options.state`; `options` is replaced whole, so always merge from a fresh read. */
+export async function updateState(store: Store, turnId: string, patch: Partial<TurnState>): Promise<TurnRecord> {
+  const turn = await store.loadTurn(turnId);
+  const state = { ...turnState(turn), ...patch } as JsonObject;
+  return store.updateTurn(turnId, { options: { ...turn.options, state } });
+}
+
+export function toolCallParts(parts: readonly ContentPart[] | null | undefined) {
+  return (parts ?? []).filter((part): part is Extract<ContentPart, { type: 'tool_call' }> => part.type === 'tool_call');
+}
+
+export function principalOf(turn: TurnRecord): Json {
+  return turn.options['principal'] ?? null;
+}
+
+export function contextOf(turn: TurnRecord): JsonObject {
+  const context = turn.options['context'];
+  return context && typeof context === 'object' && !Array.isArray(context)
+    ? (JSON.parse(JSON.stringify(context)) as JsonObject)
+    : {};
+}
+
+/** Depth of a turn in its tree: 0 for a root, parent's depth + 1 otherwise. */
+export async function depthOf(store: Store, turn: TurnRecord): Promise<number> {
+  let depth = 0;
+  let current = turn;
+  while (current.parentTurnId) {
+    current = await store.loadTurn(current.parentTurnId);
+    depth += 1;
+  }
+  return depth;
+}

@@ -1,0 +1,76 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { WorkerOptions } from '@temporalio/worker';
+import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
+import { createTurnActivities } from './activities/turn-activities.js';
+import type { RuntimeOptions } from './engine/runtime.js';
+import { Runtime } from './engine/runtime.js';
+
+export const DEFAULT_TASK_QUEUE = 'turnkit';
+
+/** The workflow entry point, whether running from compiled JavaScript or from source. */
+export function turnWorkflowsPath(): string {
+  const js = fileURLToPath(new URL('./workflows/index.js', import.meta.url));
+  return existsSync(js) ? js : fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
+}
+
+let bundled: Promise<{ code: string }> | undefined;
+
+/** Bundles TurnKit's workflows once per process (bundling takes seconds). */
+export function bundleTurnWorkflows(): Promise<{ code: string }> {
+  bundled ??= bundleWorkflowCode({ workflowsPath: turnWorkflowsPath(), logger: quietBundlerLogger });
+  return bundled;
+}
+
+const quietBundlerLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: (message: string) => console.warn(message),
+  error: (message: string) => console.error(message),
+};
+
+export interface TurnKitWorkerOptions extends RuntimeOptions {
+  /** An existing connection; otherwise one is opened to `address`. */
+  connection?: NativeConnection;
+  /** Temporal frontend, default `TEMPORAL_ADDRESS` or 127.0.0.1:7233. */
+  address?: string;
+  namespace?: string;
+  taskQueue?: string;
+  /** Extra Worker options (concurrency limits, identity, …). */
+  worker?: Partial<Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>>;
+}
+
+export interface TurnKitWorker {
+  worker: Worker;
+  runtime: Runtime;
+  /** Runs until `shutdown()`, or until the promise passed settles. */
+  run(until?: Promise<unknown>): Promise<void>;
+  shutdown(): void;
+}
+
+/**
+ * A worker that runs TurnKit turns: the bundled workflows plus activities bound to this
+ * process's store, agents and model clients. Add more of these to scale out.
+ */
+export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
+  const runtime = new Runtime(options);
+  const connection =
+    options.connection ??
+    (await NativeConnection.connect({ address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233' }));
+  const worker = await Worker.create({
+    connection,
+    namespace: options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default',
+    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    workflowBundle: await bundleTurnWorkflows(),
+    activities: createTurnActivities(runtime),
+    ...options.worker,
+  });
+  return {
+    worker,
+    runtime,
+    run: (until) => (until ? worker.runUntil(until).then(() => undefined) : worker.run()),
+    shutdown: () => worker.shutdown(),
+  };
+}

@@ -1,0 +1,2 @@
+// The workflow bundle's entry point: every workflow TurnKit workers run.
+export { turnWorkflow } from './turn-workflow.js';

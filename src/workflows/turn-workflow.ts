@@ -1,0 +1,144 @@
+/**
+ * One TurnKit turn as one Temporal workflow: claim, then model → tools → output phases as
+ * activities until the turn is terminal. Deterministic: all I/O happens in activities, and
+ * only ids and small digests cross the boundary.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  proxyActivities,
+  proxyLocalActivities,
+  sleep,
+  TimeoutFailure,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { TurnActivities } from '../activities/turn-activities.js';
+import type { TurnDigest, TurnErrorDigest } from '../engine/digest.js';
+import { NON_RETRYABLE_ERROR_TYPES } from '../errors.js';
+import { TURNKIT_STATUS } from './search-attributes.js';
+
+export interface TurnWorkflowInput {
+  turnId: string;
+}
+
+export interface TurnWorkflowResult {
+  turnId: string;
+  /** The turn's status when this run let go of it. */
+  status: string;
+  /** False when the turn was not pending (already done, or owned by another run). */
+  claimed: boolean;
+  error?: TurnErrorDigest;
+}
+
+/** Attempts of a tool activity; a replay-safe tool may be re-run until the last one. */
+export const TOOL_MAX_ATTEMPTS = 3;
+const nonRetryableErrorTypes = [...NON_RETRYABLE_ERROR_TYPES];
+
+const modelActivities = proxyActivities<TurnActivities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '20 seconds',
+  retry: { maximumAttempts: 5, initialInterval: '1 second', maximumInterval: '30 seconds', nonRetryableErrorTypes },
+});
+
+const toolActivities = proxyActivities<TurnActivities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '20 seconds',
+  retry: { maximumAttempts: TOOL_MAX_ATTEMPTS, initialInterval: '1 second', nonRetryableErrorTypes },
+});
+
+// Short store transactions run as local activities: no task-queue round trip per step.
+const storeActivities = proxyLocalActivities<TurnActivities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumAttempts: 10, initialInterval: '200 milliseconds', maximumInterval: '5 seconds', nonRetryableErrorTypes },
+});
+
+function failureOf(error: unknown): unknown {
+  return error instanceof ActivityFailure && error.cause ? error.cause : error;
+}
+
+function isLostClaim(error: unknown): boolean {
+  const cause = failureOf(error);
+  return cause instanceof ApplicationFailure && cause.type === 'LostClaim';
+}
+
+function turnError(error: unknown): TurnErrorDigest {
+  const cause = failureOf(error);
+  if (cause instanceof ApplicationFailure) return { class: cause.type ?? 'Error', message: cause.message };
+  if (cause instanceof TimeoutFailure) return { class: 'TimeoutError', message: `activity timed out (${cause.timeoutType})` };
+  if (cause instanceof Error) return { class: cause.name, message: cause.message };
+  return { class: 'Error', message: String(cause) };
+}
+
+async function runTools(turnId: string, claimToken: string, digest: TurnDigest): Promise<TurnDigest> {
+  let terminalToolCallId: string | null = null;
+  for (const call of digest.toolCalls) {
+    const outcome = await toolActivities.toolCall({ turnId, claimToken, toolCallId: call.id, maxAttempts: TOOL_MAX_ATTEMPTS });
+    if (outcome.terminal) {
+      terminalToolCallId = call.id;
+      break;
+    }
+  }
+  return storeActivities.finishTools({ turnId, claimToken, terminalToolCallId });
+}
+
+async function phaseLoop(turnId: string, claimToken: string, start: TurnDigest): Promise<string> {
+  let digest = start;
+  let step = 0;
+  for (;;) {
+    if (digest.phase === 'model') {
+      step += 1;
+      digest = await modelActivities.modelStep({ turnId, claimToken, step: `${claimToken.slice(0, 12)}:${step}` });
+    } else if (digest.phase === 'tools') {
+      digest = await runTools(turnId, claimToken, digest);
+    } else {
+      const output = await storeActivities.outputStep({ turnId, claimToken });
+      if (output.done) return output.status;
+      digest = { ...digest, phase: 'model', toolCalls: [] };
+    }
+  }
+}
+
+export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkflowResult> {
+  const { turnId } = input;
+  // The claim token is bound to this run: a retried claim by the same run is recognized,
+  // and a reset or any other run gets a different token, which fences this one out.
+  const claimToken = workflowInfo().runId.replace(/-/g, '');
+  let claim = await storeActivities.claimTurn({ turnId, claimToken });
+  for (let wait = 1; !claim.claimed && claim.reason === 'lane_busy'; wait = Math.min(wait * 2, 30)) {
+    await sleep(`${wait} seconds`);
+    claim = await storeActivities.claimTurn({ turnId, claimToken });
+  }
+  if (!claim.claimed) return { turnId, status: claim.status, claimed: false };
+  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+
+  let timedOut = false;
+  const scope = new CancellationScope();
+  const loop = scope.run(() => phaseLoop(turnId, claimToken, claim));
+  if (claim.deadline) {
+    const remaining = Math.max(Date.parse(claim.deadline) - Date.now(), 0);
+    // The root timeout is a durable timer from submission; it cancels whatever is in flight.
+    void CancellationScope.nonCancellable(() => sleep(remaining)).then(() => {
+      timedOut = true;
+      scope.cancel();
+    });
+  }
+
+  let result: TurnWorkflowResult;
+  try {
+    const status = await loop;
+    result = { turnId, status, claimed: true };
+  } catch (error) {
+    if (isLostClaim(error)) return { turnId, status: 'lost', claimed: true };
+    const failure: TurnErrorDigest =
+      timedOut && isCancellation(error) ? { class: 'BudgetError', message: 'turn timed out' } : turnError(error);
+    const failed = await CancellationScope.nonCancellable(() =>
+      storeActivities.failTurn({ turnId, claimToken, error: failure }),
+    );
+    result = { turnId, status: failed.status, claimed: true, error: failure };
+  }
+  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: result.status }]);
+  return result;
+}
