@@ -18,6 +18,7 @@ import {
   TURNKIT_STATUS,
   turnWorkflowId,
 } from '../workflows/search-attributes.js';
+import type { TurnSettings } from '../workflows/turn-workflow.js';
 import { RunHandle } from './run-handle.js';
 
 export interface TurnKitClientOptions {
@@ -29,6 +30,8 @@ export interface TurnKitClientOptions {
   namespace?: string;
   taskQueue?: string;
   defaultModel?: string;
+  /** Activity timeouts and retries of every turn this client starts. */
+  turnSettings?: TurnSettings;
 }
 
 export interface RunOptions {
@@ -66,6 +69,7 @@ export class TurnKitClient {
   readonly agents: AgentRegistry;
   readonly temporal: Client;
   readonly taskQueue: string;
+  readonly turnSettings: TurnSettings | undefined;
   readonly #runtime: Runtime;
 
   constructor(options: TurnKitClientOptions & { temporal: Client }) {
@@ -73,6 +77,7 @@ export class TurnKitClient {
     this.agents = options.agents;
     this.temporal = options.temporal;
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
+    this.turnSettings = options.turnSettings;
     this.#runtime = new Runtime({ store: options.store, agents: options.agents, defaultModel: options.defaultModel });
   }
 
@@ -170,7 +175,7 @@ export class TurnKitClient {
       await this.temporal.workflow.start('turnWorkflow', {
         taskQueue: this.taskQueue,
         workflowId: turnWorkflowId(turnId),
-        args: [{ turnId }],
+        args: [{ turnId, ...(this.turnSettings ? { settings: this.turnSettings } : {}) }],
         workflowIdConflictPolicy: 'USE_EXISTING',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         staticSummary: `${turn.agentName}: ${summary}`,

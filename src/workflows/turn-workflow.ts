@@ -20,8 +20,21 @@ import type { TurnDigest, TurnErrorDigest } from '../engine/digest.js';
 import { NON_RETRYABLE_ERROR_TYPES } from '../errors.js';
 import { TURNKIT_STATUS } from './search-attributes.js';
 
+/** Per-kind activity settings; heartbeat timeout, retries and the root timeout are separate. */
+export interface ActivitySettings {
+  startToCloseTimeout?: string | number;
+  heartbeatTimeout?: string | number;
+  maximumAttempts?: number;
+}
+
+export interface TurnSettings {
+  model?: ActivitySettings;
+  tool?: ActivitySettings;
+}
+
 export interface TurnWorkflowInput {
   turnId: string;
+  settings?: TurnSettings;
 }
 
 export interface TurnWorkflowResult {
@@ -33,27 +46,47 @@ export interface TurnWorkflowResult {
   error?: TurnErrorDigest;
 }
 
-/** Attempts of a tool activity; a replay-safe tool may be re-run until the last one. */
-export const TOOL_MAX_ATTEMPTS = 3;
+export const DEFAULT_TURN_SETTINGS: Required<{ [K in keyof TurnSettings]: Required<ActivitySettings> }> = {
+  model: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 5 },
+  // A replay-safe tool may be re-run until the last attempt; any other tool runs once.
+  tool: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 3 },
+};
 const nonRetryableErrorTypes = [...NON_RETRYABLE_ERROR_TYPES];
 
-const modelActivities = proxyActivities<TurnActivities>({
-  startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '20 seconds',
-  retry: { maximumAttempts: 5, initialInterval: '1 second', maximumInterval: '30 seconds', nonRetryableErrorTypes },
-});
+function activities(settings: TurnSettings = {}) {
+  const model = { ...DEFAULT_TURN_SETTINGS.model, ...settings.model };
+  const tool = { ...DEFAULT_TURN_SETTINGS.tool, ...settings.tool };
+  return {
+    model: proxyActivities<TurnActivities>({
+      startToCloseTimeout: model.startToCloseTimeout,
+      heartbeatTimeout: model.heartbeatTimeout,
+      retry: {
+        maximumAttempts: model.maximumAttempts,
+        initialInterval: '1 second',
+        maximumInterval: '30 seconds',
+        nonRetryableErrorTypes,
+      },
+    }),
+    tool: proxyActivities<TurnActivities>({
+      startToCloseTimeout: tool.startToCloseTimeout,
+      heartbeatTimeout: tool.heartbeatTimeout,
+      retry: { maximumAttempts: tool.maximumAttempts, initialInterval: '1 second', nonRetryableErrorTypes },
+    }),
+    toolMaxAttempts: tool.maximumAttempts,
+    // Short store transactions run as local activities: no task-queue round trip per step.
+    store: proxyLocalActivities<TurnActivities>({
+      startToCloseTimeout: '30 seconds',
+      retry: {
+        maximumAttempts: 10,
+        initialInterval: '200 milliseconds',
+        maximumInterval: '5 seconds',
+        nonRetryableErrorTypes,
+      },
+    }),
+  };
+}
 
-const toolActivities = proxyActivities<TurnActivities>({
-  startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '20 seconds',
-  retry: { maximumAttempts: TOOL_MAX_ATTEMPTS, initialInterval: '1 second', nonRetryableErrorTypes },
-});
-
-// Short store transactions run as local activities: no task-queue round trip per step.
-const storeActivities = proxyLocalActivities<TurnActivities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { maximumAttempts: 10, initialInterval: '200 milliseconds', maximumInterval: '5 seconds', nonRetryableErrorTypes },
-});
+type Activities = ReturnType<typeof activities>;
 
 function failureOf(error: unknown): unknown {
   return error instanceof ActivityFailure && error.cause ? error.cause : error;
@@ -72,29 +105,29 @@ function turnError(error: unknown): TurnErrorDigest {
   return { class: 'Error', message: String(cause) };
 }
 
-async function runTools(turnId: string, claimToken: string, digest: TurnDigest): Promise<TurnDigest> {
+async function runTools(acts: Activities, turnId: string, claimToken: string, digest: TurnDigest): Promise<TurnDigest> {
   let terminalToolCallId: string | null = null;
   for (const call of digest.toolCalls) {
-    const outcome = await toolActivities.toolCall({ turnId, claimToken, toolCallId: call.id, maxAttempts: TOOL_MAX_ATTEMPTS });
+    const outcome = await acts.tool.toolCall({ turnId, claimToken, toolCallId: call.id, maxAttempts: acts.toolMaxAttempts });
     if (outcome.terminal) {
       terminalToolCallId = call.id;
       break;
     }
   }
-  return storeActivities.finishTools({ turnId, claimToken, terminalToolCallId });
+  return acts.store.finishTools({ turnId, claimToken, terminalToolCallId });
 }
 
-async function phaseLoop(turnId: string, claimToken: string, start: TurnDigest): Promise<string> {
+async function phaseLoop(acts: Activities, turnId: string, claimToken: string, start: TurnDigest): Promise<string> {
   let digest = start;
   let step = 0;
   for (;;) {
     if (digest.phase === 'model') {
       step += 1;
-      digest = await modelActivities.modelStep({ turnId, claimToken, step: `${claimToken.slice(0, 12)}:${step}` });
+      digest = await acts.model.modelStep({ turnId, claimToken, step: `${claimToken.slice(0, 12)}:${step}` });
     } else if (digest.phase === 'tools') {
-      digest = await runTools(turnId, claimToken, digest);
+      digest = await runTools(acts, turnId, claimToken, digest);
     } else {
-      const output = await storeActivities.outputStep({ turnId, claimToken });
+      const output = await acts.store.outputStep({ turnId, claimToken });
       if (output.done) return output.status;
       digest = { ...digest, phase: 'model', toolCalls: [] };
     }
@@ -103,20 +136,21 @@ async function phaseLoop(turnId: string, claimToken: string, start: TurnDigest):
 
 export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkflowResult> {
   const { turnId } = input;
+  const acts = activities(input.settings);
   // The claim token is bound to this run: a retried claim by the same run is recognized,
   // and a reset or any other run gets a different token, which fences this one out.
   const claimToken = workflowInfo().runId.replace(/-/g, '');
-  let claim = await storeActivities.claimTurn({ turnId, claimToken });
+  let claim = await acts.store.claimTurn({ turnId, claimToken });
   for (let wait = 1; !claim.claimed && claim.reason === 'lane_busy'; wait = Math.min(wait * 2, 30)) {
     await sleep(`${wait} seconds`);
-    claim = await storeActivities.claimTurn({ turnId, claimToken });
+    claim = await acts.store.claimTurn({ turnId, claimToken });
   }
   if (!claim.claimed) return { turnId, status: claim.status, claimed: false };
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
 
   let timedOut = false;
   const scope = new CancellationScope();
-  const loop = scope.run(() => phaseLoop(turnId, claimToken, claim));
+  const loop = scope.run(() => phaseLoop(acts, turnId, claimToken, claim));
   if (claim.deadline) {
     const remaining = Math.max(Date.parse(claim.deadline) - Date.now(), 0);
     // The root timeout is a durable timer from submission; it cancels whatever is in flight.
@@ -135,7 +169,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     const failure: TurnErrorDigest =
       timedOut && isCancellation(error) ? { class: 'BudgetError', message: 'turn timed out' } : turnError(error);
     const failed = await CancellationScope.nonCancellable(() =>
-      storeActivities.failTurn({ turnId, claimToken, error: failure }),
+      acts.store.failTurn({ turnId, claimToken, error: failure }),
     );
     result = { turnId, status: failed.status, claimed: true, error: failure };
   }

@@ -1,0 +1,92 @@
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AgentRegistry } from '../../src/agents/registry.js';
+import { TurnKitClient } from '../../src/client/turnkit-client.js';
+import { phaseOf } from '../../src/engine/turn-state.js';
+import { openStore } from '../../src/store/index.js';
+import type { Store } from '../../src/store/types.js';
+import { crashFixture } from '../fixtures/crash-agents.js';
+import { temporalConnections } from '../helpers/turnkit.js';
+import type { WorkerProcess } from '../helpers/worker-process.js';
+import { spawnWorker } from '../helpers/worker-process.js';
+
+// Short heartbeat timeouts so a killed worker's activity is retried elsewhere within seconds.
+const turnSettings = {
+  model: { heartbeatTimeout: '3 seconds' },
+  tool: { heartbeatTimeout: '3 seconds' },
+};
+
+describe('recovery from a SIGKILLed worker process', () => {
+  let dir: string;
+  let store: Store;
+  let client: TurnKitClient;
+  const workers: WorkerProcess[] = [];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'turnkit-crash-'));
+    store = await openStore(join(dir, 'turnkit.sqlite'));
+  });
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    await store?.close();
+  });
+
+  async function scenario(name: string, crashOn: string) {
+    const log = join(dir, `${name}.log`);
+    const marker = join(dir, `${name}.crashed`);
+    const taskQueue = `turnkit-crash-${name}-${Date.now()}`;
+    const { temporal } = { temporal: (await temporalConnections()).client };
+    client = new TurnKitClient({
+      store,
+      agents: new AgentRegistry(crashFixture(log, 'client').agents),
+      temporal,
+      taskQueue,
+      turnSettings,
+    });
+    const env = {
+      TURNKIT_DATABASE_URL: join(dir, 'turnkit.sqlite'),
+      TURNKIT_TEST_LOG: log,
+      TURNKIT_TEST_TASK_QUEUE: taskQueue,
+    };
+    const first = spawnWorker({ ...env, TURNKIT_TEST_CRASH_ON: crashOn, TURNKIT_TEST_CRASH_MARKER: marker });
+    workers.push(first);
+    await first.ready;
+    const run = await client.run('reporter', 'Write and save the report');
+    const exit = await first.exited;
+    expect(exit.signal, first.output()).toBe('SIGKILL');
+    expect(existsSync(marker)).toBe(true);
+    const afterCrash = await run.turn();
+    const second = spawnWorker({ ...env, TURNKIT_TEST_FLAVOR: 'replacement' });
+    workers.push(second);
+    const turn = await run.result();
+    const lines = readFileSync(log, 'utf8').trim().split('\n');
+    return { run, turn, afterCrash, lines };
+  }
+
+  it('BG-05 DB-08 killed right after model.completed: the stored response is reused, the tool runs once, the replacement model is called once', async () => {
+    const { run, turn, afterCrash, lines } = await scenario('model', 'model.completed');
+    expect(afterCrash.status).toBe('running');
+    expect(phaseOf(afterCrash)).toBe('tools');
+    expect(turn.status).toBe('completed');
+    expect(turn.outputText).toBe('replacement done');
+    expect(lines.filter((l) => l.startsWith('model:reporter:first'))).toHaveLength(1);
+    expect(lines.filter((l) => l.startsWith('model:reporter:replacement'))).toHaveLength(1);
+    expect(lines.filter((l) => l.startsWith('effect:save_report'))).toHaveLength(1);
+    const executions = await run.toolExecutions();
+    expect(executions.map((e) => e.status)).toEqual(['completed']);
+    const toolMessages = (await run.transcript()).filter((m) => m.kind === 'tool_result');
+    expect(toolMessages).toHaveLength(1);
+  }, 120_000);
+
+  it('BG-15 killed right after tool_call.completed: resume does not rerun the tool, makes one more model call and keeps one tool result', async () => {
+    const { run, turn, lines } = await scenario('tool', 'tool_call.completed');
+    expect(turn.status).toBe('completed');
+    expect(lines.filter((l) => l.startsWith('model:'))).toHaveLength(2);
+    expect(lines.filter((l) => l.startsWith('effect:save_report'))).toHaveLength(1);
+    const toolMessages = (await run.transcript()).filter((m) => m.kind === 'tool_result');
+    expect(toolMessages).toHaveLength(1);
+    expect((await run.toolExecutions()).map((e) => e.status)).toEqual(['completed']);
+  }, 120_000);
+});
