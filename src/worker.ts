@@ -65,6 +65,9 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     workflowBundle: await bundleTurnWorkflows(),
     activities: createTurnActivities(runtime),
+    // Cancellation reaches an activity through its heartbeat: keep the round trip short.
+    maxHeartbeatThrottleInterval: '500 milliseconds',
+    defaultHeartbeatThrottleInterval: '500 milliseconds',
     ...options.worker,
   });
   return {

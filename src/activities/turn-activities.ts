@@ -4,6 +4,8 @@
  */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
+import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
 import { claimTurn } from '../engine/claim.js';
 import type { ClaimDigest, ModelStepDigest, OutputStepDigest, ToolCallOutcome, TurnDigest, TurnErrorDigest } from '../engine/digest.js';
 import { runModelStep } from '../engine/model-step.js';
@@ -16,7 +18,7 @@ import type { ToolCallInput } from '../engine/tool-runner.js';
 import { TurnKitError } from '../errors.js';
 
 /** Heartbeat period of long activities; the workflow's heartbeatTimeout is a few of these. */
-export const HEARTBEAT_INTERVAL_MS = 2_000;
+export const HEARTBEAT_INTERVAL_MS = 500;
 
 /**
  * TurnKit errors become ApplicationFailures typed by class name, non-retryable unless the
@@ -87,6 +89,18 @@ export function createTurnActivities(runtime: Runtime) {
 
     async outputStep(input: { turnId: string; claimToken: string }): Promise<OutputStepDigest> {
       return mapped(() => runOutputStep(runtime, input));
+    },
+
+    async authorizeCancel(input: { turnId: string } & CancelRequest): Promise<{ allowed: boolean; reason?: string }> {
+      return mapped(() => authorizeCancel(runtime, input));
+    },
+
+    async rejectCancel(input: { turnId: string; reason: string }): Promise<void> {
+      return mapped(() => rejectCancel(runtime, input));
+    },
+
+    async cancelTurn(input: { turnId: string; descendants: CancelDescendants }): Promise<{ status: string; cancelled: string[] }> {
+      return mapped(() => cancelTurn(runtime, input));
     },
 
     async failTurn(input: { turnId: string; claimToken: string; error: TurnErrorDigest }): Promise<{ status: string }> {

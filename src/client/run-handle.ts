@@ -29,6 +29,7 @@ export interface RunHandleDeps {
   temporal: Client;
   start(turnId: string): Promise<void>;
   preview(turnId: string): Promise<TurnPreview>;
+  cancel(turnId: string, request: { descendants?: 'retain' | 'cascade'; principal?: Json }): Promise<void>;
 }
 
 /**
@@ -54,6 +55,12 @@ export class RunHandle {
   /** Starts the turn's workflow (a prepared run); starting twice runs it once. */
   async start(): Promise<this> {
     await this.deps.start(this.turnId);
+    return this;
+  }
+
+  /** Cancels the run's turn through its workflow's `cancel` signal. */
+  async cancel(request: { descendants?: 'retain' | 'cascade'; principal?: Json } = {}): Promise<this> {
+    await this.deps.cancel(this.turnId, request);
     return this;
   }
 

@@ -9,7 +9,10 @@ import { depthOf } from '../engine/turn-state.js';
 import { ArgumentError, InputError } from '../errors.js';
 import { newId } from '../ids.js';
 import { jsonCopy, nowIso } from '../store/records.js';
+import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { Json, JsonObject, Store, Subject, TurnRecord } from '../store/types.js';
+import type { CancelDescendants } from '../engine/cancel-request.js';
+import { parseCancelRequest } from '../engine/cancel-request.js';
 import { DEFAULT_TASK_QUEUE } from '../worker.js';
 import {
   TURNKIT_AGENT,
@@ -155,6 +158,7 @@ export class TurnKitClient {
       temporal: this.temporal,
       start: (id) => this.start(id),
       preview: (id) => this.preview(id),
+      cancel: (id, request) => this.cancel(id, request),
     });
   }
 
@@ -190,6 +194,20 @@ export class TurnKitClient {
       // The workflow ran (or runs) already: the turn is never started twice.
       if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
     }
+  }
+
+  /**
+   * Sends the turn's workflow the `cancel` signal (the same path as `temporal workflow
+   * signal --name cancel`). Cancelling a finished turn is a harmless ArgumentError.
+   */
+  async cancel(turnId: string, request: { descendants?: CancelDescendants; principal?: Json } = {}): Promise<void> {
+    const parsed = parseCancelRequest({ descendants: request.descendants ?? 'retain', principal: request.principal ?? null });
+    if (!parsed.ok) throw new ArgumentError(parsed.reason);
+    const turn = await this.store.loadTurn(turnId);
+    if (TERMINAL_TURN_STATUSES.includes(turn.status)) {
+      throw new ArgumentError(`turn ${turnId} is already ${turn.status}: there is nothing to cancel`);
+    }
+    await this.temporal.workflow.getHandle(turnWorkflowId(turnId)).signal('cancel', parsed.value);
   }
 
   /** The request the turn's next model call would send, without calling the model (CORE-09). */

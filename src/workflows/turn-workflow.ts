@@ -7,7 +7,9 @@ import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  defineSignal,
   isCancellation,
+  setHandler,
   proxyActivities,
   proxyLocalActivities,
   sleep,
@@ -16,9 +18,17 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { TurnActivities } from '../activities/turn-activities.js';
+import type { CancelRequest } from '../engine/cancel-request.js';
+import { parseCancelRequest } from '../engine/cancel-request.js';
 import type { TurnDigest, TurnErrorDigest } from '../engine/digest.js';
 import { NON_RETRYABLE_ERROR_TYPES } from '../errors.js';
 import { TURNKIT_STATUS } from './search-attributes.js';
+
+/**
+ * `cancel` with `{descendants: 'retain' | 'cascade', principal}`: authorized, then the
+ * in-flight model request or tool is aborted and the turn is cancelled (spec §5.9).
+ */
+export const cancelSignal = defineSignal<[unknown]>('cancel');
 
 /** Per-kind activity settings; heartbeat timeout, retries and the root timeout are separate. */
 export interface ActivitySettings {
@@ -137,41 +147,65 @@ async function phaseLoop(acts: Activities, turnId: string, claimToken: string, s
 export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkflowResult> {
   const { turnId } = input;
   const acts = activities(input.settings);
+  // Everything the turn does runs in this scope, so cancel and the root timeout stop it alike.
+  const scope = new CancellationScope();
+  let cancel: CancelRequest | null = null;
+  let timedOut = false;
+
+  setHandler(cancelSignal, async (payload: unknown) => {
+    const parsed = parseCancelRequest(payload);
+    if (!parsed.ok) {
+      await acts.store.rejectCancel({ turnId, reason: parsed.reason });
+      return;
+    }
+    const verdict = await acts.store.authorizeCancel({ turnId, ...parsed.value });
+    if (!verdict.allowed || cancel) return;
+    cancel = parsed.value;
+    scope.cancel();
+  });
+
   // The claim token is bound to this run: a retried claim by the same run is recognized,
   // and a reset or any other run gets a different token, which fences this one out.
   const claimToken = workflowInfo().runId.replace(/-/g, '');
-  let claim = await acts.store.claimTurn({ turnId, claimToken });
-  for (let wait = 1; !claim.claimed && claim.reason === 'lane_busy'; wait = Math.min(wait * 2, 30)) {
-    await sleep(`${wait} seconds`);
-    claim = await acts.store.claimTurn({ turnId, claimToken });
-  }
-  if (!claim.claimed) return { turnId, status: claim.status, claimed: false };
-  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
-
-  let timedOut = false;
-  const scope = new CancellationScope();
-  const loop = scope.run(() => phaseLoop(acts, turnId, claimToken, claim));
-  if (claim.deadline) {
-    const remaining = Math.max(Date.parse(claim.deadline) - Date.now(), 0);
-    // The root timeout is a durable timer from submission; it cancels whatever is in flight.
-    void CancellationScope.nonCancellable(() => sleep(remaining)).then(() => {
-      timedOut = true;
-      scope.cancel();
-    });
-  }
+  const work = scope.run(async (): Promise<TurnWorkflowResult> => {
+    let claim = await acts.store.claimTurn({ turnId, claimToken });
+    for (let wait = 1; !claim.claimed && claim.reason === 'lane_busy'; wait = Math.min(wait * 2, 30)) {
+      await sleep(`${wait} seconds`);
+      claim = await acts.store.claimTurn({ turnId, claimToken });
+    }
+    if (!claim.claimed) return { turnId, status: claim.status, claimed: false };
+    upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+    if (claim.deadline) {
+      const remaining = Math.max(Date.parse(claim.deadline) - Date.now(), 0);
+      // The root timeout is a durable timer from submission; it cancels whatever is in flight.
+      void CancellationScope.nonCancellable(() => sleep(remaining)).then(() => {
+        timedOut = true;
+        scope.cancel();
+      });
+    }
+    const status = await phaseLoop(acts, turnId, claimToken, claim);
+    return { turnId, status, claimed: true };
+  });
 
   let result: TurnWorkflowResult;
   try {
-    const status = await loop;
-    result = { turnId, status, claimed: true };
+    result = await work;
   } catch (error) {
     if (isLostClaim(error)) return { turnId, status: 'lost', claimed: true };
-    const failure: TurnErrorDigest =
-      timedOut && isCancellation(error) ? { class: 'BudgetError', message: 'turn timed out' } : turnError(error);
-    const failed = await CancellationScope.nonCancellable(() =>
-      acts.store.failTurn({ turnId, claimToken, error: failure }),
-    );
-    result = { turnId, status: failed.status, claimed: true, error: failure };
+    if (isCancellation(error) && !timedOut) {
+      // A cancel signal, or Temporal's own cancellation request (an operator's: treated as authorized).
+      const request: CancelRequest = cancel ?? { descendants: 'retain', principal: null };
+      const cancelled = await CancellationScope.nonCancellable(() =>
+        acts.store.cancelTurn({ turnId, descendants: request.descendants }),
+      );
+      result = { turnId, status: cancelled.status, claimed: true };
+    } else {
+      const failure: TurnErrorDigest = timedOut ? { class: 'BudgetError', message: 'turn timed out' } : turnError(error);
+      const failed = await CancellationScope.nonCancellable(() =>
+        acts.store.failTurn({ turnId, claimToken, error: failure }),
+      );
+      result = { turnId, status: failed.status, claimed: true, error: failure };
+    }
   }
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: result.status }]);
   return result;

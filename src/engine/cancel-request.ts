@@ -1,0 +1,25 @@
+/** The cancel signal's payload; pure, so the workflow can validate it deterministically. */
+import type { Json } from '../store/types.js';
+
+export type CancelDescendants = 'retain' | 'cascade';
+
+export interface CancelRequest {
+  descendants: CancelDescendants;
+  principal: Json;
+}
+
+/** Validates a cancel payload from a signal (untrusted input): typed result, never a throw. */
+export function parseCancelRequest(payload: unknown): { ok: true; value: CancelRequest } | { ok: false; reason: string } {
+  if (payload === undefined || payload === null) return { ok: true, value: { descendants: 'retain', principal: null } };
+  if (typeof payload !== 'object' || Array.isArray(payload)) {
+    return { ok: false, reason: 'cancel payload must be an object like {"descendants":"retain"}' };
+  }
+  const { descendants = 'retain', principal = null, ...rest } = payload as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) return { ok: false, reason: `unknown cancel field(s): ${unknown.join(', ')}` };
+  if (descendants !== 'retain' && descendants !== 'cascade') {
+    return { ok: false, reason: `descendants must be "retain" or "cascade", got ${JSON.stringify(descendants)}` };
+  }
+  return { ok: true, value: { descendants, principal: principal as Json } };
+}
+

@@ -1,0 +1,87 @@
+import { AuthorizationError } from '../errors.js';
+import { TERMINAL_TURN_STATUSES } from '../store/types.js';
+import type { Json, TurnRecord } from '../store/types.js';
+import { rootConversationId } from '../store/tree.js';
+import type { CancelDescendants, CancelRequest } from './cancel-request.js';
+import type { Runtime } from './runtime.js';
+import { interruptToolExecutions, repairTranscript } from './terminal.js';
+
+export type { CancelDescendants, CancelRequest } from './cancel-request.js';
+
+/** Authorizes `:cancel`; a denial is recorded as an event and reported, nothing is cancelled. */
+export async function authorizeCancel(
+  runtime: Runtime,
+  input: { turnId: string } & CancelRequest,
+): Promise<{ allowed: boolean; reason?: string }> {
+  const turn = await runtime.store.loadTurn(input.turnId);
+  try {
+    await runtime.authorize('cancel', input.principal, { turn: turn.id, descendants: input.descendants });
+    return { allowed: true };
+  } catch (error) {
+    if (!(error instanceof AuthorizationError)) throw error;
+    await runtime.emit(turn, 'cancel.denied', { descendants: input.descendants, error: error.message });
+    return { allowed: false, reason: error.message };
+  }
+}
+
+/** Records a cancel request that was rejected before authorization (malformed payload). */
+export async function rejectCancel(runtime: Runtime, input: { turnId: string; reason: string }): Promise<void> {
+  const turn = await runtime.store.loadTurn(input.turnId);
+  await runtime.emit(turn, 'cancel.rejected', { reason: input.reason });
+}
+
+/**
+ * Cancels the turn and, with `cascade`, every transitive child (spec §5.9), under the root
+ * lock on the unfenced store: open executions become `interrupted`, every tool call gets its
+ * one result, the status becomes `cancelled` and the claim token is cleared, so any late
+ * write of the old owner raises LostClaim.
+ */
+export async function cancelTurn(
+  runtime: Runtime,
+  input: { turnId: string; descendants: CancelDescendants },
+): Promise<{ status: string; cancelled: string[] }> {
+  const store = runtime.store;
+  const target = await store.loadTurn(input.turnId);
+  const cancelled = await store.atomic(await rootConversationId(store, target), async () => {
+    const rows: TurnRecord[] = [await store.loadTurn(target.id)];
+    if (input.descendants === 'cascade') {
+      const tree = await store.listTurns({ rootTurnId: target.rootTurnId });
+      const ids = new Set([target.id]);
+      for (let grew = true; grew; ) {
+        grew = false;
+        for (const row of tree) {
+          if (row.parentTurnId && ids.has(row.parentTurnId) && !ids.has(row.id)) {
+            ids.add(row.id);
+            rows.push(row);
+            grew = true;
+          }
+        }
+      }
+    }
+    const done: TurnRecord[] = [];
+    for (const row of rows) {
+      if (TERMINAL_TURN_STATUSES.includes(row.status)) continue;
+      for (const execution of await interruptToolExecutions(store, row)) {
+        await runtime.emit(row, 'tool_call.interrupted', {
+          id: execution.toolCallId,
+          name: execution.toolName,
+          tool_execution_id: execution.id,
+        });
+      }
+      await repairTranscript(store, row, 'turn was cancelled');
+      done.push(
+        await store.updateTurn(row.id, {
+          status: 'cancelled',
+          claimToken: null,
+          completedAt: new Date().toISOString(),
+          error: { class: 'Cancelled', message: 'cancelled by application' },
+        }),
+      );
+    }
+    return done;
+  });
+  for (const row of cancelled) {
+    await runtime.emit(row, 'turn.cancelled', { descendants: input.descendants });
+  }
+  return { status: (await store.loadTurn(target.id)).status, cancelled: cancelled.map((row) => row.id) };
+}
