@@ -13,7 +13,7 @@ import type { ModelStepInput } from '../engine/model-step.js';
 import { runOutputStep } from '../engine/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { failTurn } from '../engine/terminal.js';
-import { finishToolsPhase, runToolCall } from '../engine/tool-runner.js';
+import { finishToolsPhase, resumeTurn, runToolCall, suspendTurn, turnStatus } from '../engine/tool-runner.js';
 import type { ToolCallInput } from '../engine/tool-runner.js';
 import { TurnKitError } from '../errors.js';
 
@@ -85,6 +85,18 @@ export function createTurnActivities(runtime: Runtime) {
 
     async finishTools(input: { turnId: string; claimToken: string; terminalToolCallId: string | null }): Promise<TurnDigest> {
       return mapped(() => finishToolsPhase(runtime, input));
+    },
+
+    async suspendTurn(input: { turnId: string; claimToken: string }): Promise<void> {
+      return mapped(() => suspendTurn(runtime, input));
+    },
+
+    async resumeTurn(input: { turnId: string; claimToken: string }): Promise<TurnDigest> {
+      return mapped(() => resumeTurn(runtime, input));
+    },
+
+    async turnStatus(input: { turnId: string }): Promise<{ status: string }> {
+      return mapped(() => turnStatus(runtime, input));
     },
 
     async outputStep(input: { turnId: string; claimToken: string }): Promise<OutputStepDigest> {

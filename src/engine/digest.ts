@@ -44,6 +44,7 @@ export interface ToolCallOutcome {
   /** A sub-agent / join that must resolve before dispatch can go on. */
   waiting: boolean;
   childTurnId?: string;
+  childConversationId?: string;
 }
 
 export interface OutputStepDigest {

@@ -5,6 +5,7 @@ import { AuthorizationError, BudgetError, LostClaim, ToolError, TurnKitError } f
 import { nowIso } from '../store/records.js';
 import type { Json, JsonObject, MessageRecord, Store, ToolExecutionRecord, TurnRecord } from '../store/types.js';
 import { Budget } from './budget.js';
+import { delegate, isFinished, subAgentResult } from './delegation.js';
 import { turnDigest } from './claim.js';
 import type { ToolCallOutcome, TurnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
@@ -185,6 +186,11 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
     await run.runtime.authorize('tool', principal, { turn: turn.id, tool: tool.name, arguments: call.arguments });
     // Observe cancellation or a lost claim immediately before crossing the external-effect boundary.
     await store.atomic(null, async () => true);
+    if (tool.kind === 'subAgent') {
+      const child = await delegate(run.runtime, store, turn, tool, execution, call.arguments);
+      if (isFinished(child)) return run.outcome(await run.finish(execution, 'completed', subAgentResult(child)));
+      return { ...run.outcome(execution), waiting: true, childTurnId: child.id, childConversationId: child.conversationId };
+    }
     if (tool.kind !== 'ordinary') {
       throw new ToolError(`${tool.name}: ${tool.kind} tools are not available in this version of the engine`);
     }
@@ -283,4 +289,30 @@ export async function finishToolsPhase(
   });
   await runtime.emit(updated, 'message.created', { message_id: message.id, role: 'assistant', kind: 'text' });
   return turnDigest(runtime, store, updated);
+}
+
+/** The turn waits for its children: status `waiting`, claim cleared, no worker held. */
+export async function suspendTurn(runtime: Runtime, input: { turnId: string; claimToken: string }): Promise<void> {
+  const store = await runtime.fenced(input.turnId, input.claimToken);
+  await store.atomic(null, () => store.updateTurn(input.turnId, { status: 'waiting', claimToken: null }));
+}
+
+/** Takes the turn back after its children resolved; fails with LostClaim if it was cancelled meanwhile. */
+export async function resumeTurn(runtime: Runtime, input: { turnId: string; claimToken: string }): Promise<TurnDigest> {
+  const store = runtime.store;
+  const turn = await store.loadTurn(input.turnId);
+  if (turn.status === 'running' && turn.claimToken === input.claimToken) return turnDigest(runtime, store, turn);
+  const resumed = await store.claimTurn(input.turnId, {
+    from: 'waiting',
+    to: 'running',
+    claimToken: input.claimToken,
+    heartbeatAt: nowIso(),
+  });
+  if (!resumed) throw new LostClaim(`turn ${input.turnId} is ${turn.status}: it can no longer resume`);
+  return turnDigest(runtime, store, resumed);
+}
+
+/** A turn's status, for a workflow waiting on a child it could not start itself. */
+export async function turnStatus(runtime: Runtime, input: { turnId: string }): Promise<{ status: string }> {
+  return { status: (await runtime.store.loadTurn(input.turnId)).status };
 }

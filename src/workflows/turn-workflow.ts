@@ -6,6 +6,8 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  getExternalWorkflowHandle,
+  startChild,
   CancellationScope,
   defineSignal,
   isCancellation,
@@ -17,12 +19,19 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { TurnActivities } from '../activities/turn-activities.js';
 import type { CancelRequest } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
 import type { TurnDigest, TurnErrorDigest } from '../engine/digest.js';
 import { NON_RETRYABLE_ERROR_TYPES } from '../errors.js';
-import { TURNKIT_STATUS } from './search-attributes.js';
+import {
+  TURNKIT_AGENT,
+  TURNKIT_CONVERSATION_ID,
+  TURNKIT_ROOT_TURN_ID,
+  TURNKIT_STATUS,
+  turnWorkflowId,
+} from './search-attributes.js';
 
 /**
  * `cancel` with `{descendants: 'retain' | 'cascade', principal}`: authorized, then the
@@ -115,19 +124,98 @@ function turnError(error: unknown): TurnErrorDigest {
   return { class: 'Error', message: String(cause) };
 }
 
-async function runTools(acts: Activities, turnId: string, claimToken: string, digest: TurnDigest): Promise<TurnDigest> {
-  let terminalToolCallId: string | null = null;
-  for (const call of digest.toolCalls) {
-    const outcome = await acts.tool.toolCall({ turnId, claimToken, toolCallId: call.id, maxAttempts: acts.toolMaxAttempts });
-    if (outcome.terminal) {
-      terminalToolCallId = call.id;
-      break;
-    }
-  }
-  return acts.store.finishTools({ turnId, claimToken, terminalToolCallId });
+interface TurnContext {
+  acts: Activities;
+  turnId: string;
+  claimToken: string;
+  settings: TurnSettings | undefined;
+  /** Child turns started by this run, for a cascading cancel. */
+  children: Set<string>;
 }
 
-async function phaseLoop(acts: Activities, turnId: string, claimToken: string, start: TurnDigest): Promise<string> {
+const FINISHED = new Set(['completed', 'failed', 'cancelled']);
+
+/**
+ * Runs the children of a sub-agent group as child workflows, in parallel, and waits for all
+ * of them. They are started outside the cancellable scope: a `retain` cancel leaves them
+ * running, a `cascade` cancel signals each one.
+ */
+async function runChildren(turn: TurnContext, calls: { childTurnId: string; agent: string; conversationId: string }[]) {
+  const results = await CancellationScope.nonCancellable(() =>
+    Promise.all(
+      calls.map(async (call) => {
+        turn.children.add(call.childTurnId);
+        try {
+          const child = await startChild(turnWorkflow, {
+            workflowId: turnWorkflowId(call.childTurnId),
+            args: [{ turnId: call.childTurnId, ...(turn.settings ? { settings: turn.settings } : {}) }],
+            parentClosePolicy: 'ABANDON',
+            staticSummary: `${call.agent}: sub-agent of ${turn.turnId}`,
+            typedSearchAttributes: [
+              { key: TURNKIT_AGENT, value: call.agent },
+              { key: TURNKIT_CONVERSATION_ID, value: call.conversationId },
+              { key: TURNKIT_ROOT_TURN_ID, value: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? turn.turnId },
+              { key: TURNKIT_STATUS, value: 'pending' },
+            ],
+          });
+          return child.result().then(() => undefined);
+        } catch (error) {
+          if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+          // Started by an earlier run of this turn: follow it through the store instead.
+          return (async () => {
+            for (let wait = 1; !FINISHED.has((await turn.acts.store.turnStatus({ turnId: call.childTurnId })).status); ) {
+              await sleep(`${wait} seconds`);
+              wait = Math.min(wait * 2, 30);
+            }
+          })();
+        }
+      }),
+    ),
+  );
+  await Promise.race([Promise.all(results), CancellationScope.current().cancelRequested]);
+}
+
+/**
+ * The tools phase (spec §4.1): calls run in order; a contiguous group of sub-agent calls
+ * fans out in parallel; an ordinary tool never jumps ahead of an unresolved group; a
+ * completed terminal tool stops everything after it. After a group resolves, dispatch walks
+ * the calls again, which appends the children's results in call order.
+ */
+async function runTools(turn: TurnContext, digest: TurnDigest): Promise<TurnDigest> {
+  const { acts, turnId, claimToken } = turn;
+  for (;;) {
+    let terminalToolCallId: string | null = null;
+    const waiting: { childTurnId: string; agent: string; conversationId: string }[] = [];
+    for (const call of digest.toolCalls) {
+      if (waiting.length > 0 && call.kind !== 'subAgent') break;
+      const outcome = await acts.tool.toolCall({
+        turnId,
+        claimToken,
+        toolCallId: call.id,
+        deferResult: waiting.length > 0,
+        maxAttempts: acts.toolMaxAttempts,
+      });
+      if (outcome.waiting && outcome.childTurnId) {
+        waiting.push({ childTurnId: outcome.childTurnId, agent: call.name, conversationId: outcome.childConversationId ?? '' });
+        continue;
+      }
+      if (outcome.terminal) {
+        terminalToolCallId = call.id;
+        break;
+      }
+    }
+    if (waiting.length === 0) return acts.store.finishTools({ turnId, claimToken, terminalToolCallId });
+    // Waiting holds no worker: the workflow sleeps on its children.
+    await acts.store.suspendTurn({ turnId, claimToken });
+    upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'waiting' }]);
+    await runChildren(turn, waiting);
+    digest = await acts.store.resumeTurn({ turnId, claimToken });
+    upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+  }
+}
+
+async function phaseLoop(turn: TurnContext, start: TurnDigest): Promise<string> {
+  const { acts, turnId, claimToken } = turn;
   let digest = start;
   let step = 0;
   for (;;) {
@@ -135,7 +223,7 @@ async function phaseLoop(acts: Activities, turnId: string, claimToken: string, s
       step += 1;
       digest = await acts.model.modelStep({ turnId, claimToken, step: `${claimToken.slice(0, 12)}:${step}` });
     } else if (digest.phase === 'tools') {
-      digest = await runTools(acts, turnId, claimToken, digest);
+      digest = await runTools(turn, digest);
     } else {
       const output = await acts.store.outputStep({ turnId, claimToken });
       if (output.done) return output.status;
@@ -151,6 +239,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   const scope = new CancellationScope();
   let cancel: CancelRequest | null = null;
   let timedOut = false;
+  const children = new Set<string>();
 
   setHandler(cancelSignal, async (payload: unknown) => {
     const parsed = parseCancelRequest(payload);
@@ -183,7 +272,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         scope.cancel();
       });
     }
-    const status = await phaseLoop(acts, turnId, claimToken, claim);
+    const status = await phaseLoop({ acts, turnId, claimToken, settings: input.settings, children }, claim);
     return { turnId, status, claimed: true };
   });
 
@@ -195,9 +284,18 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     if (isCancellation(error) && !timedOut) {
       // A cancel signal, or Temporal's own cancellation request (an operator's: treated as authorized).
       const request: CancelRequest = cancel ?? { descendants: 'retain', principal: null };
-      const cancelled = await CancellationScope.nonCancellable(() =>
-        acts.store.cancelTurn({ turnId, descendants: request.descendants }),
-      );
+      const cancelled = await CancellationScope.nonCancellable(async () => {
+        const done = await acts.store.cancelTurn({ turnId, descendants: request.descendants });
+        if (request.descendants === 'cascade') {
+          // The store cascade is already committed; the signal stops each child's in-flight work.
+          for (const child of children) {
+            await getExternalWorkflowHandle(turnWorkflowId(child))
+              .signal(cancelSignal, { descendants: 'cascade', principal: request.principal })
+              .catch(() => undefined);
+          }
+        }
+        return done;
+      });
       result = { turnId, status: cancelled.status, claimed: true };
     } else {
       const failure: TurnErrorDigest = timedOut ? { class: 'BudgetError', message: 'turn timed out' } : turnError(error);

@@ -1,0 +1,87 @@
+import type { Agent } from '../agents/agent.js';
+import { limitsToJson } from '../agents/agent.js';
+import type { ToolDefinition } from '../agents/tool.js';
+import { validateToolArguments } from '../agents/tool.js';
+import { nowIso } from '../store/records.js';
+import { rootConversationId } from '../store/tree.js';
+import { TERMINAL_TURN_STATUSES } from '../store/types.js';
+import type { JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../store/types.js';
+import { addWaits } from '../store/wait-graph.js';
+import type { Runtime } from './runtime.js';
+import { principalOf } from './turn-state.js';
+
+/** What a parent reads of a child turn (TurnKit's SubAgentTool.result): nil keys dropped. */
+export function subAgentResult(child: TurnRecord): JsonObject {
+  const result: JsonObject = {
+    conversation_id: child.conversationId,
+    turn_id: child.id,
+    status: child.status,
+    result: child.outputText,
+  };
+  if (child.outputData !== null && child.outputData !== undefined) result['output_data'] = child.outputData;
+  if (child.error) result['error'] = child.error;
+  if (result['result'] === null) delete result['result'];
+  return result;
+}
+
+/**
+ * Creates (or finds, on re-dispatch) the child turn of a sub-agent call, in its own
+ * conversation that sees only the task, and the wait edge parent → child, in one graph
+ * transaction: a crash or retry never creates a second child (BG-11). The child workflow
+ * is started by the parent's workflow.
+ */
+export async function delegate(
+  runtime: Runtime,
+  store: Store,
+  parent: TurnRecord,
+  tool: ToolDefinition,
+  execution: ToolExecutionRecord,
+  args: JsonObject,
+): Promise<TurnRecord> {
+  const { task } = validateToolArguments(tool, args) as { task: string };
+  const principal = principalOf(await store.loadTurn(parent.id));
+  const subAgent: Agent = runtime.agents.resolve(tool.name);
+  await runtime.authorize('launch_agent', principal, { turn: parent.id, agent: subAgent.name, arguments: { task } });
+  await runtime.authorize('wait', principal, { turn: parent.id, targets: [`child of ${execution.id}`] });
+  const root = await rootConversationId(store, parent);
+  return store.atomicGraph(() =>
+    store.atomic(root, async () => {
+      const existing = (await store.listTurns({ parentToolExecutionId: execution.id }))[0];
+      if (existing) return existing;
+      const lineage: JsonObject = {
+        parent_conversation_id: parent.conversationId,
+        parent_turn_id: parent.id,
+        parent_tool_execution_id: execution.id,
+        principal,
+      };
+      const conversation = await store.createConversation({
+        agentName: subAgent.name,
+        model: subAgent.model ?? null,
+        metadata: lineage,
+      });
+      const message = await store.appendMessage({ conversationId: conversation.id, role: 'user', content: task, metadata: lineage });
+      const child = await store.createTurn({
+        conversationId: conversation.id,
+        agentName: subAgent.name,
+        parentTurnId: parent.id,
+        parentToolExecutionId: execution.id,
+        rootTurnId: parent.rootTurnId,
+        contextMessageSequence: message.sequence,
+        model: subAgent.model ?? null,
+        submittedAt: nowIso(),
+        options: {
+          trigger_message_id: message.id,
+          budget_limits: limitsToJson(subAgent.limits),
+          context: {},
+          principal,
+        },
+      });
+      await addWaits(store, { turnId: parent.id, targetTurnIds: [child.id], transition: false });
+      return child;
+    }),
+  );
+}
+
+export function isFinished(turn: TurnRecord): boolean {
+  return TERMINAL_TURN_STATUSES.includes(turn.status);
+}
