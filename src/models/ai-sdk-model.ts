@@ -1,0 +1,167 @@
+/**
+ * Any Vercel AI SDK (v6) language model behind TurnKit's ModelClient. The SDK never runs a
+ * tool: tools are declared without `execute`, and the engine runs them as activities.
+ */
+import { APICallError } from '@ai-sdk/provider';
+import type { LanguageModel, ModelMessage as SdkMessage, ToolSet } from 'ai';
+import { generateText, jsonSchema, Output, tool as sdkTool } from 'ai';
+import { ModelAccessError, ModelError } from '../errors.js';
+import type { ContentPart, Json, JsonObject } from '../store/types.js';
+import type { ModelCallOptions, ModelClient, ModelMessage, ModelRequest, ModelResult } from './types.js';
+
+export interface AiSdkModelOptions {
+  /** Builds the SDK model for a model id, e.g. `(id) => createOpenAI({ apiKey }).chat(id)`. */
+  provider: (modelId: string) => LanguageModel;
+  name?: string;
+  /** Retries inside the SDK (429/5xx/network); Temporal retries the activity after that. */
+  maxRetries?: number;
+  /** Throws ModelAccessError from `validate` (e.g. a missing API key). */
+  validate?: (model: string) => void;
+  /** Marks the stable instructions for prompt caching (Anthropic). */
+  cacheInstructions?: boolean;
+}
+
+function toSdkMessages(messages: readonly ModelMessage[]): SdkMessage[] {
+  return messages.map((message): SdkMessage => {
+    if (message.role === 'tool') {
+      return {
+        role: 'tool',
+        content: [
+          {
+            type: 'tool-result',
+            toolCallId: message.toolCallId,
+            toolName: message.toolName,
+            output: { type: 'text', value: message.content },
+          },
+        ],
+      };
+    }
+    if (message.role === 'assistant' && message.toolCalls?.length) {
+      return {
+        role: 'assistant',
+        content: [
+          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
+          ...message.toolCalls.map((call) => ({
+            type: 'tool-call' as const,
+            toolCallId: call.id,
+            toolName: call.name,
+            input: call.arguments,
+          })),
+        ],
+      };
+    }
+    return { role: message.role, content: message.content } as SdkMessage;
+  });
+}
+
+function isAbort(error: unknown, signal: AbortSignal): boolean {
+  return signal.aborted || (error instanceof Error && error.name === 'AbortError');
+}
+
+/** Provider failures become ModelError; 429, 5xx and network errors say a retry may help. */
+export function toModelError(error: unknown): ModelError {
+  const cause = (error as { lastError?: unknown })?.lastError ?? error;
+  if (APICallError.isInstance(cause)) {
+    const status = cause.statusCode;
+    const retryable = status === undefined || status === 429 || status >= 500 || cause.isRetryable;
+    return new ModelError(`provider error${status ? ` ${status}` : ''}: ${cause.message}`, {
+      cause: error,
+      status,
+      retryable,
+    });
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new ModelError(`model call failed: ${message}`, { cause: error, retryable: true });
+}
+
+export class AiSdkModel implements ModelClient {
+  readonly name: string;
+  readonly #options: AiSdkModelOptions;
+
+  constructor(options: AiSdkModelOptions) {
+    this.#options = options;
+    this.name = options.name ?? 'ai-sdk';
+  }
+
+  validate(model: string): void {
+    if (!model) throw new ModelAccessError(`${this.name}: no model id configured`);
+    this.#options.validate?.(model);
+  }
+
+  async chat(request: ModelRequest, options: ModelCallOptions): Promise<ModelResult> {
+    this.validate(request.model);
+    const tools: ToolSet = Object.fromEntries(
+      request.tools.map((spec) => [
+        spec.name,
+        sdkTool({ description: spec.description, inputSchema: jsonSchema(spec.inputSchema as Record<string, unknown>) }),
+      ]),
+    );
+    const system: SdkMessage[] = [
+      {
+        role: 'system',
+        content: request.instructions,
+        ...(this.#options.cacheInstructions
+          ? { providerOptions: { anthropic: { cacheControl: { type: 'ephemeral' } } } }
+          : {}),
+      },
+      ...(request.dynamicInstructions ? [{ role: 'system' as const, content: request.dynamicInstructions }] : []),
+    ];
+    const progress = setInterval(() => options.onProgress?.(), 1_000);
+    try {
+      const result = await generateText({
+        model: this.#options.provider(request.model),
+        messages: [...system, ...toSdkMessages(request.messages)],
+        allowSystemInMessages: true,
+        ...(request.tools.length ? { tools, toolChoice: 'auto' as const } : {}),
+        ...(request.outputSchema
+          ? { output: Output.object({ schema: jsonSchema(request.outputSchema as Record<string, unknown>) }) }
+          : {}),
+        ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+        abortSignal: options.signal,
+        maxRetries: this.#options.maxRetries ?? 2,
+      } as Parameters<typeof generateText>[0]);
+      const parts: ContentPart[] = [];
+      if (result.reasoningText) parts.push({ type: 'thinking', text: result.reasoningText });
+      if (result.text) parts.push({ type: 'text', text: result.text });
+      for (const call of result.toolCalls) {
+        const input = call.input;
+        const isObject = input !== null && typeof input === 'object' && !Array.isArray(input);
+        parts.push({
+          type: 'tool_call',
+          id: call.toolCallId,
+          name: call.toolName,
+          arguments: isObject ? (input as JsonObject) : {},
+          ...(isObject ? {} : { arguments_error: 'invalid JSON arguments' }),
+        });
+      }
+      let outputData: Json | undefined;
+      if (request.outputSchema) {
+        try {
+          outputData = result.output as Json;
+        } catch {
+          outputData = undefined;
+        }
+      }
+      const usage = result.usage;
+      return {
+        parts,
+        usage: {
+          inputTokens: usage.inputTokenDetails?.noCacheTokens ?? usage.inputTokens ?? 0,
+          outputTokens: usage.outputTokens ?? 0,
+          cachedTokens: usage.inputTokenDetails?.cacheReadTokens ?? 0,
+          cacheWriteTokens: usage.inputTokenDetails?.cacheWriteTokens ?? 0,
+          thinkingTokens: usage.outputTokenDetails?.reasoningTokens ?? 0,
+        },
+        model: result.response.modelId,
+        finishReason: result.finishReason,
+        ...(outputData !== undefined ? { outputData } : {}),
+        ...(result.response.id ? { providerMessageId: result.response.id } : {}),
+      };
+    } catch (error) {
+      if (isAbort(error, options.signal)) throw error;
+      throw toModelError(error);
+    } finally {
+      clearInterval(progress);
+    }
+  }
+}

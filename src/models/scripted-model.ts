@@ -1,0 +1,133 @@
+/**
+ * A deterministic, offline model for tests and demos (yours too): scripted per agent as a
+ * list of steps consumed in call order, or as a function of the request.
+ */
+import { ModelError } from '../errors.js';
+import type { ContentPart, Json, JsonObject } from '../store/types.js';
+import type { ModelCallOptions, ModelClient, ModelRequest, ModelResult, ModelUsage } from './types.js';
+
+export interface ScriptedToolCall {
+  id?: string;
+  name: string;
+  /** An object, or a JSON string (invalid JSON becomes an `arguments_error`). */
+  arguments: object | string;
+}
+
+export interface ScriptedStepObject {
+  text?: string;
+  thinking?: string;
+  toolCalls?: ScriptedToolCall[];
+  outputData?: Json;
+  usage?: Partial<ModelUsage>;
+  /** Waits this long (honouring the abort signal) before answering. */
+  delayMs?: number;
+  /** Fails the call: an Error, or a provider-like status (4xx non-retryable, 429/5xx retryable). */
+  error?: Error | { status: number; message?: string };
+}
+
+export type ScriptedStep = string | ScriptedStepObject;
+export type ScriptFunction = (request: ModelRequest, context: { call: number }) => ScriptedStep | Promise<ScriptedStep>;
+export type Script = readonly ScriptedStep[] | ScriptFunction;
+
+export function reply(text: string): ScriptedStepObject {
+  return { text };
+}
+
+export function toolCall(name: string, args: object | string = {}): ScriptedStepObject {
+  return { toolCalls: [{ name, arguments: args }] };
+}
+
+function parseArguments(raw: object | string): { arguments: JsonObject; error?: string } {
+  if (typeof raw !== 'string') return { arguments: JSON.parse(JSON.stringify(raw)) as JsonObject };
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    return parsed && typeof parsed === 'object' && !Array.isArray(parsed)
+      ? { arguments: parsed as JsonObject }
+      : { arguments: {} };
+  } catch {
+    return { arguments: {}, error: 'invalid JSON arguments' };
+  }
+}
+
+function abortError(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error('the model call was aborted');
+}
+
+async function delay(ms: number, options: ModelCallOptions): Promise<void> {
+  if (options.signal.aborted) throw abortError(options.signal);
+  await new Promise<void>((resolve, reject) => {
+    const progress = setInterval(() => options.onProgress?.(), 250);
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      clearInterval(progress);
+      options.signal.removeEventListener('abort', onAbort);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onAbort = () => done(abortError(options.signal));
+    const timer = setTimeout(() => done(), ms);
+    options.signal.addEventListener('abort', onAbort);
+  });
+}
+
+export class ScriptedModel implements ModelClient {
+  readonly calls: { agentName: string; request: ModelRequest }[] = [];
+  readonly #scripts: Map<string, Script>;
+  readonly #positions = new Map<string, number>();
+
+  /** Scripts by agent name; `'*'` answers for agents without a script of their own. */
+  constructor(scripts: Record<string, Script>) {
+    this.#scripts = new Map(Object.entries(scripts));
+  }
+
+  callsFor(agentName: string): { agentName: string; request: ModelRequest }[] {
+    return this.calls.filter((call) => call.agentName === agentName);
+  }
+
+  async chat(request: ModelRequest, options: ModelCallOptions): Promise<ModelResult> {
+    const agentName = request.metadata.agentName;
+    const script = this.#scripts.get(agentName) ?? this.#scripts.get('*');
+    if (!script) throw new ModelError(`scripted model: no script for agent ${agentName}`);
+    const call = this.#positions.get(agentName) ?? 0;
+    this.#positions.set(agentName, call + 1);
+    this.calls.push({ agentName, request: JSON.parse(JSON.stringify(request)) as ModelRequest });
+    let step: ScriptedStep | undefined;
+    if (typeof script === 'function') step = await script(request, { call });
+    else {
+      step = script[call];
+      if (step === undefined) {
+        throw new ModelError(`scripted model: no step left for agent ${agentName} (${call} calls made)`);
+      }
+    }
+    const object: ScriptedStepObject = typeof step === 'string' ? { text: step } : step;
+    if (object.delayMs) await delay(object.delayMs, options);
+    if (object.error) {
+      if (object.error instanceof Error) throw object.error;
+      const { status, message } = object.error;
+      throw new ModelError(`provider error ${status}: ${message ?? 'scripted failure'}`, {
+        status,
+        retryable: status === 429 || status >= 500,
+      });
+    }
+    const parts: ContentPart[] = [];
+    if (object.thinking) parts.push({ type: 'thinking', text: object.thinking });
+    if (object.text !== undefined && object.text !== '') parts.push({ type: 'text', text: object.text });
+    (object.toolCalls ?? []).forEach((tool, index) => {
+      const parsed = parseArguments(tool.arguments);
+      parts.push({
+        type: 'tool_call',
+        id: tool.id ?? `call_${agentName}_${call}_${index}`,
+        name: tool.name,
+        arguments: parsed.arguments,
+        ...(parsed.error ? { arguments_error: parsed.error } : {}),
+      });
+    });
+    return {
+      parts,
+      usage: { inputTokens: 0, outputTokens: 0, ...object.usage },
+      model: request.model,
+      finishReason: object.toolCalls?.length ? 'tool-calls' : 'stop',
+      ...(object.outputData !== undefined ? { outputData: object.outputData } : {}),
+    };
+  }
+}
