@@ -1,0 +1,156 @@
+import { LostClaim } from '../errors.js';
+import type {
+  ClaimToolExecutionOptions,
+  ClaimTurnOptions,
+  DeliveryUpdate,
+  JsonObject,
+  ListDeliveriesFilter,
+  ListMessagesOptions,
+  ListTurnsFilter,
+  NewConversation,
+  NewDelivery,
+  NewMessage,
+  NewToolExecution,
+  NewTurn,
+  Store,
+  StoreBackend,
+  ToolExecutionRecord,
+  TurnUpdate,
+} from './types.js';
+
+export interface Fence {
+  turnId: string;
+  claimToken: string;
+  rootConversationId: string;
+}
+
+/**
+ * TurnKit's ExecutionStore (spec §5.4): a store bound to one turn's claim. Every write runs
+ * under the root conversation's lock after checking that the turn still carries this token,
+ * so after a completion, cancellation or reset the old owner can never write again. Reads
+ * pass through.
+ */
+export class FencedStore implements Store {
+  readonly backend: StoreBackend;
+
+  constructor(
+    readonly base: Store,
+    readonly fence: Fence,
+  ) {
+    this.backend = base.backend;
+  }
+
+  atomic<T>(_conversationId: string | null, fn: () => Promise<T>): Promise<T> {
+    return this.base.atomic(this.fence.rootConversationId, async () => {
+      const turn = await this.base.loadTurn(this.fence.turnId);
+      if (turn.claimToken !== this.fence.claimToken) throw new LostClaim('turn ownership was revoked');
+      return fn();
+    });
+  }
+
+  atomicGraph<T>(fn: () => Promise<T>): Promise<T> {
+    return this.base.atomicGraph(() => this.atomic(null, fn));
+  }
+
+  #write<T>(fn: () => Promise<T>): Promise<T> {
+    return this.atomic(null, fn);
+  }
+
+  createConversation(attrs: NewConversation) {
+    return this.#write(() => this.base.createConversation(attrs));
+  }
+  loadConversation(id: string) {
+    return this.base.loadConversation(id);
+  }
+  updateConversation(id: string, attrs: { metadata?: JsonObject; model?: string | null }) {
+    return this.#write(() => this.base.updateConversation(id, attrs));
+  }
+  nextMessageSequence(conversationId: string) {
+    return this.#write(() => this.base.nextMessageSequence(conversationId));
+  }
+  latestMessageSequence(conversationId: string) {
+    return this.base.latestMessageSequence(conversationId);
+  }
+  appendMessage(attrs: NewMessage) {
+    return this.#write(() => this.base.appendMessage(attrs));
+  }
+  loadMessage(id: string) {
+    return this.base.loadMessage(id);
+  }
+  listMessages(conversationId: string, options?: ListMessagesOptions) {
+    return this.base.listMessages(conversationId, options);
+  }
+  createTurn(attrs: NewTurn) {
+    return this.#write(() => this.base.createTurn(attrs));
+  }
+  loadTurn(id: string) {
+    return this.base.loadTurn(id);
+  }
+  updateTurn(id: string, attrs: TurnUpdate) {
+    return this.#write(() => this.base.updateTurn(id, attrs));
+  }
+  claimTurn(id: string, options?: ClaimTurnOptions) {
+    return this.#write(() => this.base.claimTurn(id, options));
+  }
+  listTurns(filter?: ListTurnsFilter) {
+    return this.base.listTurns(filter);
+  }
+  listSubmittedTurns(options?: { limit?: number }) {
+    return this.base.listSubmittedTurns(options);
+  }
+  listActionableTurns(options: { limit: number }) {
+    return this.base.listActionableTurns(options);
+  }
+  listStaleInlineTurns(options: { before: string; limit: number }) {
+    return this.base.listStaleInlineTurns(options);
+  }
+  busyConversation(id: string, options?: { includePending?: boolean }) {
+    return this.base.busyConversation(id, options);
+  }
+  nextDeliveryTrigger(conversationId: string) {
+    return this.base.nextDeliveryTrigger(conversationId);
+  }
+  createDelivery(attrs: NewDelivery) {
+    return this.#write(() => this.base.createDelivery(attrs));
+  }
+  loadDelivery(id: string) {
+    return this.base.loadDelivery(id);
+  }
+  updateDelivery(id: string, attrs: DeliveryUpdate) {
+    return this.#write(() => this.base.updateDelivery(id, attrs));
+  }
+  listDeliveries(filter?: ListDeliveriesFilter) {
+    return this.base.listDeliveries(filter);
+  }
+  createWait(attrs: { turnId: string; targetTurnId: string }) {
+    return this.#write(() => this.base.createWait(attrs));
+  }
+  listWaits(filter?: { turnId?: string; targetTurnId?: string }) {
+    return this.base.listWaits(filter);
+  }
+  createToolExecution(attrs: NewToolExecution) {
+    return this.#write(() => this.base.createToolExecution(attrs));
+  }
+  loadToolExecution(id: string) {
+    return this.base.loadToolExecution(id);
+  }
+  claimToolExecution(id: string, options?: ClaimToolExecutionOptions): Promise<ToolExecutionRecord | null> {
+    return this.#write(() => this.base.claimToolExecution(id, options));
+  }
+  listToolExecutions(filter: { turnId: string } | { turnIds: readonly string[] }) {
+    return this.base.listToolExecutions(filter);
+  }
+  // Events are appended after commit and describe what happened; they are not fenced.
+  appendEvent(attrs: { turnId: string; conversationId: string; type: string; payload?: JsonObject }) {
+    return this.base.appendEvent(attrs);
+  }
+  listEvents(turnId: string, options?: { afterSequence?: number; limit?: number }) {
+    return this.base.listEvents(turnId, options);
+  }
+  reconcileStaleTurns(options: { before: string; limit?: number }) {
+    return this.#write(() => this.base.reconcileStaleTurns(options));
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
