@@ -36,7 +36,7 @@ const finish = defineTool({
 const model = new ScriptedModel({
   reviewer_a: (request) => (toolMessages(request).length ? 'a' : { toolCalls: [{ name: 'gate_a', arguments: {} }] }),
   reviewer_b: (request) =>
-    request.messages.length === 1 && request.messages[0]!.content === 'try mutate'
+    request.messages[0]!.content === 'try mutate'
       ? toolMessages(request).length
         ? 'b tried'
         : { toolCalls: [{ name: 'mutate', arguments: {} }] }
