@@ -7,6 +7,7 @@ export { FencedStore } from './fenced-store.js';
 export { MemoryStore, SqliteStore } from './sqlite-store.js';
 export { PostgresStore } from './postgres-store.js';
 export { addWaits, waitsReady } from './wait-graph.js';
+export { deliver } from './deliveries.js';
 export type * from './types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './types.js';
 

@@ -152,7 +152,12 @@ export class SqliteStore extends SqlStore {
       if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
       driver = new SqliteDriver(file, file === ':memory:' ? 'memory' : 'sqlite');
     } catch (error) {
-      throw describeSqliteError(file, error);
+      const described = describeSqliteError(file, error);
+      if (described instanceof StoreError) throw described;
+      throw new StoreError(
+        `cannot open the SQLite database ${file} (${error instanceof Error ? error.message : String(error)}): check the path and its permissions`,
+        { cause: error },
+      );
     }
     migrate(driver.db, file);
     return new SqliteStore(driver);

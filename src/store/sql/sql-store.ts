@@ -209,7 +209,7 @@ export class SqlStore implements Store {
     return (await this.latestMessageSequence(conversationId)) + 1;
   }
 
-  appendMessage(attrs: NewMessage): Promise<MessageRecord> {
+  async appendMessage(attrs: NewMessage): Promise<MessageRecord> {
     const built = buildMessage(attrs);
     // The sequence is allocated under the conversation lock; the unique index is the backstop.
     return this.atomic(attrs.conversationId, async () => {
