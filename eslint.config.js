@@ -18,7 +18,10 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['**/store/*', '**/models/*', 'better-sqlite3', 'pg', 'ai', '@ai-sdk/*', 'node:*'], message: 'Workflow code must stay deterministic: do I/O in activities.' },
+            {
+              group: ['**/store/*', '**/models/*', 'better-sqlite3', 'pg', 'ai', '@ai-sdk/*', 'node:*'],
+              message: 'Workflow code must stay deterministic: do I/O in activities.',
+            },
           ],
         },
       ],

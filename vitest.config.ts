@@ -8,6 +8,8 @@ export default defineConfig({
     // Temporal workers and SQLite child processes are heavy on a 2-core machine.
     fileParallelism: true,
     maxWorkers: 2,
-    reporters: process.env.CI ? ['default', ['json', { outputFile: 'test-results/results.json' }]] : ['default'],
+    reporters: process.env.CI
+      ? ['default', ['json', { outputFile: 'test-results/results.json' }]]
+      : ['default'],
   },
 });

@@ -33,7 +33,9 @@ const finish = defineTool({
   execute: ({ answer }) => ({ result: answer }),
 });
 const agent = defineAgent({ name: 'bench', tools: [finish] });
-const model = new ScriptedModel({ bench: () => ({ toolCalls: [{ name: 'finish', arguments: { answer: '42' } }] }) });
+const model = new ScriptedModel({
+  bench: () => ({ toolCalls: [{ name: 'finish', arguments: { answer: '42' } }] }),
+});
 
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -77,17 +79,24 @@ const client = new TurnKitClient({ store, agents, temporal: temporalClient, task
 
 let floorCounter = 0;
 const floor = () =>
-  temporalClient.workflow.execute('floorWorkflow', { taskQueue, workflowId: `bench-floor-${taskQueue}-${floorCounter++}` });
+  temporalClient.workflow.execute('floorWorkflow', {
+    taskQueue,
+    workflowId: `bench-floor-${taskQueue}-${floorCounter++}`,
+  });
 const turn = async () => {
   const run = await client.run('bench', 'What is the answer?');
   const record = await run.result();
-  if (record.status !== 'completed') throw new Error(`bench turn ended ${record.status}: ${record.error?.message}`);
+  if (record.status !== 'completed')
+    throw new Error(`bench turn ended ${record.status}: ${record.error?.message}`);
   return run;
 };
 
 async function historyOf(workflowId: string) {
   const history = await temporalClient.workflow.getHandle(workflowId).fetchHistory();
-  return { events: history.events?.length ?? 0, bytes: temporal.api.history.v1.History.encode(history).finish().length };
+  return {
+    events: history.events?.length ?? 0,
+    bytes: temporal.api.history.v1.History.encode(history).finish().length,
+  };
 }
 
 const results = await worker.runUntil(async () => {
@@ -145,14 +154,25 @@ const targets: Record<string, [string, number]> = {
   throughput_vs_floor_32: ['>=', 0.8],
   history_bytes_1mb_vs_empty: ['<=', 1.1],
 };
-console.log(`\nTurnKit benchmark (sequential n=${sequential}, concurrent n=${concurrent} at ${concurrency})\n`);
+console.log(
+  `\nTurnKit benchmark (sequential n=${sequential}, concurrent n=${concurrent} at ${concurrency})\n`,
+);
 console.log('metric'.padEnd(30), 'value'.padStart(12), '  target');
 for (const [key, value] of Object.entries(results)) {
   const target = targets[key];
-  const verdict = target ? `${target[0]} ${target[1]} ${(target[0] === '<=' ? value <= target[1] : value >= target[1]) ? 'ok' : 'MISSED'}` : '';
-  console.log(key.padEnd(30), value.toFixed(key.includes('events') || key.includes('bytes_') ? 0 : 3).padStart(12), ` ${verdict}`);
+  const verdict = target
+    ? `${target[0]} ${target[1]} ${(target[0] === '<=' ? value <= target[1] : value >= target[1]) ? 'ok' : 'MISSED'}`
+    : '';
+  console.log(
+    key.padEnd(30),
+    value.toFixed(key.includes('events') || key.includes('bytes_') ? 0 : 3).padStart(12),
+    ` ${verdict}`,
+  );
 }
-writeFileSync('bench-results.json', `${JSON.stringify({ measuredAt: new Date().toISOString(), ...results }, null, 2)}\n`);
+writeFileSync(
+  'bench-results.json',
+  `${JSON.stringify({ measuredAt: new Date().toISOString(), ...results }, null, 2)}\n`,
+);
 console.log('\nwrote bench-results.json');
 await store.close();
 await connection.close();

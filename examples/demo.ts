@@ -54,11 +54,15 @@ await worker.run(
     console.log(`Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
     const turn = await run.result();
     const executions = await run.toolExecutions();
-    console.log(`\nStatus: ${turn.status}${turn.error ? ` (${turn.error.class}: ${turn.error.message})` : ''}`);
+    console.log(
+      `\nStatus: ${turn.status}${turn.error ? ` (${turn.error.class}: ${turn.error.message})` : ''}`,
+    );
     console.log(`Tool executions: ${executions.map((e) => `${e.toolName}=${e.status}`).join(', ')}`);
     console.log(`\n${turn.outputText ?? ''}\n`);
     const usage = await run.usage();
-    console.log(`Tokens: ${usage.input_tokens} in / ${usage.output_tokens} out — cost $${(await run.cost()).toFixed(4)}`);
+    console.log(
+      `Tokens: ${usage.input_tokens} in / ${usage.output_tokens} out — cost $${(await run.cost()).toFixed(4)}`,
+    );
     console.log(`Run in the Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
     if (turn.status !== 'completed') process.exitCode = 1;
   })(),

@@ -41,7 +41,8 @@ export const saveReport = defineTool({
 export const researcher = defineAgent({
   name: 'researcher',
   description: 'Researches a question with its tools and saves a report.',
-  instructions: 'Look up each topic you need, compute what is asked, then save a short report with save_report.',
+  instructions:
+    'Look up each topic you need, compute what is asked, then save a short report with save_report.',
   orchestrator: true,
   tools: [lookupFact, calculate, saveReport],
   limits: { maxIterations: 8, maxToolExecutions: 12, timeout: 120 },

@@ -1,6 +1,13 @@
 // TurnKit's public API. Internal modules are not re-exported.
 export { defineAgent, DEFAULT_LIMITS } from './agents/agent.js';
-export type { Agent, AgentOptions, BudgetLimits, OutputConstraint, OutputViolation, PromptMode } from './agents/agent.js';
+export type {
+  Agent,
+  AgentOptions,
+  BudgetLimits,
+  OutputConstraint,
+  OutputViolation,
+  PromptMode,
+} from './agents/agent.js';
 export { defineTool } from './agents/tool.js';
 export type { ToolContext, ToolDefinition, ToolOptions, ToolRecovery } from './agents/tool.js';
 export { AgentRegistry } from './agents/registry.js';

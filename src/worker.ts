@@ -39,7 +39,9 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
   namespace?: string;
   taskQueue?: string;
   /** Extra Worker options (concurrency limits, identity, …). */
-  worker?: Partial<Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>>;
+  worker?: Partial<
+    Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
+  >;
 }
 
 export interface TurnKitWorker {
@@ -58,7 +60,9 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
   const runtime = new Runtime(options);
   const connection =
     options.connection ??
-    (await NativeConnection.connect({ address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233' }));
+    (await NativeConnection.connect({
+      address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
+    }));
   const worker = await Worker.create({
     connection,
     namespace: options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default',

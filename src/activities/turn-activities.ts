@@ -7,7 +7,14 @@ import { ApplicationFailure } from '@temporalio/common';
 import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
 import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
 import { claimTurn } from '../engine/claim.js';
-import type { ClaimDigest, ModelStepDigest, OutputStepDigest, ToolCallOutcome, TurnDigest, TurnErrorDigest } from '../engine/digest.js';
+import type {
+  ClaimDigest,
+  ModelStepDigest,
+  OutputStepDigest,
+  ToolCallOutcome,
+  TurnDigest,
+  TurnErrorDigest,
+} from '../engine/digest.js';
 import { runModelStep } from '../engine/model-step.js';
 import type { ModelStepInput } from '../engine/model-step.js';
 import { runOutputStep } from '../engine/output-step.js';
@@ -83,7 +90,11 @@ export function createTurnActivities(runtime: Runtime) {
       );
     },
 
-    async finishTools(input: { turnId: string; claimToken: string; terminalToolCallId: string | null }): Promise<TurnDigest> {
+    async finishTools(input: {
+      turnId: string;
+      claimToken: string;
+      terminalToolCallId: string | null;
+    }): Promise<TurnDigest> {
       return mapped(() => finishToolsPhase(runtime, input));
     },
 
@@ -103,7 +114,9 @@ export function createTurnActivities(runtime: Runtime) {
       return mapped(() => runOutputStep(runtime, input));
     },
 
-    async authorizeCancel(input: { turnId: string } & CancelRequest): Promise<{ allowed: boolean; reason?: string }> {
+    async authorizeCancel(
+      input: { turnId: string } & CancelRequest,
+    ): Promise<{ allowed: boolean; reason?: string }> {
       return mapped(() => authorizeCancel(runtime, input));
     },
 
@@ -111,11 +124,18 @@ export function createTurnActivities(runtime: Runtime) {
       return mapped(() => rejectCancel(runtime, input));
     },
 
-    async cancelTurn(input: { turnId: string; descendants: CancelDescendants }): Promise<{ status: string; cancelled: string[] }> {
+    async cancelTurn(input: {
+      turnId: string;
+      descendants: CancelDescendants;
+    }): Promise<{ status: string; cancelled: string[] }> {
       return mapped(() => cancelTurn(runtime, input));
     },
 
-    async failTurn(input: { turnId: string; claimToken: string; error: TurnErrorDigest }): Promise<{ status: string }> {
+    async failTurn(input: {
+      turnId: string;
+      claimToken: string;
+      error: TurnErrorDigest;
+    }): Promise<{ status: string }> {
       return mapped(() => failTurn(runtime, input));
     },
   };

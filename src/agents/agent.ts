@@ -164,7 +164,8 @@ export function defineAgent(options: AgentOptions): Agent {
   }
   const outputRetries = positiveInteger('outputRetries', options.outputRetries ?? 0, name);
   const mode = options.outputPolicyMode ?? 'fail';
-  if (mode !== 'fail' && mode !== 'report') throw new ArgumentError(`agent ${name}: outputPolicyMode must be fail or report`);
+  if (mode !== 'fail' && mode !== 'report')
+    throw new ArgumentError(`agent ${name}: outputPolicyMode must be fail or report`);
   if (options.thinking && options.thinking.effort === undefined && options.thinking.budget === undefined) {
     throw new ArgumentError(`agent ${name}: thinking needs an effort or a budget`);
   }

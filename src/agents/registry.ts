@@ -14,7 +14,8 @@ export class AgentRegistry {
 
   /** Registers the agent and, recursively, its sub-agents. Re-registering replaces. */
   register(agent: Agent): Agent {
-    if (!agent || typeof agent.name !== 'string') throw new ArgumentError('register expects an agent (defineAgent)');
+    if (!agent || typeof agent.name !== 'string')
+      throw new ArgumentError('register expects an agent (defineAgent)');
     this.#agents.set(agent.name, agent);
     agent.subAgents.forEach((sub) => this.register(sub));
     return agent;

@@ -70,7 +70,9 @@ export function buildTool<Schema extends z.ZodObject, Result>(
 ): ToolDefinition<Schema, Result> {
   if (!options || typeof options !== 'object') throw new ArgumentError('defineTool needs an options object');
   if (typeof options.name !== 'string' || !TOOL_NAME.test(options.name)) {
-    throw new ArgumentError(`invalid tool name ${JSON.stringify(options.name)}: use letters, digits, _ and -`);
+    throw new ArgumentError(
+      `invalid tool name ${JSON.stringify(options.name)}: use letters, digits, _ and -`,
+    );
   }
   if (!(options.input instanceof z.ZodObject)) {
     throw new ArgumentError(`tool ${options.name}: input must be a zod object schema (z.object({...}))`);
@@ -78,7 +80,8 @@ export function buildTool<Schema extends z.ZodObject, Result>(
   if ('context' in options.input.shape) {
     throw new ArgumentError(`tool ${options.name}: the argument name "context" is reserved`);
   }
-  if (typeof options.execute !== 'function') throw new ArgumentError(`tool ${options.name}: execute must be a function`);
+  if (typeof options.execute !== 'function')
+    throw new ArgumentError(`tool ${options.name}: execute must be a function`);
   const recovery = options.recovery ?? 'unknown';
   if (recovery !== 'unknown' && recovery !== 'replaySafe') {
     throw new ArgumentError(`tool ${options.name}: recovery must be 'unknown' or 'replaySafe'`);
@@ -97,7 +100,8 @@ export function buildTool<Schema extends z.ZodObject, Result>(
     completionMessage(result: Json): string {
       if (typeof terminal === 'string') return terminal;
       if (typeof terminal === 'function') return terminal(result);
-      const text = result && typeof result === 'object' && !Array.isArray(result) ? result['result'] : undefined;
+      const text =
+        result && typeof result === 'object' && !Array.isArray(result) ? result['result'] : undefined;
       return typeof text === 'string' ? text : `Completed via ${options.name}.`;
     },
     execute: options.execute,
@@ -122,7 +126,9 @@ export function validateToolArguments<Schema extends z.ZodObject>(
   }
   const parsed = tool.input.safeParse(args);
   if (!parsed.success) {
-    const issues = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(arguments)'}: ${issue.message}`);
+    const issues = parsed.error.issues.map(
+      (issue) => `${issue.path.join('.') || '(arguments)'}: ${issue.message}`,
+    );
     throw new ToolValidationError(`invalid arguments for ${tool.name}: ${issues.join('; ')}`);
   }
   return parsed.data;

@@ -1,6 +1,14 @@
 import type { Client } from '@temporalio/client';
 import type { TurnPreview } from '../engine/model-request.js';
-import type { EventRecord, Json, MessageRecord, Store, ToolExecutionRecord, TurnRecord, Usage } from '../store/types.js';
+import type {
+  EventRecord,
+  Json,
+  MessageRecord,
+  Store,
+  ToolExecutionRecord,
+  TurnRecord,
+  Usage,
+} from '../store/types.js';
 import { turnWorkflowId } from '../workflows/search-attributes.js';
 
 export function sumUsage(turns: readonly TurnRecord[]): Usage {

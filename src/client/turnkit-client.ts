@@ -81,7 +81,11 @@ export class TurnKitClient {
     this.temporal = options.temporal;
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
     this.turnSettings = options.turnSettings;
-    this.#runtime = new Runtime({ store: options.store, agents: options.agents, defaultModel: options.defaultModel });
+    this.#runtime = new Runtime({
+      store: options.store,
+      agents: options.agents,
+      defaultModel: options.defaultModel,
+    });
   }
 
   static async connect(options: TurnKitClientOptions): Promise<TurnKitClient> {
@@ -109,7 +113,8 @@ export class TurnKitClient {
   /** Writes a run's rows without starting it: the turn stays `pending` until `start()`. */
   async prepare(agent: Agent | string, task: string, options: RunOptions = {}): Promise<RunHandle> {
     const resolved = this.#agent(agent);
-    if (typeof task !== 'string' || task.trim() === '') throw new ArgumentError('run needs a non-empty task string');
+    if (typeof task !== 'string' || task.trim() === '')
+      throw new ArgumentError('run needs a non-empty task string');
     if (resolved.inputSchema && options.input !== undefined) {
       const parsed = resolved.inputSchema.safeParse(options.input);
       if (!parsed.success) {
@@ -130,7 +135,10 @@ export class TurnKitClient {
         content: taskText(task, options.input),
         metadata: { source: 'application', task: true },
       });
-      return this.#buildTurn(resolved, conversationId, message.id, message.sequence, { ...options, promptMode: 'task' });
+      return this.#buildTurn(resolved, conversationId, message.id, message.sequence, {
+        ...options,
+        promptMode: 'task',
+      });
     });
     return this.handle(turn);
   }
@@ -171,7 +179,9 @@ export class TurnKitClient {
     if (!turn.submittedAt) {
       turn = await this.store.updateTurn(turnId, { submittedAt: nowIso() });
     }
-    const task = (await this.store.listMessages(turn.conversationId, { throughSequence: turn.contextMessageSequence }))
+    const task = (
+      await this.store.listMessages(turn.conversationId, { throughSequence: turn.contextMessageSequence })
+    )
       .at(-1)
       ?.content.find((part) => part.type === 'text');
     const summary = task && task.type === 'text' ? task.text.replace(/\s+/g, ' ').slice(0, 120) : turn.id;
@@ -200,8 +210,14 @@ export class TurnKitClient {
    * Sends the turn's workflow the `cancel` signal (the same path as `temporal workflow
    * signal --name cancel`). Cancelling a finished turn is a harmless ArgumentError.
    */
-  async cancel(turnId: string, request: { descendants?: CancelDescendants; principal?: Json } = {}): Promise<void> {
-    const parsed = parseCancelRequest({ descendants: request.descendants ?? 'retain', principal: request.principal ?? null });
+  async cancel(
+    turnId: string,
+    request: { descendants?: CancelDescendants; principal?: Json } = {},
+  ): Promise<void> {
+    const parsed = parseCancelRequest({
+      descendants: request.descendants ?? 'retain',
+      principal: request.principal ?? null,
+    });
     if (!parsed.ok) throw new ArgumentError(parsed.reason);
     const turn = await this.store.loadTurn(turnId);
     if (TERMINAL_TURN_STATUSES.includes(turn.status)) {
@@ -231,7 +247,13 @@ export class TurnKitClient {
   }
 
   /** @internal Builds a pending turn snapshotting the conversation as it is now (spec §3.1). */
-  async buildTurn(agentName: string, conversationId: string, triggerMessageId: string, sequence: number, options: RunOptions) {
+  async buildTurn(
+    agentName: string,
+    conversationId: string,
+    triggerMessageId: string,
+    sequence: number,
+    options: RunOptions,
+  ) {
     return this.#buildTurn(this.#agent(agentName), conversationId, triggerMessageId, sequence, options);
   }
 
@@ -246,7 +268,9 @@ export class TurnKitClient {
     const turnOptions: JsonObject = {
       trigger_message_id: triggerMessageId,
       budget_limits: limitsToJson(agent.limits),
-      context: jsonCopy(options.context ?? (conversation.metadata['turnkit_context'] as JsonObject | undefined) ?? {}),
+      context: jsonCopy(
+        options.context ?? (conversation.metadata['turnkit_context'] as JsonObject | undefined) ?? {},
+      ),
       principal: jsonCopy(options.principal ?? conversation.metadata['principal'] ?? null),
     };
     if (options.promptMode) turnOptions['prompt_mode'] = options.promptMode;
@@ -270,11 +294,19 @@ export class ConversationHandle {
 
   say(text: string, metadata: JsonObject = {}) {
     if (typeof text !== 'string' || text === '') throw new ArgumentError('say needs a non-empty text');
-    return this.client.store.appendMessage({ conversationId: this.id, role: 'user', content: text, metadata });
+    return this.client.store.appendMessage({
+      conversationId: this.id,
+      role: 'user',
+      content: text,
+      metadata,
+    });
   }
 
   /** Says `text` and starts a turn that sees it (pass `start: false` to only prepare). */
-  async ask(text: string, options: { start?: boolean; principal?: Json; context?: JsonObject; model?: string } = {}) {
+  async ask(
+    text: string,
+    options: { start?: boolean; principal?: Json; context?: JsonObject; model?: string } = {},
+  ) {
     const turn = await this.client.store.atomic(this.id, async () => {
       const message = await this.say(text);
       return this.client.buildTurn(this.agentName, this.id, message.id, message.sequence, options);

@@ -32,7 +32,10 @@ export class Budget {
     this.toolExecutions = init.toolExecutions?.length ?? 0;
     this.toolExecutionsByName = new Map();
     for (const execution of init.toolExecutions ?? []) {
-      this.toolExecutionsByName.set(execution.toolName, (this.toolExecutionsByName.get(execution.toolName) ?? 0) + 1);
+      this.toolExecutionsByName.set(
+        execution.toolName,
+        (this.toolExecutionsByName.get(execution.toolName) ?? 0) + 1,
+      );
     }
   }
 
@@ -69,7 +72,9 @@ export class Budget {
 
   /** The root's deadline, or null when the tree has no timeout. */
   get deadline(): Date | null {
-    return this.limits.timeout === null ? null : new Date(this.rootStartedAt.getTime() + this.limits.timeout * 1000);
+    return this.limits.timeout === null
+      ? null
+      : new Date(this.rootStartedAt.getTime() + this.limits.timeout * 1000);
   }
 
   /** Checked at the top of every step: depth, wall clock, spend. */
@@ -77,7 +82,8 @@ export class Budget {
     if (depth > this.limits.maxDepth) throw new BudgetError('maximum sub-agent depth reached');
     const deadline = this.deadline;
     if (deadline && now.getTime() >= deadline.getTime()) throw new BudgetError('turn timed out');
-    if (this.limits.maxSpend !== null && this.cost > this.limits.maxSpend) throw new BudgetError('cost limit reached');
+    if (this.limits.maxSpend !== null && this.cost > this.limits.maxSpend)
+      throw new BudgetError('cost limit reached');
   }
 
   reserveIteration(): void {
@@ -86,10 +92,12 @@ export class Budget {
   }
 
   reserveToolExecution(name: string): void {
-    if (this.toolExecutions >= this.limits.maxToolExecutions) throw new BudgetError('maximum tool executions reached');
+    if (this.toolExecutions >= this.limits.maxToolExecutions)
+      throw new BudgetError('maximum tool executions reached');
     const cap = this.limits.maxToolExecutionsByName[name];
     const used = this.toolExecutionsByName.get(name) ?? 0;
-    if (cap !== undefined && used >= cap) throw new BudgetError(`maximum executions reached for tool ${name}`);
+    if (cap !== undefined && used >= cap)
+      throw new BudgetError(`maximum executions reached for tool ${name}`);
     this.toolExecutions += 1;
     this.toolExecutionsByName.set(name, used + 1);
   }
@@ -101,4 +109,3 @@ export class Budget {
     if (this.cost > this.limits.maxSpend) throw new BudgetError('cost limit reached');
   }
 }
-

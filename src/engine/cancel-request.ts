@@ -9,8 +9,11 @@ export interface CancelRequest {
 }
 
 /** Validates a cancel payload from a signal (untrusted input): typed result, never a throw. */
-export function parseCancelRequest(payload: unknown): { ok: true; value: CancelRequest } | { ok: false; reason: string } {
-  if (payload === undefined || payload === null) return { ok: true, value: { descendants: 'retain', principal: null } };
+export function parseCancelRequest(
+  payload: unknown,
+): { ok: true; value: CancelRequest } | { ok: false; reason: string } {
+  if (payload === undefined || payload === null)
+    return { ok: true, value: { descendants: 'retain', principal: null } };
   if (typeof payload !== 'object' || Array.isArray(payload)) {
     return { ok: false, reason: 'cancel payload must be an object like {"descendants":"retain"}' };
   }
@@ -18,8 +21,10 @@ export function parseCancelRequest(payload: unknown): { ok: true; value: CancelR
   const unknown = Object.keys(rest);
   if (unknown.length > 0) return { ok: false, reason: `unknown cancel field(s): ${unknown.join(', ')}` };
   if (descendants !== 'retain' && descendants !== 'cascade') {
-    return { ok: false, reason: `descendants must be "retain" or "cascade", got ${JSON.stringify(descendants)}` };
+    return {
+      ok: false,
+      reason: `descendants must be "retain" or "cascade", got ${JSON.stringify(descendants)}`,
+    };
   }
   return { ok: true, value: { descendants, principal: principal as Json } };
 }
-

@@ -1,6 +1,6 @@
 import { AuthorizationError } from '../errors.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
-import type { Json, TurnRecord } from '../store/types.js';
+import type { TurnRecord } from '../store/types.js';
 import { rootConversationId } from '../store/tree.js';
 import type { CancelDescendants, CancelRequest } from './cancel-request.js';
 import type { Runtime } from './runtime.js';
@@ -25,7 +25,10 @@ export async function authorizeCancel(
 }
 
 /** Records a cancel request that was rejected before authorization (malformed payload). */
-export async function rejectCancel(runtime: Runtime, input: { turnId: string; reason: string }): Promise<void> {
+export async function rejectCancel(
+  runtime: Runtime,
+  input: { turnId: string; reason: string },
+): Promise<void> {
   const turn = await runtime.store.loadTurn(input.turnId);
   await runtime.emit(turn, 'cancel.rejected', { reason: input.reason });
 }
@@ -47,7 +50,7 @@ export async function cancelTurn(
     if (input.descendants === 'cascade') {
       const tree = await store.listTurns({ rootTurnId: target.rootTurnId });
       const ids = new Set([target.id]);
-      for (let grew = true; grew; ) {
+      for (let grew = true; grew;) {
         grew = false;
         for (const row of tree) {
           if (row.parentTurnId && ids.has(row.parentTurnId) && !ids.has(row.id)) {

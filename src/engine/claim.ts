@@ -44,8 +44,15 @@ export async function claimTurn(runtime: Runtime, turnId: string, claimToken: st
       const turn = await store.loadTurn(turnId);
       if (turn.status === 'running' && turn.claimToken === claimToken) return turn;
       if (turn.status !== 'pending') return 'not_pending';
-      const lane = await store.listTurns({ conversationId: turn.conversationId, status: ['pending', 'running', 'waiting'] });
-      if (lane.some((other) => other.id !== turn.id && (other.status === 'running' || other.status === 'waiting'))) {
+      const lane = await store.listTurns({
+        conversationId: turn.conversationId,
+        status: ['pending', 'running', 'waiting'],
+      });
+      if (
+        lane.some(
+          (other) => other.id !== turn.id && (other.status === 'running' || other.status === 'waiting'),
+        )
+      ) {
         return 'lane_busy';
       }
       const oldest = lane.find((other) => other.status === 'pending' && other.submittedAt !== null);
@@ -65,7 +72,10 @@ export async function claimTurn(runtime: Runtime, turnId: string, claimToken: st
     return { claimed: false, reason: outcome, status: (await store.loadTurn(turnId)).status };
   }
   if (initial.status === 'pending') {
-    await runtime.emit(outcome, 'turn.started', { status: outcome.status, model: runtime.modelFor(runtime.agents.resolve(outcome.agentName), outcome) });
+    await runtime.emit(outcome, 'turn.started', {
+      status: outcome.status,
+      model: runtime.modelFor(runtime.agents.resolve(outcome.agentName), outcome),
+    });
   }
   return { claimed: true, ...(await turnDigest(runtime, store, outcome)) };
 }

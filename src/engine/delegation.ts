@@ -41,7 +41,11 @@ export async function delegate(
   const { task } = validateToolArguments(tool, args) as { task: string };
   const principal = principalOf(await store.loadTurn(parent.id));
   const subAgent: Agent = runtime.agents.resolve(tool.name);
-  await runtime.authorize('launch_agent', principal, { turn: parent.id, agent: subAgent.name, arguments: { task } });
+  await runtime.authorize('launch_agent', principal, {
+    turn: parent.id,
+    agent: subAgent.name,
+    arguments: { task },
+  });
   await runtime.authorize('wait', principal, { turn: parent.id, targets: [`child of ${execution.id}`] });
   const root = await rootConversationId(store, parent);
   return store.atomicGraph(() =>
@@ -59,7 +63,12 @@ export async function delegate(
         model: subAgent.model ?? null,
         metadata: lineage,
       });
-      const message = await store.appendMessage({ conversationId: conversation.id, role: 'user', content: task, metadata: lineage });
+      const message = await store.appendMessage({
+        conversationId: conversation.id,
+        role: 'user',
+        content: task,
+        metadata: lineage,
+      });
       const child = await store.createTurn({
         conversationId: conversation.id,
         agentName: subAgent.name,

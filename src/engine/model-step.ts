@@ -39,14 +39,23 @@ function responseText(parts: readonly ContentPart[]): string {
  * transaction. Idempotent per `step`: a retry after the reservation reuses it, and a retry
  * after the commit reuses the stored response without calling the model (BG-05).
  */
-export async function runModelStep(runtime: Runtime, input: ModelStepInput, hooks: ModelStepHooks): Promise<ModelStepDigest> {
+export async function runModelStep(
+  runtime: Runtime,
+  input: ModelStepInput,
+  hooks: ModelStepHooks,
+): Promise<ModelStepDigest> {
   const store: Store = await runtime.fenced(input.turnId, input.claimToken);
   let turn = await store.loadTurn(input.turnId);
   const agent = runtime.agents.resolve(turn.agentName);
   const depth = await depthOf(store, turn);
 
   if (turnState(turn).model_step === input.step) {
-    return { ...(await turnDigest(runtime, store, turn)), usage: usageDigest(null), cost: null, reused: true };
+    return {
+      ...(await turnDigest(runtime, store, turn)),
+      usage: usageDigest(null),
+      cost: null,
+      reused: true,
+    };
   }
 
   turn = await store.atomic(null, async () => {
@@ -82,8 +91,14 @@ export async function runModelStep(runtime: Runtime, input: ModelStepInput, hook
   const parts = Array.isArray(result?.parts) ? result.parts : [];
   const calls = toolCallParts(parts);
   const text = responseText(parts);
-  if (calls.length === 0 && text.trim() === '' && (result.outputData === undefined || result.outputData === null)) {
-    throw new ModelError('the model returned an empty response (no text, no tool calls, no structured output)');
+  if (
+    calls.length === 0 &&
+    text.trim() === '' &&
+    (result.outputData === undefined || result.outputData === null)
+  ) {
+    throw new ModelError(
+      'the model returned an empty response (no text, no tool calls, no structured output)',
+    );
   }
 
   const cost = costFromUsage(result.usage, result.model ?? request.model, runtime.cost);
@@ -96,7 +111,8 @@ export async function runModelStep(runtime: Runtime, input: ModelStepInput, hook
       heartbeatAt: nowIso(),
     });
     const metadata: JsonObject = {};
-    if (result.outputData !== undefined && result.outputData !== null) metadata['output_data'] = result.outputData;
+    if (result.outputData !== undefined && result.outputData !== null)
+      metadata['output_data'] = result.outputData;
     const appended = await store.appendMessage({
       conversationId: fresh.conversationId,
       turnId: fresh.id,
@@ -117,8 +133,13 @@ export async function runModelStep(runtime: Runtime, input: ModelStepInput, hook
     return { message: appended, committed: updated };
   });
 
-  await runtime.emit(committed, 'message.created', { message_id: message.id, role: 'assistant', kind: message.kind });
-  for (const call of calls) await runtime.emit(committed, 'tool_call.created', { id: call.id, name: call.name });
+  await runtime.emit(committed, 'message.created', {
+    message_id: message.id,
+    role: 'assistant',
+    kind: message.kind,
+  });
+  for (const call of calls)
+    await runtime.emit(committed, 'tool_call.created', { id: call.id, name: call.name });
   const usage = committed.usage;
   await runtime.emit(committed, 'model.completed', {
     model: result.model ?? request.model,
@@ -130,7 +151,12 @@ export async function runModelStep(runtime: Runtime, input: ModelStepInput, hook
   // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
   const budget = await Budget.load(store, committed.rootTurnId, agent.limits);
   budget.check(depth);
-  return { ...(await turnDigest(runtime, store, committed)), usage: usageDigest(usage), cost: cost.total, reused: false };
+  return {
+    ...(await turnDigest(runtime, store, committed)),
+    usage: usageDigest(usage),
+    cost: cost.total,
+    reused: false,
+  };
 }
 
 function usageDigest(usage: { input_tokens?: number; output_tokens?: number; total_tokens?: number } | null) {

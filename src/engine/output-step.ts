@@ -20,13 +20,20 @@ function toViolations(value: unknown): OutputViolation[] {
     const violation: OutputViolation = {
       rule: typeof rule === 'string' ? rule : 'output_constraint',
       message:
-        typeof message === 'string' ? message : typeof error === 'string' ? error : 'output constraint failed',
+        typeof message === 'string'
+          ? message
+          : typeof error === 'string'
+            ? error
+            : 'output constraint failed',
     };
-    const meta = (metadata as JsonObject | undefined) ?? (Object.keys(rest).length ? (rest as JsonObject) : undefined);
+    const meta =
+      (metadata as JsonObject | undefined) ?? (Object.keys(rest).length ? (rest as JsonObject) : undefined);
     if (meta) violation.metadata = meta;
     return [violation];
   }
-  throw new ArgumentError(`an output constraint returned ${typeof value}; return nothing, a string, or a violation`);
+  throw new ArgumentError(
+    `an output constraint returned ${typeof value}; return nothing, a string, or a violation`,
+  );
 }
 
 /** Runs the agent's output constraints on the structured output, or else the text. */
@@ -46,7 +53,9 @@ export async function auditOutput(
 }
 
 function revisionPrompt(audit: OutputAudit, terminalToolName: string | null | undefined): string {
-  const lines = audit.violations.map((violation, index) => `${index + 1}. ${violation.rule}: ${violation.message}`);
+  const lines = audit.violations.map(
+    (violation, index) => `${index + 1}. ${violation.rule}: ${violation.message}`,
+  );
   return [
     'Your previous output failed the output checks. Revise it without adding new claims.',
     '',
@@ -60,7 +69,10 @@ function revisionPrompt(audit: OutputAudit, terminalToolName: string | null | un
  * The output phase (spec §3.3): audit the candidate; with revisions left, append a revision
  * request and go back to the model; otherwise write the terminal status with the output.
  */
-export async function runOutputStep(runtime: Runtime, input: { turnId: string; claimToken: string }): Promise<OutputStepDigest> {
+export async function runOutputStep(
+  runtime: Runtime,
+  input: { turnId: string; claimToken: string },
+): Promise<OutputStepDigest> {
   const store = await runtime.fenced(input.turnId, input.claimToken);
   const turn = await store.loadTurn(input.turnId);
   const agent = runtime.agents.resolve(turn.agentName);
@@ -81,18 +93,29 @@ export async function runOutputStep(runtime: Runtime, input: { turnId: string; c
         content: revisionPrompt(audit, state.terminal_tool_name),
         metadata: { source: 'output_policy', attempt },
       });
-      const updated = await updateState(store, turn.id, { phase: 'model', parts: null, revisions_used: attempt });
+      const updated = await updateState(store, turn.id, {
+        phase: 'model',
+        parts: null,
+        revisions_used: attempt,
+      });
       return { message, updated };
     });
     await runtime.emit(updated, 'message.created', { message_id: message.id, role: 'user', kind: 'text' });
-    await runtime.emit(updated, 'output_policy.revision', { violation_count: audit.violations.length, attempt });
+    await runtime.emit(updated, 'output_policy.revision', {
+      violation_count: audit.violations.length,
+      attempt,
+    });
     return { done: false, status: updated.status };
   }
 
   const failed = audit !== null && !audit.clean && agent.outputPolicyMode === 'fail';
   const auditJson = audit as unknown as JsonObject | null;
   const error = failed
-    ? { class: 'OutputAudit', message: audit.violations.map((v) => v.message).join('; '), policy_audit: auditJson }
+    ? {
+        class: 'OutputAudit',
+        message: audit.violations.map((v) => v.message).join('; '),
+        policy_audit: auditJson,
+      }
     : null;
   const { turn: done } = await store.atomic(null, async () => {
     if (auditJson) await updateState(store, turn.id, { policy_audit: auditJson });
@@ -105,7 +128,10 @@ export async function runOutputStep(runtime: Runtime, input: { turnId: string; c
     );
   });
   if (audit) {
-    await runtime.emit(done, 'output_policy.completed', { clean: audit.clean, violation_count: audit.violations.length });
+    await runtime.emit(done, 'output_policy.completed', {
+      clean: audit.clean,
+      violation_count: audit.violations.length,
+    });
   }
   await runtime.emit(
     done,

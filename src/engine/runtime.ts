@@ -17,8 +17,7 @@ export interface AuthorizationRequest {
 
 /** Must return literally `true` to allow; anything else denies (spec §6). */
 export type AuthorizationPolicy =
-  | ((request: AuthorizationRequest) => unknown)
-  | { authorize(request: AuthorizationRequest): unknown };
+  ((request: AuthorizationRequest) => unknown) | { authorize(request: AuthorizationRequest): unknown };
 
 export type EventListener = (event: EventRecord) => void | Promise<void>;
 
@@ -58,7 +57,8 @@ export class Runtime {
     this.#model = options.model;
     this.#authorization = options.authorization;
     const listeners = options.onEvent;
-    this.#listeners = listeners === undefined ? [] : Array.isArray(listeners) ? [...listeners] : [listeners as EventListener];
+    this.#listeners =
+      listeners === undefined ? [] : Array.isArray(listeners) ? [...listeners] : [listeners as EventListener];
   }
 
   addListener(listener: EventListener): () => void {
@@ -72,7 +72,9 @@ export class Runtime {
   modelClientFor(agent: Agent): ModelClient {
     const client = agent.client ?? this.#model;
     if (!client) {
-      throw new ConfigError(`no model client for agent ${agent.name}: pass one to the worker or to defineAgent({client})`);
+      throw new ConfigError(
+        `no model client for agent ${agent.name}: pass one to the worker or to defineAgent({client})`,
+      );
     }
     return client;
   }
@@ -92,7 +94,11 @@ export class Runtime {
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */
-  async authorize(action: AuthorizationAction, principal: Json, resources: Record<string, unknown>): Promise<void> {
+  async authorize(
+    action: AuthorizationAction,
+    principal: Json,
+    resources: Record<string, unknown>,
+  ): Promise<void> {
     const policy = this.#authorization;
     if (!policy) return;
     const request: AuthorizationRequest = { ...resources, action, principal };
@@ -104,8 +110,17 @@ export class Runtime {
    * Appends to the turn's durable event log, then tells in-process listeners. Always called
    * after the write it reports has committed, so a listener can never roll a write back.
    */
-  async emit(turn: Pick<TurnRecord, 'id' | 'conversationId'>, type: string, payload: JsonObject = {}): Promise<void> {
-    const event = await this.store.appendEvent({ turnId: turn.id, conversationId: turn.conversationId, type, payload });
+  async emit(
+    turn: Pick<TurnRecord, 'id' | 'conversationId'>,
+    type: string,
+    payload: JsonObject = {},
+  ): Promise<void> {
+    const event = await this.store.appendEvent({
+      turnId: turn.id,
+      conversationId: turn.conversationId,
+      type,
+      payload,
+    });
     for (const listener of this.#listeners) {
       try {
         await listener(event);

@@ -1,6 +1,14 @@
 import { LostClaim } from '../errors.js';
 import { nowIso } from '../store/records.js';
-import type { Json, JsonObject, MessageRecord, Store, ToolExecutionRecord, TurnRecord, TurnUpdate } from '../store/types.js';
+import type {
+  Json,
+  JsonObject,
+  MessageRecord,
+  Store,
+  ToolExecutionRecord,
+  TurnRecord,
+  TurnUpdate,
+} from '../store/types.js';
 import type { TurnErrorDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { toolCallParts } from './turn-state.js';
@@ -34,7 +42,10 @@ export async function appendToolResultOnce(
 }
 
 /** CAS every pending/running execution of the turn to `interrupted` (spec §5.9). */
-export async function interruptToolExecutions(store: Store, turn: TurnRecord): Promise<ToolExecutionRecord[]> {
+export async function interruptToolExecutions(
+  store: Store,
+  turn: TurnRecord,
+): Promise<ToolExecutionRecord[]> {
   const executions = await store.listToolExecutions({ turnId: turn.id });
   const interrupted: ToolExecutionRecord[] = [];
   for (const execution of executions) {
@@ -55,11 +66,17 @@ export async function interruptToolExecutions(store: Store, turn: TurnRecord): P
  * finished execution's real result, an interrupted one's "outcome unknown", and a call that
  * never ran a "not executed" error naming why.
  */
-export async function repairTranscript(store: Store, turn: TurnRecord, reason: string): Promise<MessageRecord[]> {
+export async function repairTranscript(
+  store: Store,
+  turn: TurnRecord,
+  reason: string,
+): Promise<MessageRecord[]> {
   const messages = await store.listMessages(turn.conversationId, { throughSequence: 0, turnId: turn.id });
   const answered = new Set(
     messages.flatMap((message) =>
-      message.kind === 'tool_result' ? message.content.flatMap((p) => (p.type === 'tool_result' ? [p.tool_call_id] : [])) : [],
+      message.kind === 'tool_result'
+        ? message.content.flatMap((p) => (p.type === 'tool_result' ? [p.tool_call_id] : []))
+        : [],
     ),
   );
   const executions = await store.listToolExecutions({ turnId: turn.id });
@@ -83,7 +100,9 @@ export async function repairTranscript(store: Store, turn: TurnRecord, reason: s
       } else {
         payload = { message: `not executed: ${reason}` };
       }
-      const row = await appendToolResultOnce(store, turn, call, execution?.id ?? null, payload, error, { interrupted });
+      const row = await appendToolResultOnce(store, turn, call, execution?.id ?? null, payload, error, {
+        interrupted,
+      });
       if (row) appended.push(row);
       answered.add(call.id);
     }
@@ -113,7 +132,11 @@ export async function writeTerminal(
     return { turn: updated, repaired };
   });
   for (const message of result.repaired) {
-    await runtime.emit(result.turn, 'message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' });
+    await runtime.emit(result.turn, 'message.created', {
+      message_id: message.id,
+      role: 'tool',
+      kind: 'tool_result',
+    });
   }
   return result;
 }
@@ -126,7 +149,13 @@ export async function failTurn(
   try {
     const store = await runtime.fenced(input.turnId, input.claimToken);
     const error = { class: input.error.class, message: input.error.message };
-    const { turn } = await writeTerminal(runtime, store, input.turnId, { status: 'failed', error }, `turn failed: ${error.message}`);
+    const { turn } = await writeTerminal(
+      runtime,
+      store,
+      input.turnId,
+      { status: 'failed', error },
+      `turn failed: ${error.message}`,
+    );
     await runtime.emit(turn, 'turn.failed', { error });
     return { status: turn.status };
   } catch (error) {

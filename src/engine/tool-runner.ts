@@ -3,7 +3,14 @@ import type { ToolContext, ToolDefinition } from '../agents/tool.js';
 import { normalizeToolPayload, validateToolArguments } from '../agents/tool.js';
 import { AuthorizationError, BudgetError, LostClaim, ToolError, TurnKitError } from '../errors.js';
 import { nowIso } from '../store/records.js';
-import type { Json, JsonObject, MessageRecord, Store, ToolExecutionRecord, TurnRecord } from '../store/types.js';
+import type {
+  Json,
+  JsonObject,
+  MessageRecord,
+  Store,
+  ToolExecutionRecord,
+  TurnRecord,
+} from '../store/types.js';
 import { Budget } from './budget.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
 import { turnDigest } from './claim.js';
@@ -57,7 +64,11 @@ class ToolRun {
     };
   }
 
-  async appendResult(execution: ToolExecutionRecord, payload: Json, error: boolean): Promise<MessageRecord | null> {
+  async appendResult(
+    execution: ToolExecutionRecord,
+    payload: Json,
+    error: boolean,
+  ): Promise<MessageRecord | null> {
     if (this.deferResult) return null;
     return appendToolResultOnce(this.store, this.turn, this.call, execution.id, payload, error);
   }
@@ -80,12 +91,16 @@ class ToolRun {
     });
     // Someone else (cancel, recovery) closed the row while the tool ran: the late outcome is dropped.
     if (!row) return this.store.loadToolExecution(execution.id);
-    if (message) this.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
+    if (message)
+      this.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
     const chars = JSON.stringify(payload).length;
     this.events.push(
       status === 'completed'
         ? ['tool_call.completed', { id: this.call.id, name: this.call.name, result_chars: chars }]
-        : ['tool_call.failed', { id: this.call.id, name: this.call.name, error: payload, result_chars: chars }],
+        : [
+            'tool_call.failed',
+            { id: this.call.id, name: this.call.name, error: payload, result_chars: chars },
+          ],
     );
     return row;
   }
@@ -109,7 +124,11 @@ function errorDetails(error: unknown, extra: JsonObject = {}): JsonObject {
  * authorization, a fence check right before the effect, then the call. Every path leaves
  * the execution finished with exactly one result message (unless deferred).
  */
-export async function runToolCall(runtime: Runtime, input: ToolCallInput, hooks: ToolCallHooks): Promise<ToolCallOutcome> {
+export async function runToolCall(
+  runtime: Runtime,
+  input: ToolCallInput,
+  hooks: ToolCallHooks,
+): Promise<ToolCallOutcome> {
   const store = await runtime.fenced(input.turnId, input.claimToken);
   const turn = await store.loadTurn(input.turnId);
   const agent = runtime.agents.resolve(turn.agentName);
@@ -137,12 +156,17 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
       (existing.result ?? existing.error) as Json,
       existing.status !== 'completed' && existing.status !== 'cancelled',
     );
-    if (message) run.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
+    if (message)
+      run.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
     return run.outcome(existing);
   }
 
   // A row left running by an attempt that died: only a replay-safe tool may run again.
-  if (existing && existing.status === 'running' && !(tool?.recovery === 'replaySafe' && tool.kind === 'ordinary')) {
+  if (
+    existing &&
+    existing.status === 'running' &&
+    !(tool?.recovery === 'replaySafe' && tool.kind === 'ordinary')
+  ) {
     return run.outcome(await run.finish(existing, 'interrupted', { message: OUTCOME_UNKNOWN }));
   }
 
@@ -159,7 +183,9 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
       status: background ? 'pending' : 'running',
       startedAt: background ? null : nowIso(),
     });
-    const budget = await Budget.load(store, turn.rootTurnId, run.agent.limits, { excludingExecutionId: row.id });
+    const budget = await Budget.load(store, turn.rootTurnId, run.agent.limits, {
+      excludingExecutionId: row.id,
+    });
     try {
       budget.reserveToolExecution(call.name);
     } catch (error) {
@@ -175,7 +201,11 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
   if (call.arguments_error) return run.outcome(await run.fail(execution, call.arguments_error));
 
   if (execution.status === 'pending' && tool.kind === 'ordinary') {
-    const claimed = await store.claimToolExecution(execution.id, { from: 'pending', to: 'running', startedAt: nowIso() });
+    const claimed = await store.claimToolExecution(execution.id, {
+      from: 'pending',
+      to: 'running',
+      startedAt: nowIso(),
+    });
     if (!claimed) throw new LostClaim('tool execution claim was revoked');
     execution = claimed;
   }
@@ -183,13 +213,23 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
   let payload: JsonObject;
   try {
     const principal = principalOf(await store.loadTurn(turn.id));
-    await run.runtime.authorize('tool', principal, { turn: turn.id, tool: tool.name, arguments: call.arguments });
+    await run.runtime.authorize('tool', principal, {
+      turn: turn.id,
+      tool: tool.name,
+      arguments: call.arguments,
+    });
     // Observe cancellation or a lost claim immediately before crossing the external-effect boundary.
     await store.atomic(null, async () => true);
     if (tool.kind === 'subAgent') {
       const child = await delegate(run.runtime, store, turn, tool, execution, call.arguments);
-      if (isFinished(child)) return run.outcome(await run.finish(execution, 'completed', subAgentResult(child)));
-      return { ...run.outcome(execution), waiting: true, childTurnId: child.id, childConversationId: child.conversationId };
+      if (isFinished(child))
+        return run.outcome(await run.finish(execution, 'completed', subAgentResult(child)));
+      return {
+        ...run.outcome(execution),
+        waiting: true,
+        childTurnId: child.id,
+        childConversationId: child.conversationId,
+      };
     }
     if (tool.kind !== 'ordinary') {
       throw new ToolError(`${tool.name}: ${tool.kind} tools are not available in this version of the engine`);
@@ -213,7 +253,9 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
       throw error;
     }
     if (error instanceof AuthorizationError) {
-      return run.outcome(await run.fail(execution, error.message, errorDetails(error, { authorization_denied: true })));
+      return run.outcome(
+        await run.fail(execution, error.message, errorDetails(error, { authorization_denied: true })),
+      );
     }
     // A replay-safe tool's unexpected error is retried by Temporal under the same idempotency key.
     if (!(error instanceof ToolError) && tool.recovery === 'replaySafe' && hooks.canRetry) throw error;
@@ -224,7 +266,12 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
 }
 
 /** Skips every call after a completed terminal tool (spec §4.7). */
-async function skipRemaining(runtime: Runtime, store: Store, turn: TurnRecord, terminal: ToolCall): Promise<void> {
+async function skipRemaining(
+  runtime: Runtime,
+  store: Store,
+  turn: TurnRecord,
+  terminal: ToolCall,
+): Promise<void> {
   const calls = toolCallParts(turnState(turn).parts);
   const later = calls.slice(calls.findIndex((call) => call.id === terminal.id) + 1);
   for (const call of later) {
@@ -239,11 +286,20 @@ async function skipRemaining(runtime: Runtime, store: Store, turn: TurnRecord, t
         arguments: call.arguments,
         status: 'pending',
       });
-      await store.claimToolExecution(row.id, { from: 'pending', to: 'cancelled', result: payload, completedAt: nowIso() });
+      await store.claimToolExecution(row.id, {
+        from: 'pending',
+        to: 'cancelled',
+        result: payload,
+        completedAt: nowIso(),
+      });
       return appendToolResultOnce(store, turn, call, row.id, payload, false);
     });
     if (skipped) {
-      await runtime.emit(turn, 'message.created', { message_id: skipped.id, role: 'tool', kind: 'tool_result' });
+      await runtime.emit(turn, 'message.created', {
+        message_id: skipped.id,
+        role: 'tool',
+        kind: 'tool_result',
+      });
       await runtime.emit(turn, 'tool_call.skipped', { id: call.id, name: call.name });
     }
   }
@@ -268,7 +324,9 @@ export async function finishToolsPhase(
     return turnDigest(runtime, store, await updateState(store, turn.id, { phase: 'model', parts: null }));
   }
   await skipRemaining(runtime, store, turn, terminal);
-  const execution = (await store.listToolExecutions({ turnId: turn.id })).find((row) => row.toolCallId === terminal.id);
+  const execution = (await store.listToolExecutions({ turnId: turn.id })).find(
+    (row) => row.toolCallId === terminal.id,
+  );
   const tool = agent.effectiveTools.find((candidate) => candidate.name === terminal.name);
   const candidate = tool?.completionMessage(execution?.result ?? null) ?? `Completed via ${terminal.name}.`;
   const { updated, message } = await store.atomic(null, async () => {
@@ -292,16 +350,23 @@ export async function finishToolsPhase(
 }
 
 /** The turn waits for its children: status `waiting`, claim cleared, no worker held. */
-export async function suspendTurn(runtime: Runtime, input: { turnId: string; claimToken: string }): Promise<void> {
+export async function suspendTurn(
+  runtime: Runtime,
+  input: { turnId: string; claimToken: string },
+): Promise<void> {
   const store = await runtime.fenced(input.turnId, input.claimToken);
   await store.atomic(null, () => store.updateTurn(input.turnId, { status: 'waiting', claimToken: null }));
 }
 
 /** Takes the turn back after its children resolved; fails with LostClaim if it was cancelled meanwhile. */
-export async function resumeTurn(runtime: Runtime, input: { turnId: string; claimToken: string }): Promise<TurnDigest> {
+export async function resumeTurn(
+  runtime: Runtime,
+  input: { turnId: string; claimToken: string },
+): Promise<TurnDigest> {
   const store = runtime.store;
   const turn = await store.loadTurn(input.turnId);
-  if (turn.status === 'running' && turn.claimToken === input.claimToken) return turnDigest(runtime, store, turn);
+  if (turn.status === 'running' && turn.claimToken === input.claimToken)
+    return turnDigest(runtime, store, turn);
   const resumed = await store.claimTurn(input.turnId, {
     from: 'waiting',
     to: 'running',

@@ -39,14 +39,20 @@ export function iterationsOf(turn: TurnRecord): number {
 }
 
 /** Merges into `options.state`; `options` is replaced whole, so always merge from a fresh read. */
-export async function updateState(store: Store, turnId: string, patch: Partial<TurnState>): Promise<TurnRecord> {
+export async function updateState(
+  store: Store,
+  turnId: string,
+  patch: Partial<TurnState>,
+): Promise<TurnRecord> {
   const turn = await store.loadTurn(turnId);
   const state = { ...turnState(turn), ...patch } as JsonObject;
   return store.updateTurn(turnId, { options: { ...turn.options, state } });
 }
 
 export function toolCallParts(parts: readonly ContentPart[] | null | undefined) {
-  return (parts ?? []).filter((part): part is Extract<ContentPart, { type: 'tool_call' }> => part.type === 'tool_call');
+  return (parts ?? []).filter(
+    (part): part is Extract<ContentPart, { type: 'tool_call' }> => part.type === 'tool_call',
+  );
 }
 
 export function principalOf(turn: TurnRecord): Json {

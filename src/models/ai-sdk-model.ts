@@ -93,7 +93,10 @@ export class AiSdkModel implements ModelClient {
     const tools: ToolSet = Object.fromEntries(
       request.tools.map((spec) => [
         spec.name,
-        sdkTool({ description: spec.description, inputSchema: jsonSchema(spec.inputSchema as Record<string, unknown>) }),
+        sdkTool({
+          description: spec.description,
+          inputSchema: jsonSchema(spec.inputSchema as Record<string, unknown>),
+        }),
       ]),
     );
     const system: SdkMessage[] = [
@@ -104,7 +107,9 @@ export class AiSdkModel implements ModelClient {
           ? { providerOptions: { anthropic: { cacheControl: { type: 'ephemeral' } } } }
           : {}),
       },
-      ...(request.dynamicInstructions ? [{ role: 'system' as const, content: request.dynamicInstructions }] : []),
+      ...(request.dynamicInstructions
+        ? [{ role: 'system' as const, content: request.dynamicInstructions }]
+        : []),
     ];
     const progress = setInterval(() => options.onProgress?.(), 1_000);
     try {

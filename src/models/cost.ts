@@ -54,7 +54,9 @@ export function costFromUsage(usage: ModelUsage, model: string, config: CostConf
     thinking: component(usage.thinkingTokens, rates.thinking),
   };
   const parts = Object.values(details);
-  const total = parts.some((part) => part === null) ? null : parts.reduce<number>((sum, part) => sum + (part ?? 0), 0);
+  const total = parts.some((part) => part === null)
+    ? null
+    : parts.reduce<number>((sum, part) => sum + (part ?? 0), 0);
   return { total, details: { ...details, total } };
 }
 
@@ -80,7 +82,11 @@ export function addUsage(current: Usage | null, usage: ModelUsage, cost: Cost): 
     total_tokens: 0,
   };
   next.total_tokens =
-    next.input_tokens + next.output_tokens + next.cached_tokens + next.cache_write_tokens + next.thinking_tokens;
+    next.input_tokens +
+    next.output_tokens +
+    next.cached_tokens +
+    next.cache_write_tokens +
+    next.thinking_tokens;
   const prev = base.cost_details;
   next.cost_details = {
     input: add(prev ? prev.input : 0, cost.details.input),

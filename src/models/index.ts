@@ -1,6 +1,21 @@
-export type { ModelCallOptions, ModelClient, ModelMessage, ModelRequest, ModelResult, ModelToolSpec, ModelUsage, Thinking } from './types.js';
+export type {
+  ModelCallOptions,
+  ModelClient,
+  ModelMessage,
+  ModelRequest,
+  ModelResult,
+  ModelToolSpec,
+  ModelUsage,
+  Thinking,
+} from './types.js';
 export { ScriptedModel, reply, toolCall } from './scripted-model.js';
-export type { Script, ScriptedStep, ScriptedStepObject, ScriptedToolCall, ScriptFunction } from './scripted-model.js';
+export type {
+  Script,
+  ScriptedStep,
+  ScriptedStepObject,
+  ScriptedToolCall,
+  ScriptFunction,
+} from './scripted-model.js';
 export { AiSdkModel, toModelError } from './ai-sdk-model.js';
 export type { AiSdkModelOptions } from './ai-sdk-model.js';
 export { createModelClient, modelClientFromEnv } from './providers.js';

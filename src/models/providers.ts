@@ -22,14 +22,22 @@ export function createModelClient(config: ProviderConfig): AiSdkModel {
       throw new ModelAccessError(`${config.provider}: no API key configured for model ${model}`);
     }
   };
-  const common = { name: config.name ?? config.provider, maxRetries: config.maxRetries, validate: requireKey };
+  const common = {
+    name: config.name ?? config.provider,
+    maxRetries: config.maxRetries,
+    validate: requireKey,
+  };
   switch (config.provider) {
     case 'openai': {
       const openai = createOpenAI({ apiKey: config.apiKey, baseURL: config.baseURL, fetch: config.fetch });
       return new AiSdkModel({ ...common, provider: (id) => openai.chat(id) });
     }
     case 'anthropic': {
-      const anthropic = createAnthropic({ apiKey: config.apiKey, baseURL: config.baseURL, fetch: config.fetch });
+      const anthropic = createAnthropic({
+        apiKey: config.apiKey,
+        baseURL: config.baseURL,
+        fetch: config.fetch,
+      });
       return new AiSdkModel({ ...common, provider: (id) => anthropic(id), cacheInstructions: true });
     }
     case 'openai-compatible': {
@@ -43,7 +51,9 @@ export function createModelClient(config: ProviderConfig): AiSdkModel {
       return new AiSdkModel({ ...common, provider: (id) => compatible(id) });
     }
     default:
-      throw new ArgumentError(`unknown provider ${JSON.stringify((config as { provider: unknown }).provider)}`);
+      throw new ArgumentError(
+        `unknown provider ${JSON.stringify((config as { provider: unknown }).provider)}`,
+      );
   }
 }
 
@@ -59,7 +69,8 @@ export function modelClientFromEnv(env: NodeJS.ProcessEnv = process.env): AiSdkM
       apiKey: env['TURNKIT_OPENAI_COMPATIBLE_API_KEY'],
     });
   }
-  if (env['ANTHROPIC_API_KEY']) return createModelClient({ provider: 'anthropic', apiKey: env['ANTHROPIC_API_KEY'] });
+  if (env['ANTHROPIC_API_KEY'])
+    return createModelClient({ provider: 'anthropic', apiKey: env['ANTHROPIC_API_KEY'] });
   if (env['OPENAI_API_KEY']) return createModelClient({ provider: 'openai', apiKey: env['OPENAI_API_KEY'] });
   return null;
 }

@@ -26,7 +26,10 @@ export interface ScriptedStepObject {
 }
 
 export type ScriptedStep = string | ScriptedStepObject;
-export type ScriptFunction = (request: ModelRequest, context: { call: number }) => ScriptedStep | Promise<ScriptedStep>;
+export type ScriptFunction = (
+  request: ModelRequest,
+  context: { call: number },
+) => ScriptedStep | Promise<ScriptedStep>;
 export type Script = readonly ScriptedStep[] | ScriptFunction;
 
 export function reply(text: string): ScriptedStepObject {

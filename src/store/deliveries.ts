@@ -12,7 +12,10 @@ export async function deliver(
   return store.atomic(initial.destinationConversationId, async () => {
     const delivery = await store.loadDelivery(deliveryId);
     if (delivery.messageId) return { delivery, message: null, delivered: false };
-    const text = typeof delivery.payload['text'] === 'string' ? delivery.payload['text'] : JSON.stringify(delivery.payload);
+    const text =
+      typeof delivery.payload['text'] === 'string'
+        ? delivery.payload['text']
+        : JSON.stringify(delivery.payload);
     const message = await store.appendMessage({
       conversationId: delivery.destinationConversationId,
       role: 'user',
@@ -23,7 +26,10 @@ export async function deliver(
         source_turn_id: delivery.sourceTurnId,
       },
     });
-    const updated = await store.updateDelivery(delivery.id, { messageId: message.id, deliveredAt: message.createdAt });
+    const updated = await store.updateDelivery(delivery.id, {
+      messageId: message.id,
+      deliveredAt: message.createdAt,
+    });
     return { delivery: updated, message, delivered: true };
   });
 }

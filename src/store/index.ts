@@ -18,8 +18,11 @@ export const DEFAULT_DATABASE_PATH = '.turnkit/turnkit.sqlite';
  * (`sqlite:path`, `file:path` or a plain path). Default: TURNKIT_DATABASE_URL, else
  * `.turnkit/turnkit.sqlite`. Migrations run on open.
  */
-export async function openStore(url: string = process.env['TURNKIT_DATABASE_URL'] ?? DEFAULT_DATABASE_PATH): Promise<Store> {
-  if (typeof url !== 'string' || url.trim() === '') throw new ArgumentError('openStore needs a database URL or path');
+export async function openStore(
+  url: string = process.env['TURNKIT_DATABASE_URL'] ?? DEFAULT_DATABASE_PATH,
+): Promise<Store> {
+  if (typeof url !== 'string' || url.trim() === '')
+    throw new ArgumentError('openStore needs a database URL or path');
   if (url === 'memory:' || url === ':memory:') return new MemoryStore();
   if (/^postgres(ql)?:\/\//.test(url)) return PostgresStore.open(url);
   const path = url.replace(/^(sqlite|file):(\/\/)?/, '');

@@ -23,15 +23,24 @@ function describePgError(url: string, error: unknown): unknown {
       return 'the configured server';
     }
   })();
-  if (['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'ECONNRESET', '57P01', '57P03', '08006', '08001'].includes(code)) {
+  if (
+    ['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'ECONNRESET', '57P01', '57P03', '08006', '08001'].includes(
+      code,
+    )
+  ) {
     return new StoreError(
       `PostgreSQL at ${where} is unreachable (${message}): start it or fix TURNKIT_DATABASE_URL`,
       { cause: error, retryable: true },
     );
   }
-  if (code === '3D000') return new StoreError(`database ${where} does not exist: create it (createdb)`, { cause: error });
+  if (code === '3D000')
+    return new StoreError(`database ${where} does not exist: create it (createdb)`, { cause: error });
   if (code === '23505') return new StoreError(`unique constraint violated: ${message}`, { cause: error });
-  if (code === '40P01') return new StoreError(`deadlock detected, the transaction was rolled back: ${message}`, { cause: error, retryable: true });
+  if (code === '40P01')
+    return new StoreError(`deadlock detected, the transaction was rolled back: ${message}`, {
+      cause: error,
+      retryable: true,
+    });
   return error;
 }
 
@@ -87,15 +96,18 @@ class PostgresDriver implements SqlDriver {
           'CREATE TABLE IF NOT EXISTS turnkit_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
           [],
         );
-        const applied = new Set((await connection.all('SELECT version FROM turnkit_schema_migrations', [])).map((r) => Number(r['version'])));
+        const applied = new Set(
+          (await connection.all('SELECT version FROM turnkit_schema_migrations', [])).map((r) =>
+            Number(r['version']),
+          ),
+        );
         for (const migration of MIGRATIONS) {
           if (applied.has(migration.version)) continue;
           for (const statement of migration.statements) await connection.all(statement, []);
-          await connection.all('INSERT INTO turnkit_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
-            migration.version,
-            migration.name,
-            new Date().toISOString(),
-          ]);
+          await connection.all(
+            'INSERT INTO turnkit_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
+            [migration.version, migration.name, new Date().toISOString()],
+          );
         }
       });
     } catch (error) {

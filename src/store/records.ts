@@ -62,7 +62,9 @@ function sortKeys(value: unknown): unknown {
 
 export function assertTurnStatus(status: unknown): asserts status is TurnStatus {
   if (!TURN_STATUSES.includes(status as TurnStatus)) {
-    throw new ArgumentError(`unknown turn status: ${JSON.stringify(status)} (expected one of ${TURN_STATUSES.join(', ')})`);
+    throw new ArgumentError(
+      `unknown turn status: ${JSON.stringify(status)} (expected one of ${TURN_STATUSES.join(', ')})`,
+    );
   }
 }
 
@@ -77,7 +79,9 @@ export function assertToolExecutionStatus(status: unknown): asserts status is To
 function assertKnownKeys(what: string, attrs: object, allowed: readonly string[]): void {
   const unknown = Object.keys(attrs).filter((key) => !allowed.includes(key));
   if (unknown.length > 0) {
-    throw new ArgumentError(`unknown ${what} update attributes: ${unknown.join(', ')} (allowed: ${allowed.join(', ')})`);
+    throw new ArgumentError(
+      `unknown ${what} update attributes: ${unknown.join(', ')} (allowed: ${allowed.join(', ')})`,
+    );
   }
 }
 
@@ -104,7 +108,8 @@ export function splitClaim<S extends string, A extends object>(
 ): { from: readonly S[]; to: S; attrs: A } {
   const { from, to, ...attrs } = options ?? ({} as A & { from?: S; to?: S });
   return {
-    from: from === undefined ? [defaults.from] : typeof from === 'string' ? [from as S] : (from as readonly S[]),
+    from:
+      from === undefined ? [defaults.from] : typeof from === 'string' ? [from as S] : (from as readonly S[]),
     to: (to ?? defaults.to) as S,
     attrs: attrs as A,
   };
@@ -127,14 +132,20 @@ export function buildConversation(attrs: NewConversation): ConversationRecord {
 /** Builds a message row without its sequence (the backend allocates it under the lock). */
 export function buildMessage(attrs: NewMessage): Omit<MessageRecord, 'sequence'> {
   if (!MESSAGE_ROLES.includes(attrs.role)) {
-    throw new ArgumentError(`unknown message role: ${JSON.stringify(attrs.role)} (expected ${MESSAGE_ROLES.join(', ')})`);
+    throw new ArgumentError(
+      `unknown message role: ${JSON.stringify(attrs.role)} (expected ${MESSAGE_ROLES.join(', ')})`,
+    );
   }
   const kind = attrs.kind ?? 'text';
   if (!MESSAGE_KINDS.includes(kind)) {
-    throw new ArgumentError(`unknown message kind: ${JSON.stringify(kind)} (expected ${MESSAGE_KINDS.join(', ')})`);
+    throw new ArgumentError(
+      `unknown message kind: ${JSON.stringify(kind)} (expected ${MESSAGE_KINDS.join(', ')})`,
+    );
   }
-  const content: ContentPart[] = typeof attrs.content === 'string' ? [{ type: 'text', text: attrs.content }] : attrs.content;
-  if (!Array.isArray(content)) throw new ArgumentError('message content must be a string or an array of parts');
+  const content: ContentPart[] =
+    typeof attrs.content === 'string' ? [{ type: 'text', text: attrs.content }] : attrs.content;
+  if (!Array.isArray(content))
+    throw new ArgumentError('message content must be a string or an array of parts');
   return {
     id: attrs.id ?? newId('msg'),
     conversationId: attrs.conversationId,

@@ -44,7 +44,8 @@ function describeSqliteError(path: string, error: unknown): unknown {
       retryable: true,
     });
   }
-  if (code.startsWith('SQLITE_CONSTRAINT')) return new StoreError(`constraint violated in ${path}: ${message}`, { cause: error });
+  if (code.startsWith('SQLITE_CONSTRAINT'))
+    return new StoreError(`constraint violated in ${path}: ${message}`, { cause: error });
   return error;
 }
 
@@ -115,9 +116,13 @@ function migrate(db: Database.Database, path: string): void {
     // Two processes opening a new file at once: the write lock makes one migrate, the other re-checks.
     db.exec('BEGIN IMMEDIATE');
     try {
-      db.exec('CREATE TABLE IF NOT EXISTS turnkit_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
+      db.exec(
+        'CREATE TABLE IF NOT EXISTS turnkit_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
+      );
       const applied = new Set(
-        (db.prepare('SELECT version FROM turnkit_schema_migrations').all() as { version: number }[]).map((r) => r.version),
+        (db.prepare('SELECT version FROM turnkit_schema_migrations').all() as { version: number }[]).map(
+          (r) => r.version,
+        ),
       );
       for (const migration of MIGRATIONS) {
         if (applied.has(migration.version)) continue;

@@ -10,7 +10,15 @@
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
-export const TURN_STATUSES = ['pending', 'waiting', 'running', 'completed', 'failed', 'cancelled', 'stale'] as const;
+export const TURN_STATUSES = [
+  'pending',
+  'waiting',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+  'stale',
+] as const;
 export type TurnStatus = (typeof TURN_STATUSES)[number];
 /** `stale` is deliberately not terminal (spec §2.7); no Temporal turn ever becomes stale. */
 export const TERMINAL_TURN_STATUSES: readonly TurnStatus[] = ['completed', 'failed', 'cancelled'];
@@ -27,7 +35,14 @@ export type ToolExecutionStatus = (typeof TOOL_EXECUTION_STATUSES)[number];
 
 export const MESSAGE_ROLES = ['user', 'assistant', 'tool'] as const;
 export type MessageRole = (typeof MESSAGE_ROLES)[number];
-export const MESSAGE_KINDS = ['text', 'tool_call', 'tool_result', 'context_summary', 'image', 'media_analysis'] as const;
+export const MESSAGE_KINDS = [
+  'text',
+  'tool_call',
+  'tool_result',
+  'context_summary',
+  'image',
+  'media_analysis',
+] as const;
 export type MessageKind = (typeof MESSAGE_KINDS)[number];
 
 export type ContentPart =
@@ -45,7 +60,14 @@ export type ContentPart =
       revised_prompt?: string;
       metadata?: JsonObject;
     }
-  | { type: 'media_analysis'; text: string; data?: Json; media?: JsonObject; model?: string; provider?: string }
+  | {
+      type: 'media_analysis';
+      text: string;
+      data?: Json;
+      media?: JsonObject;
+      model?: string;
+      provider?: string;
+    }
   | { type: 'provider'; kind: string; data: Json };
 
 export interface Subject {
@@ -248,7 +270,9 @@ export interface NewToolExecution {
 
 /** The keys `claimToolExecution` may set besides the status. */
 export const TOOL_EXECUTION_UPDATE_KEYS = ['result', 'error', 'startedAt', 'completedAt'] as const;
-export type ToolExecutionUpdate = Partial<Pick<ToolExecutionRecord, (typeof TOOL_EXECUTION_UPDATE_KEYS)[number]>>;
+export type ToolExecutionUpdate = Partial<
+  Pick<ToolExecutionRecord, (typeof TOOL_EXECUTION_UPDATE_KEYS)[number]>
+>;
 
 export interface NewDelivery {
   id?: string;
@@ -321,7 +345,10 @@ export interface Store {
   createConversation(attrs: NewConversation): Promise<ConversationRecord>;
   loadConversation(id: string): Promise<ConversationRecord>;
   /** Replaces the conversation's metadata (reserved keys included). */
-  updateConversation(id: string, attrs: { metadata?: JsonObject; model?: string | null }): Promise<ConversationRecord>;
+  updateConversation(
+    id: string,
+    attrs: { metadata?: JsonObject; model?: string | null },
+  ): Promise<ConversationRecord>;
 
   nextMessageSequence(conversationId: string): Promise<number>;
   latestMessageSequence(conversationId: string): Promise<number>;
@@ -368,10 +395,17 @@ export interface Store {
   /** Compare-and-set on status; null when the execution is not in `from`. */
   claimToolExecution(id: string, options?: ClaimToolExecutionOptions): Promise<ToolExecutionRecord | null>;
   /** Order createdAt, id. */
-  listToolExecutions(filter: { turnId: string } | { turnIds: readonly string[] }): Promise<ToolExecutionRecord[]>;
+  listToolExecutions(
+    filter: { turnId: string } | { turnIds: readonly string[] },
+  ): Promise<ToolExecutionRecord[]>;
 
   /** Appends to the turn's durable event log; sequence is allocated per turn. */
-  appendEvent(attrs: { turnId: string; conversationId: string; type: string; payload?: JsonObject }): Promise<EventRecord>;
+  appendEvent(attrs: {
+    turnId: string;
+    conversationId: string;
+    type: string;
+    payload?: JsonObject;
+  }): Promise<EventRecord>;
   listEvents(turnId: string, options?: { afterSequence?: number; limit?: number }): Promise<EventRecord[]>;
 
   /**

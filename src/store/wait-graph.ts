@@ -11,12 +11,20 @@ const finished = (turn: TurnRecord) => TERMINAL_TURN_STATUSES.includes(turn.stat
  * is a serial lane); otherwise follow the waits of every unfinished turn of the target's
  * conversation.
  */
-async function reaches(store: Store, target: TurnRecord, waiter: TurnRecord, visited: Set<string>): Promise<boolean> {
+async function reaches(
+  store: Store,
+  target: TurnRecord,
+  waiter: TurnRecord,
+  visited: Set<string>,
+): Promise<boolean> {
   if (finished(target)) return false;
   if (target.conversationId === waiter.conversationId) return true;
   if (visited.has(target.conversationId)) return false;
   visited.add(target.conversationId);
-  const lane = await store.listTurns({ conversationId: target.conversationId, status: ['pending', 'waiting', 'running'] });
+  const lane = await store.listTurns({
+    conversationId: target.conversationId,
+    status: ['pending', 'waiting', 'running'],
+  });
   for (const turn of lane) {
     for (const edge of await store.listWaits({ turnId: turn.id })) {
       if (await reaches(store, await store.loadTurn(edge.targetTurnId), waiter, visited)) return true;
@@ -46,12 +54,14 @@ export async function addWaits(
   return store.atomicGraph(() =>
     store.atomic(root, async () => {
       const waiter = await store.loadTurn(input.turnId);
-      if (input.transition && waiter.status !== 'pending') throw new ArgumentError('only pending turns can wait');
+      if (input.transition && waiter.status !== 'pending')
+        throw new ArgumentError('only pending turns can wait');
       const edges: WaitRecord[] = [];
       for (const targetId of input.targetTurnIds) {
         if (targetId === waiter.id) throw new ToolError('a turn cannot wait for itself');
         const target = await store.loadTurn(targetId);
-        if (!finished(target) && target.submittedAt === null) throw new ToolError('wait targets must be submitted');
+        if (!finished(target) && target.submittedAt === null)
+          throw new ToolError('wait targets must be submitted');
         if (!finished(target) && target.conversationId === waiter.conversationId) {
           throw new ToolError('cannot wait for unfinished work in the same conversation');
         }

@@ -119,7 +119,8 @@ function isLostClaim(error: unknown): boolean {
 function turnError(error: unknown): TurnErrorDigest {
   const cause = failureOf(error);
   if (cause instanceof ApplicationFailure) return { class: cause.type ?? 'Error', message: cause.message };
-  if (cause instanceof TimeoutFailure) return { class: 'TimeoutError', message: `activity timed out (${cause.timeoutType})` };
+  if (cause instanceof TimeoutFailure)
+    return { class: 'TimeoutError', message: `activity timed out (${cause.timeoutType})` };
   if (cause instanceof Error) return { class: cause.name, message: cause.message };
   return { class: 'Error', message: String(cause) };
 }
@@ -140,7 +141,10 @@ const FINISHED = new Set(['completed', 'failed', 'cancelled']);
  * of them. They are started outside the cancellable scope: a `retain` cancel leaves them
  * running, a `cascade` cancel signals each one.
  */
-async function runChildren(turn: TurnContext, calls: { childTurnId: string; agent: string; conversationId: string }[]) {
+async function runChildren(
+  turn: TurnContext,
+  calls: { childTurnId: string; agent: string; conversationId: string }[],
+) {
   const results = await CancellationScope.nonCancellable(() =>
     Promise.all(
       calls.map(async (call) => {
@@ -154,7 +158,10 @@ async function runChildren(turn: TurnContext, calls: { childTurnId: string; agen
             typedSearchAttributes: [
               { key: TURNKIT_AGENT, value: call.agent },
               { key: TURNKIT_CONVERSATION_ID, value: call.conversationId },
-              { key: TURNKIT_ROOT_TURN_ID, value: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? turn.turnId },
+              {
+                key: TURNKIT_ROOT_TURN_ID,
+                value: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? turn.turnId,
+              },
               { key: TURNKIT_STATUS, value: 'pending' },
             ],
           });
@@ -163,7 +170,10 @@ async function runChildren(turn: TurnContext, calls: { childTurnId: string; agen
           if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
           // Started by an earlier run of this turn: follow it through the store instead.
           return (async () => {
-            for (let wait = 1; !FINISHED.has((await turn.acts.store.turnStatus({ turnId: call.childTurnId })).status); ) {
+            for (
+              let wait = 1;
+              !FINISHED.has((await turn.acts.store.turnStatus({ turnId: call.childTurnId })).status);
+            ) {
               await sleep(`${wait} seconds`);
               wait = Math.min(wait * 2, 30);
             }
@@ -196,7 +206,11 @@ async function runTools(turn: TurnContext, digest: TurnDigest): Promise<TurnDige
         maxAttempts: acts.toolMaxAttempts,
       });
       if (outcome.waiting && outcome.childTurnId) {
-        waiting.push({ childTurnId: outcome.childTurnId, agent: call.name, conversationId: outcome.childConversationId ?? '' });
+        waiting.push({
+          childTurnId: outcome.childTurnId,
+          agent: call.name,
+          conversationId: outcome.childConversationId ?? '',
+        });
         continue;
       }
       if (outcome.terminal) {
@@ -298,7 +312,9 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
       });
       result = { turnId, status: cancelled.status, claimed: true };
     } else {
-      const failure: TurnErrorDigest = timedOut ? { class: 'BudgetError', message: 'turn timed out' } : turnError(error);
+      const failure: TurnErrorDigest = timedOut
+        ? { class: 'BudgetError', message: 'turn timed out' }
+        : turnError(error);
       const failed = await CancellationScope.nonCancellable(() =>
         acts.store.failTurn({ turnId, claimToken, error: failure }),
       );

@@ -23,12 +23,24 @@ describe('budget', () => {
       options: { state: { iterations: 1 } },
     });
     await store.updateTurn(child.id, { cost: 0.25 });
-    const make = async (turnId: string, toolCallId: string, status: 'completed' | 'cancelled' | 'failed' | 'interrupted', budgetDenied = false) => {
-      const row = await store.createToolExecution({ turnId, toolCallId, toolName: 'search', status: 'running' });
+    const make = async (
+      turnId: string,
+      toolCallId: string,
+      status: 'completed' | 'cancelled' | 'failed' | 'interrupted',
+      budgetDenied = false,
+    ) => {
+      const row = await store.createToolExecution({
+        turnId,
+        toolCallId,
+        toolName: 'search',
+        status: 'running',
+      });
       await store.claimToolExecution(row.id, {
         from: 'running',
         to: status,
-        ...(status === 'failed' ? { error: { message: 'x', details: budgetDenied ? { budget_denied: true } : {} } } : {}),
+        ...(status === 'failed'
+          ? { error: { message: 'x', details: budgetDenied ? { budget_denied: true } : {} } }
+          : {}),
       });
     };
     await make(root.id, 'c1', 'completed');
@@ -43,14 +55,19 @@ describe('budget', () => {
     expect(budget.toolExecutions).toBe(2);
     expect(budget.toolExecutionsByName.get('search')).toBe(2);
     expect(budget.limits.maxToolExecutions).toBe(3);
-    expect(() => budget.reserveToolExecution('search')).toThrow(new BudgetError('maximum executions reached for tool search'));
+    expect(() => budget.reserveToolExecution('search')).toThrow(
+      new BudgetError('maximum executions reached for tool search'),
+    );
     budget.reserveToolExecution('other');
     expect(() => budget.reserveToolExecution('other')).toThrow('maximum tool executions reached');
   });
 
   it('checks depth, timeout and spend with TurnKit messages', () => {
     const start = new Date('2026-01-01T00:00:00Z');
-    const budget = new Budget({ limits: { ...DEFAULT_LIMITS, maxSpend: 1, maxIterations: 1, timeout: 10 }, rootStartedAt: start });
+    const budget = new Budget({
+      limits: { ...DEFAULT_LIMITS, maxSpend: 1, maxIterations: 1, timeout: 10 },
+      rootStartedAt: start,
+    });
     expect(() => budget.check(4, start)).toThrow('maximum sub-agent depth reached');
     expect(() => budget.check(0, new Date(start.getTime() + 10_000))).toThrow('turn timed out');
     budget.check(0, new Date(start.getTime() + 9_999));

@@ -16,9 +16,13 @@ const model: ModelClient = {
   async chat(request, { signal }) {
     const agent = request.metadata.agentName;
     if (agent === 'tooling' && !request.messages.some((m) => m.role === 'tool')) {
-      return { parts: [{ type: 'tool_call', id: 'call_slow', name: 'slow', arguments: {} }], usage: { inputTokens: 1, outputTokens: 1 } };
+      return {
+        parts: [{ type: 'tool_call', id: 'call_slow', name: 'slow', arguments: {} }],
+        usage: { inputTokens: 1, outputTokens: 1 },
+      };
     }
-    if (agent === 'quick') return { parts: [{ type: 'text', text: 'quick answer' }], usage: { inputTokens: 1, outputTokens: 1 } };
+    if (agent === 'quick')
+      return { parts: [{ type: 'text', text: 'quick answer' }], usage: { inputTokens: 1, outputTokens: 1 } };
     return new Promise((_, reject) => {
       signal.addEventListener('abort', () => {
         aborted.push({ agent, at: Date.now() });
@@ -43,10 +47,15 @@ const slow = defineTool({
 let kit: TestKit;
 beforeAll(async () => {
   kit = await startKit({
-    agents: [defineAgent({ name: 'blocked' }), defineAgent({ name: 'tooling', tools: [slow] }), defineAgent({ name: 'quick' })],
+    agents: [
+      defineAgent({ name: 'blocked' }),
+      defineAgent({ name: 'tooling', tools: [slow] }),
+      defineAgent({ name: 'quick' }),
+    ],
     model,
     runtime: {
-      authorization: (request) => request.action !== 'cancel' || (request.principal as { role?: string } | null)?.role === 'owner',
+      authorization: (request) =>
+        request.action !== 'cancel' || (request.principal as { role?: string } | null)?.role === 'owner',
     },
   });
 });
@@ -110,10 +119,14 @@ describe('cancellation by workflow signal', () => {
   it('a malformed cancel payload sent as a raw signal is rejected and recorded; the turn is unaffected', async () => {
     const run = await kit.client.run('blocked', 'Block once more');
     await waitFor(() => modelRequested(run));
-    await kit.client.temporal.workflow.getHandle(run.workflowId).signal('cancel', { descendants: 'everything' });
+    await kit.client.temporal.workflow
+      .getHandle(run.workflowId)
+      .signal('cancel', { descendants: 'everything' });
     await waitFor(async () => (await run.events()).some((e) => e.type === 'cancel.rejected'));
     expect(await run.status()).toBe('running');
-    await expect(kit.client.cancel(run.turnId, { descendants: 'sideways' as never })).rejects.toBeInstanceOf(ArgumentError);
+    await expect(kit.client.cancel(run.turnId, { descendants: 'sideways' as never })).rejects.toBeInstanceOf(
+      ArgumentError,
+    );
     await run.cancel({ principal: { role: 'owner' }, descendants: 'cascade' });
     expect((await run.result()).status).toBe('cancelled');
   });

@@ -19,7 +19,11 @@ const model = new ScriptedModel({
   reader: (request) =>
     request.messages.some((m) => m.role === 'tool')
       ? { text: `summary ${'z'.repeat(request.messages[0]!.content.length > 1000 ? 100_000 : 10)}` }
-      : { toolCalls: [{ name: 'echo', arguments: { size: request.messages[0]!.content.length > 1000 ? 500_000 : 5 } }] },
+      : {
+          toolCalls: [
+            { name: 'echo', arguments: { size: request.messages[0]!.content.length > 1000 ? 500_000 : 5 } },
+          ],
+        },
 });
 
 let kit: TestKit;
@@ -40,7 +44,10 @@ describe('transcript stays out of Temporal history', () => {
     const turn = await largeRun.result();
     expect(turn.status).toBe('completed');
     // The big payloads really went through the turn (store side).
-    const transcriptChars = (await largeRun.transcript()).reduce((n, m) => n + JSON.stringify(m.content).length, 0);
+    const transcriptChars = (await largeRun.transcript()).reduce(
+      (n, m) => n + JSON.stringify(m.content).length,
+      0,
+    );
     expect(transcriptChars).toBeGreaterThan(1_500_000);
 
     const a = await historySize(kit.client.temporal, smallRun.workflowId);

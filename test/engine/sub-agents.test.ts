@@ -9,7 +9,9 @@ import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
 
 const resultsOf = (messages: MessageRecord[]) =>
-  messages.flatMap((m) => m.content.filter((p): p is Extract<ContentPart, { type: 'tool_result' }> => p.type === 'tool_result'));
+  messages.flatMap((m) =>
+    m.content.filter((p): p is Extract<ContentPart, { type: 'tool_result' }> => p.type === 'tool_result'),
+  );
 const toolMessages = (request: ModelRequest) => request.messages.filter((m) => m.role === 'tool');
 
 // Reviewer "a" is slow and "b" fast, so b finishes first while the parent still waits.
@@ -24,7 +26,12 @@ const gateA = defineTool({
     return { opened: true };
   },
 });
-const mutate = defineTool({ name: 'mutate', description: 'Parent-only tool.', input: z.object({}), execute: () => ({ mutated: true }) });
+const mutate = defineTool({
+  name: 'mutate',
+  description: 'Parent-only tool.',
+  input: z.object({}),
+  execute: () => ({ mutated: true }),
+});
 const finish = defineTool({
   name: 'finish',
   description: 'Ends the turn.',
@@ -34,7 +41,8 @@ const finish = defineTool({
 });
 
 const model = new ScriptedModel({
-  reviewer_a: (request) => (toolMessages(request).length ? 'a' : { toolCalls: [{ name: 'gate_a', arguments: {} }] }),
+  reviewer_a: (request) =>
+    toolMessages(request).length ? 'a' : { toolCalls: [{ name: 'gate_a', arguments: {} }] },
   reviewer_b: (request) =>
     request.messages[0]!.content === 'try mutate'
       ? toolMessages(request).length
@@ -66,7 +74,9 @@ const model = new ScriptedModel({
     ],
   }),
   isolated: (request) =>
-    toolMessages(request).length ? 'reported' : { toolCalls: [{ name: 'reviewer_b', arguments: { task: 'try mutate' } }] },
+    toolMessages(request).length
+      ? 'reported'
+      : { toolCalls: [{ name: 'reviewer_b', arguments: { task: 'try mutate' } }] },
 });
 
 const reviewerA = defineAgent({ name: 'reviewer_a', description: 'Reviews part a.', tools: [gateA] });
@@ -97,7 +107,9 @@ async function waitUntil(predicate: () => Promise<boolean>, timeoutMs = 30_000) 
 describe('sub-agents as child workflows', () => {
   it('BG-12 E2E-01 two children run in parallel while the parent waits; one finishing does not release it; results come in call order', async () => {
     const run = await kit.client.run('coordinator', 'Review both parts');
-    await waitUntil(async () => (await run.turns()).some((t) => t.agentName === 'reviewer_b' && t.status === 'completed'));
+    await waitUntil(async () =>
+      (await run.turns()).some((t) => t.agentName === 'reviewer_b' && t.status === 'completed'),
+    );
     const parent = await run.turn();
     expect(parent.status).toBe('waiting');
     expect(parent.claimToken).toBeNull();
@@ -106,7 +118,9 @@ describe('sub-agents as child workflows', () => {
     expect(children.map((c) => c.agentName).sort()).toEqual(['reviewer_a', 'reviewer_b']);
     expect(children.find((c) => c.agentName === 'reviewer_a')!.status).toBe('running');
     // Each child is its own workflow, a child of the parent's.
-    const childWorkflow = await kit.client.temporal.workflow.getHandle(`turnkit-turn-${children[0]!.id}`).describe();
+    const childWorkflow = await kit.client.temporal.workflow
+      .getHandle(`turnkit-turn-${children[0]!.id}`)
+      .describe();
     expect(childWorkflow.parentExecution?.workflowId).toBe(run.workflowId);
 
     releaseA();
@@ -119,7 +133,9 @@ describe('sub-agents as child workflows', () => {
     expect(payloads.map((p) => p.result)).toEqual(['a', 'b']);
     expect(payloads.every((p) => p.status === 'completed')).toBe(true);
     // The child saw only its task.
-    expect(model.callsFor('reviewer_b').at(-1)!.request.messages).toEqual([{ role: 'user', content: 'review part b' }]);
+    expect(model.callsFor('reviewer_b').at(-1)!.request.messages).toEqual([
+      { role: 'user', content: 'review part b' },
+    ]);
   });
 
   it('BG-10 a valid and an invalid sub-agent call: no result overtakes the waiting group; results in call order, the second an error', async () => {
@@ -155,7 +171,11 @@ describe('sub-agents as child workflows', () => {
     expect(childExecutions.map((e) => e.error?.message)).toEqual(['unknown tool: mutate']);
     expect(child.options['principal']).toEqual((await run.turn()).options['principal']);
     const parentExecution = (await kit.store.listToolExecutions({ turnId: run.turnId }))[0]!;
-    expect(parentExecution.result).toMatchObject({ turn_id: child.id, status: 'completed', result: 'b tried' });
+    expect(parentExecution.result).toMatchObject({
+      turn_id: child.id,
+      status: 'completed',
+      result: 'b tried',
+    });
     const next = model.callsFor('isolated').at(-1)!.request;
     expect(toolMessages(next)[0]!.content).toContain('b tried');
   });

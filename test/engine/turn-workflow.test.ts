@@ -10,7 +10,9 @@ import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
 
 const toolResults = (messages: MessageRecord[]) =>
-  messages.flatMap((m) => m.content.filter((p): p is Extract<ContentPart, { type: 'tool_result' }> => p.type === 'tool_result'));
+  messages.flatMap((m) =>
+    m.content.filter((p): p is Extract<ContentPart, { type: 'tool_result' }> => p.type === 'tool_result'),
+  );
 
 const statusCalls: string[] = [];
 const statusTool = defineTool({
@@ -29,7 +31,11 @@ const contextTool = defineTool({
   description: 'Echoes its context.',
   input: z.object({}),
   execute: (_args, context) => {
-    seenContexts.push({ idempotencyKey: context.idempotencyKey, principal: context.principal, context: context.context });
+    seenContexts.push({
+      idempotencyKey: context.idempotencyKey,
+      principal: context.principal,
+      context: context.context,
+    });
     return { error: 'not really an error', seen: true };
   },
 });
@@ -60,7 +66,8 @@ const finishTool = defineTool({
 
 const script = new ScriptedModel({
   plain: () => 'Hello from the model.',
-  snapshot: (request) => `saw ${request.messages.length}: ${request.messages.map((m) => m.content).join(' | ')}`,
+  snapshot: (request) =>
+    `saw ${request.messages.length}: ${request.messages.map((m) => m.content).join(' | ')}`,
   structured: [{ text: '{"answer":42}', outputData: { answer: 42 } }],
   tasker: ['done'],
   limited: [
@@ -93,10 +100,23 @@ const script = new ScriptedModel({
       ],
     },
   ],
-  contexts: [{ toolCalls: [{ name: 'context_tool', arguments: {} }, { name: 'boom', arguments: {} }] }, 'ok'],
+  contexts: [
+    {
+      toolCalls: [
+        { name: 'context_tool', arguments: {} },
+        { name: 'boom', arguments: {} },
+      ],
+    },
+    'ok',
+  ],
   empty: [{ text: '' }],
   rejected: [{ error: { status: 400, message: 'invalid request: bad model' } }],
-  spender: [{ text: 'pricey', usage: { inputTokens: 1_000_000, outputTokens: 0, cacheWriteTokens: 10, thinkingTokens: 5 } }],
+  spender: [
+    {
+      text: 'pricey',
+      usage: { inputTokens: 1_000_000, outputTokens: 0, cacheWriteTokens: 10, thinkingTokens: 5 },
+    },
+  ],
 });
 
 const agents = [
@@ -104,7 +124,11 @@ const agents = [
   defineAgent({ name: 'snapshot' }),
   defineAgent({ name: 'structured', outputSchema: z.object({ answer: z.number() }) }),
   defineAgent({ name: 'tasker', inputSchema: z.object({ topic: z.string() }) }),
-  defineAgent({ name: 'limited', tools: [statusTool], limits: { maxToolExecutionsByName: { status_tool: 1 } } }),
+  defineAgent({
+    name: 'limited',
+    tools: [statusTool],
+    limits: { maxToolExecutionsByName: { status_tool: 1 } },
+  }),
   defineAgent({ name: 'validator', tools: [typedTool] }),
   defineAgent({ name: 'terminator', tools: [statusTool, finishTool] }),
   defineAgent({ name: 'contexts', tools: [contextTool, boomTool] }),
@@ -119,7 +143,9 @@ beforeAll(async () => {
   kit = await startKit({
     agents,
     model: script,
-    runtime: { cost: { costRates: { priced: { input: 3, output: 15, cacheWrite: 100_000, thinking: 100_000 } } } },
+    runtime: {
+      cost: { costRates: { priced: { input: 3, output: 15, cacheWrite: 100_000, thinking: 100_000 } } },
+    },
   });
 });
 afterAll(async () => kit?.stop());
@@ -150,7 +176,10 @@ describe('turn workflow on the Temporal dev server', () => {
     expect(turn.error).toBeNull();
     const messages = await run.transcript();
     expect(messages).toHaveLength(2);
-    expect(messages[0]!.content[0]).toEqual({ type: 'text', text: 'Task:\nSummarize\n\nInput:\n{\n  "topic": "otters"\n}' });
+    expect(messages[0]!.content[0]).toEqual({
+      type: 'text',
+      text: 'Task:\nSummarize\n\nInput:\n{\n  "topic": "otters"\n}',
+    });
     expect(messages[0]!.metadata).toEqual({ source: 'application', task: true });
     expect(script.callsFor('tasker')[0]!.request.instructions).toContain('non-interactively');
     expect((await run.turns()).map((t) => t.id)).toEqual([run.turnId]);
@@ -159,7 +188,9 @@ describe('turn workflow on the Temporal dev server', () => {
 
   it('CORE-24 an input failing inputSchema raises InputError and creates no turn', async () => {
     const before = (await kit.store.listTurns({ agentName: 'tasker' })).length;
-    await expect(kit.client.run('tasker', 'Summarize', { input: { topic: 7 } })).rejects.toBeInstanceOf(InputError);
+    await expect(kit.client.run('tasker', 'Summarize', { input: { topic: 7 } })).rejects.toBeInstanceOf(
+      InputError,
+    );
     expect(await kit.store.listTurns({ agentName: 'tasker' })).toHaveLength(before);
   });
 
@@ -188,7 +219,13 @@ describe('turn workflow on the Temporal dev server', () => {
     const events = await run.events();
     const types = events.map((e) => e.type);
     expect(types).toEqual(
-      expect.arrayContaining(['turn.started', 'model.requested', 'model.completed', 'message.created', 'turn.completed']),
+      expect.arrayContaining([
+        'turn.started',
+        'model.requested',
+        'model.completed',
+        'message.created',
+        'turn.completed',
+      ]),
     );
     expect(types.indexOf('turn.started')).toBeLessThan(types.indexOf('model.requested'));
     expect(types.indexOf('model.completed')).toBeLessThan(types.indexOf('turn.completed'));
@@ -197,14 +234,20 @@ describe('turn workflow on the Temporal dev server', () => {
     const requested = events.find((e) => e.type === 'model.requested')!;
     expect(requested.payload['message_count']).toBe(1);
     expect((requested.payload['prompt'] as { chars: number }).chars).toBeGreaterThan(0);
-    expect((events.find((e) => e.type === 'model.completed')!.payload['usage'] as { total_tokens: number }).total_tokens).toBe(0);
+    expect(
+      (events.find((e) => e.type === 'model.completed')!.payload['usage'] as { total_tokens: number })
+        .total_tokens,
+    ).toBe(0);
   });
 
   it('CORE-13 a per-tool limit denies the second call with budget_denied and fails the run', async () => {
     const run = await kit.client.run('limited', 'Check twice');
     const turn = await run.result();
     expect(turn.status).toBe('failed');
-    expect(turn.error).toMatchObject({ class: 'BudgetError', message: 'maximum executions reached for tool status_tool' });
+    expect(turn.error).toMatchObject({
+      class: 'BudgetError',
+      message: 'maximum executions reached for tool status_tool',
+    });
     const executions = await run.toolExecutions();
     expect(executions.map((e) => e.status)).toEqual(['completed', 'failed']);
     expect(executions[1]!.error?.details).toMatchObject({ budget_denied: true });
@@ -219,8 +262,18 @@ describe('turn workflow on the Temporal dev server', () => {
     expect(turn.status).toBe('completed');
     expect(turn.outputText).toBe('validated');
     const executions = await run.toolExecutions();
-    expect(executions.map((e) => e.status)).toEqual(['failed', 'failed', 'failed', 'failed', 'failed', 'completed']);
-    expect(executions[0]!.error).toMatchObject({ message: 'missing required argument: count', details: { class: 'ToolValidationError' } });
+    expect(executions.map((e) => e.status)).toEqual([
+      'failed',
+      'failed',
+      'failed',
+      'failed',
+      'failed',
+      'completed',
+    ]);
+    expect(executions[0]!.error).toMatchObject({
+      message: 'missing required argument: count',
+      details: { class: 'ToolValidationError' },
+    });
     expect(executions[1]!.error?.message).toContain('count');
     expect(executions[2]!.error?.message).toBe('unknown argument(s): extra');
     expect(executions[3]!.error?.message).toBe('invalid JSON arguments');
@@ -229,7 +282,9 @@ describe('turn workflow on the Temporal dev server', () => {
     const results = toolResults(await run.transcript());
     expect(results.map((r) => r.error)).toEqual([true, true, true, true, true, false]);
     // The second model call sees all six results.
-    expect(script.callsFor('validator')[1]!.request.messages.filter((m) => m.role === 'tool')).toHaveLength(6);
+    expect(script.callsFor('validator')[1]!.request.messages.filter((m) => m.role === 'tool')).toHaveLength(
+      6,
+    );
   });
 
   it('CORE-18 a terminal tool completes the turn with its completion message; later calls are cancelled and every call has a result', async () => {
@@ -251,7 +306,10 @@ describe('turn workflow on the Temporal dev server', () => {
   });
 
   it('CORE-19 an error key is still success, a throwing tool fails with its message, and tools get a ToolContext', async () => {
-    const run = await kit.client.run('contexts', 'Context', { principal: { user: 'ada' }, context: { tenant: 'acme' } });
+    const run = await kit.client.run('contexts', 'Context', {
+      principal: { user: 'ada' },
+      context: { tenant: 'acme' },
+    });
     const turn = await run.result();
     expect(turn.status).toBe('completed');
     const [ctx, boom] = await run.toolExecutions();
@@ -265,7 +323,12 @@ describe('turn workflow on the Temporal dev server', () => {
       context: { tenant: 'acme' },
     });
     expect(() =>
-      defineTool({ name: 'bad', description: '', input: z.object({ context: z.string() }), execute: () => 1 }),
+      defineTool({
+        name: 'bad',
+        description: '',
+        input: z.object({ context: z.string() }),
+        execute: () => 1,
+      }),
     ).toThrow(ArgumentError);
   });
 
@@ -330,7 +393,9 @@ describe('turn workflow on the Temporal dev server', () => {
       claimToken: workflow.runId.replace(/-/g, ''),
       rootConversationId: turn.conversationId,
     });
-    await expect(fenced.appendMessage({ conversationId: turn.conversationId, role: 'assistant', content: 'late' })).rejects.toBeInstanceOf(LostClaim);
+    await expect(
+      fenced.appendMessage({ conversationId: turn.conversationId, role: 'assistant', content: 'late' }),
+    ).rejects.toBeInstanceOf(LostClaim);
     await expect(fenced.updateTurn(turn.id, { outputText: 'late' })).rejects.toBeInstanceOf(LostClaim);
     expect((await run.turn()).outputText).toBe(turn.outputText);
   });

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres-store.js';
 
-export const PG_TEST_URL = process.env['TURNKIT_TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/turnkit_test';
+export const PG_TEST_URL =
+  process.env['TURNKIT_TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/turnkit_test';
 
 /** Whether PostgreSQL answers; creates the test database when the server has none. */
 export async function postgresAvailable(): Promise<boolean> {
@@ -13,7 +14,8 @@ export async function postgresAvailable(): Promise<boolean> {
   try {
     await admin.connect();
     const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
-    if (exists.rowCount === 0) await admin.query(`CREATE DATABASE "${database.replace(/"/g, '')}"`).catch(() => undefined);
+    if (exists.rowCount === 0)
+      await admin.query(`CREATE DATABASE "${database.replace(/"/g, '')}"`).catch(() => undefined);
     return true;
   } catch {
     return false;
@@ -41,7 +43,11 @@ export async function requirePostgres(): Promise<boolean> {
 }
 
 /** A PostgresStore in a fresh schema of its own, so parallel test files never share rows. */
-export async function openPgTestStore(): Promise<{ store: PostgresStore; schema: string; drop(): Promise<void> }> {
+export async function openPgTestStore(): Promise<{
+  store: PostgresStore;
+  schema: string;
+  drop(): Promise<void>;
+}> {
   const schema = `turnkit_test_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: PG_TEST_URL });
   await admin.connect();

@@ -25,7 +25,9 @@ describe.skipIf(!available)('postgres', () => {
 
 describe('postgres unreachable', () => {
   it('an unreachable server is a retryable StoreError naming host and port', async () => {
-    const error = await PostgresStore.open('postgres://postgres@127.0.0.1:1/turnkit', { connectionTimeoutMillis: 2_000 }).catch((e) => e);
+    const error = await PostgresStore.open('postgres://postgres@127.0.0.1:1/turnkit', {
+      connectionTimeoutMillis: 2_000,
+    }).catch((e) => e);
     expect(error).toBeInstanceOf(StoreError);
     expect(error.message).toContain('127.0.0.1:1');
     expect(error.retryable).toBe(true);

@@ -27,7 +27,10 @@ describe('sqlite store files', () => {
 
   it('a file that is not a SQLite database is a StoreError that says what to do', async () => {
     const path = join(dir(), 'corrupt.sqlite');
-    writeFileSync(path, 'this is not a database, just some text that is long enough to have a header '.repeat(20));
+    writeFileSync(
+      path,
+      'this is not a database, just some text that is long enough to have a header '.repeat(20),
+    );
     await expect(openStore(path)).rejects.toThrow(StoreError);
     await expect(openStore(path)).rejects.toThrow(/not a usable SQLite database/);
   });

@@ -132,7 +132,19 @@ export const CONVERSATIONS = spec(
 );
 export const MESSAGES = spec(
   'turnkit_messages',
-  ['id', 'conversationId', 'turnId', 'role', 'kind', 'sequence', 'content', 'toolExecutionId', 'providerMessageId', 'metadata', 'createdAt'],
+  [
+    'id',
+    'conversationId',
+    'turnId',
+    'role',
+    'kind',
+    'sequence',
+    'content',
+    'toolExecutionId',
+    'providerMessageId',
+    'metadata',
+    'createdAt',
+  ],
   ['content', 'metadata'],
 );
 export const TURNS = spec(
@@ -165,13 +177,40 @@ export const TURNS = spec(
 );
 export const TOOL_EXECUTIONS = spec(
   'turnkit_tool_executions',
-  ['id', 'turnId', 'toolCallId', 'toolName', 'arguments', 'status', 'result', 'error', 'startedAt', 'completedAt', 'createdAt', 'updatedAt'],
+  [
+    'id',
+    'turnId',
+    'toolCallId',
+    'toolName',
+    'arguments',
+    'status',
+    'result',
+    'error',
+    'startedAt',
+    'completedAt',
+    'createdAt',
+    'updatedAt',
+  ],
   ['arguments', 'result', 'error'],
 );
 export const DELIVERIES = spec(
   'turnkit_deliveries',
-  ['id', 'sourceConversationId', 'destinationConversationId', 'sourceTurnId', 'key', 'payload', 'messageId', 'deliveredAt', 'createdAt'],
+  [
+    'id',
+    'sourceConversationId',
+    'destinationConversationId',
+    'sourceTurnId',
+    'key',
+    'payload',
+    'messageId',
+    'deliveredAt',
+    'createdAt',
+  ],
   ['payload'],
 );
 export const WAITS = spec('turnkit_waits', ['turnId', 'targetTurnId', 'createdAt'], []);
-export const EVENTS = spec('turnkit_events', ['turnId', 'sequence', 'conversationId', 'type', 'payload', 'createdAt'], ['payload']);
+export const EVENTS = spec(
+  'turnkit_events',
+  ['turnId', 'sequence', 'conversationId', 'type', 'payload', 'createdAt'],
+  ['payload'],
+);

@@ -78,7 +78,14 @@ function toRow(spec: TableSpec, record: object): Row {
   const row: Row = {};
   for (const [field, column] of Object.entries(spec.columns)) {
     const value = (record as Record<string, unknown>)[field];
-    row[column] = value === undefined ? null : spec.json.has(field) ? (value === null ? null : JSON.stringify(value)) : value;
+    row[column] =
+      value === undefined
+        ? null
+        : spec.json.has(field)
+          ? value === null
+            ? null
+            : JSON.stringify(value)
+          : value;
   }
   return row;
 }
@@ -87,11 +94,16 @@ function fromRow<T>(spec: TableSpec, row: Row): T {
   const record: Record<string, unknown> = {};
   for (const [field, column] of Object.entries(spec.columns)) {
     const value = row[column];
-    record[field] = spec.json.has(field) ? (value === null || value === undefined ? null : JSON.parse(String(value))) : value;
+    record[field] = spec.json.has(field)
+      ? value === null || value === undefined
+        ? null
+        : JSON.parse(String(value))
+      : value;
   }
   if ('cost' in record) record['cost'] = Number(record['cost'] ?? 0);
   if ('sequence' in record) record['sequence'] = Number(record['sequence']);
-  if ('contextMessageSequence' in record) record['contextMessageSequence'] = Number(record['contextMessageSequence']);
+  if ('contextMessageSequence' in record)
+    record['contextMessageSequence'] = Number(record['contextMessageSequence']);
   return record as T;
 }
 
@@ -168,8 +180,17 @@ export class SqlStore implements Store {
   }
 
   /** UPDATE … SET attrs WHERE id = ? [AND extra] RETURNING *; null when nothing matched. */
-  async #update<T>(spec: TableSpec, id: string, attrs: Record<string, unknown>, where = '', whereParams: unknown[] = []) {
-    const row = toRow({ ...spec, columns: Object.fromEntries(Object.keys(attrs).map((k) => [k, spec.columns[k]!])) }, attrs);
+  async #update<T>(
+    spec: TableSpec,
+    id: string,
+    attrs: Record<string, unknown>,
+    where = '',
+    whereParams: unknown[] = [],
+  ) {
+    const row = toRow(
+      { ...spec, columns: Object.fromEntries(Object.keys(attrs).map((k) => [k, spec.columns[k]!])) },
+      attrs,
+    );
     const sets = Object.keys(row).map((column) => `${column} = ?`);
     const rows = await this.#all(
       `UPDATE ${spec.table} SET ${sets.join(', ')} WHERE id = ?${where ? ` AND ${where}` : ''} RETURNING *`,
@@ -190,8 +211,14 @@ export class SqlStore implements Store {
     return this.#one(CONVERSATIONS, 'conversation', id);
   }
 
-  async updateConversation(id: string, attrs: { metadata?: JsonObject; model?: string | null }): Promise<ConversationRecord> {
-    const updated = await this.#update<ConversationRecord>(CONVERSATIONS, id, { ...jsonCopy(attrs), updatedAt: nowIso() });
+  async updateConversation(
+    id: string,
+    attrs: { metadata?: JsonObject; model?: string | null },
+  ): Promise<ConversationRecord> {
+    const updated = await this.#update<ConversationRecord>(CONVERSATIONS, id, {
+      ...jsonCopy(attrs),
+      updatedAt: nowIso(),
+    });
     if (!updated) throw new RecordNotFound('conversation', id);
     return updated;
   }
@@ -199,9 +226,10 @@ export class SqlStore implements Store {
   // Messages
 
   async latestMessageSequence(conversationId: string): Promise<number> {
-    const [row] = await this.#all(`SELECT MAX(sequence) AS latest FROM turnkit_messages WHERE conversation_id = ?`, [
-      conversationId,
-    ]);
+    const [row] = await this.#all(
+      `SELECT MAX(sequence) AS latest FROM turnkit_messages WHERE conversation_id = ?`,
+      [conversationId],
+    );
     return Number(row?.['latest'] ?? 0);
   }
 
@@ -214,7 +242,10 @@ export class SqlStore implements Store {
     // The sequence is allocated under the conversation lock; the unique index is the backstop.
     return this.atomic(attrs.conversationId, async () => {
       await this.loadConversation(attrs.conversationId);
-      const record: MessageRecord = { ...built, sequence: await this.nextMessageSequence(attrs.conversationId) };
+      const record: MessageRecord = {
+        ...built,
+        sequence: await this.nextMessageSequence(attrs.conversationId),
+      };
       await this.#insert(MESSAGES, record);
       return record;
     });
@@ -238,7 +269,10 @@ export class SqlStore implements Store {
       where.push('tool_execution_id = ?');
       params.push(options.toolExecutionId);
     }
-    const rows = await this.#all(`SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id`, params);
+    const rows = await this.#all(
+      `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id`,
+      params,
+    );
     return rows.map((row) => fromRow<MessageRecord>(MESSAGES, row));
   }
 
@@ -263,7 +297,10 @@ export class SqlStore implements Store {
   }
 
   async claimTurn(id: string, options?: ClaimTurnOptions): Promise<TurnRecord | null> {
-    const { from, to, attrs } = splitClaim<TurnStatus, TurnUpdate>(options, { from: 'pending', to: 'running' });
+    const { from, to, attrs } = splitClaim<TurnStatus, TurnUpdate>(options, {
+      from: 'pending',
+      to: 'running',
+    });
     validateTurnUpdate({ ...attrs, status: to });
     for (const status of from) validateTurnUpdate({ status });
     const claimed = await this.#update<TurnRecord>(
@@ -305,7 +342,9 @@ export class SqlStore implements Store {
 
   async listSubmittedTurns(options: { limit?: number } = {}): Promise<TurnRecord[]> {
     const limit = options.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(options.limit))}` : '';
-    const rows = await this.#all(`SELECT * FROM turnkit_turns WHERE submitted_at IS NOT NULL ORDER BY created_at, id${limit}`);
+    const rows = await this.#all(
+      `SELECT * FROM turnkit_turns WHERE submitted_at IS NOT NULL ORDER BY created_at, id${limit}`,
+    );
     return rows.map((row) => fromRow<TurnRecord>(TURNS, row));
   }
 
@@ -346,15 +385,24 @@ export class SqlStore implements Store {
   }
 
   async reconcileStaleTurns(options: { before: string; limit?: number }): Promise<TurnRecord[]> {
-    const candidates = await this.listStaleInlineTurns({ before: options.before, limit: options.limit ?? 100 });
+    const candidates = await this.listStaleInlineTurns({
+      before: options.before,
+      limit: options.limit ?? 100,
+    });
     const stale: TurnRecord[] = [];
     for (const candidate of candidates) {
-      const root = candidate.rootTurnId === candidate.id ? candidate : await this.loadTurn(candidate.rootTurnId);
+      const root =
+        candidate.rootTurnId === candidate.id ? candidate : await this.loadTurn(candidate.rootTurnId);
       const row = await this.atomic(root.conversationId, async () => {
         const fresh = await this.loadTurn(candidate.id);
         const anchor = fresh.heartbeatAt ?? fresh.startedAt ?? fresh.createdAt;
         if (fresh.submittedAt !== null || anchor >= options.before) return null;
-        return this.claimTurn(fresh.id, { from: ['pending', 'running'], to: 'stale', claimToken: null, completedAt: nowIso() });
+        return this.claimTurn(fresh.id, {
+          from: ['pending', 'running'],
+          to: 'stale',
+          claimToken: null,
+          completedAt: nowIso(),
+        });
       });
       if (row) stale.push(row);
     }
@@ -414,7 +462,11 @@ export class SqlStore implements Store {
     if (attrs.turnId === attrs.targetTurnId) {
       throw new ToolError('a turn cannot wait for itself');
     }
-    const record: WaitRecord = { turnId: attrs.turnId, targetTurnId: attrs.targetTurnId, createdAt: nowIso() };
+    const record: WaitRecord = {
+      turnId: attrs.turnId,
+      targetTurnId: attrs.targetTurnId,
+      createdAt: nowIso(),
+    };
     await this.#all(
       `INSERT INTO turnkit_waits (turn_id, target_turn_id, created_at) VALUES (?, ?, ?) ON CONFLICT (turn_id, target_turn_id) DO NOTHING`,
       [record.turnId, record.targetTurnId, record.createdAt],
@@ -452,10 +504,16 @@ export class SqlStore implements Store {
     try {
       await this.#insert(TOOL_EXECUTIONS, record);
     } catch (error) {
-      if (error instanceof StoreError && /unique|duplicate/i.test(String((error.cause as Error)?.message ?? error.message))) {
-        throw new StoreError(`turn ${attrs.turnId} already has an execution for tool call ${attrs.toolCallId}`, {
-          cause: error,
-        });
+      if (
+        error instanceof StoreError &&
+        /unique|duplicate/i.test(String((error.cause as Error)?.message ?? error.message))
+      ) {
+        throw new StoreError(
+          `turn ${attrs.turnId} already has an execution for tool call ${attrs.toolCallId}`,
+          {
+            cause: error,
+          },
+        );
       }
       throw error;
     }
@@ -466,7 +524,10 @@ export class SqlStore implements Store {
     return this.#one(TOOL_EXECUTIONS, 'tool execution', id);
   }
 
-  async claimToolExecution(id: string, options?: ClaimToolExecutionOptions): Promise<ToolExecutionRecord | null> {
+  async claimToolExecution(
+    id: string,
+    options?: ClaimToolExecutionOptions,
+  ): Promise<ToolExecutionRecord | null> {
     const { from, to, attrs } = splitClaim<ToolExecutionStatus, ToolExecutionUpdate>(options, {
       from: 'running',
       to: 'completed',
@@ -483,7 +544,9 @@ export class SqlStore implements Store {
     return claimed;
   }
 
-  async listToolExecutions(filter: { turnId: string } | { turnIds: readonly string[] }): Promise<ToolExecutionRecord[]> {
+  async listToolExecutions(
+    filter: { turnId: string } | { turnIds: readonly string[] },
+  ): Promise<ToolExecutionRecord[]> {
     const ids = 'turnId' in filter ? [filter.turnId] : [...filter.turnIds];
     if (ids.length === 0) return [];
     const rows = await this.#all(
@@ -495,9 +558,16 @@ export class SqlStore implements Store {
 
   // Events
 
-  appendEvent(attrs: { turnId: string; conversationId: string; type: string; payload?: JsonObject }): Promise<EventRecord> {
+  appendEvent(attrs: {
+    turnId: string;
+    conversationId: string;
+    type: string;
+    payload?: JsonObject;
+  }): Promise<EventRecord> {
     return this.#tx([`events:${attrs.turnId}`], async () => {
-      const [row] = await this.#all(`SELECT MAX(sequence) AS latest FROM turnkit_events WHERE turn_id = ?`, [attrs.turnId]);
+      const [row] = await this.#all(`SELECT MAX(sequence) AS latest FROM turnkit_events WHERE turn_id = ?`, [
+        attrs.turnId,
+      ]);
       const record: EventRecord = {
         turnId: attrs.turnId,
         sequence: Number(row?.['latest'] ?? 0) + 1,
@@ -511,12 +581,15 @@ export class SqlStore implements Store {
     });
   }
 
-  async listEvents(turnId: string, options: { afterSequence?: number; limit?: number } = {}): Promise<EventRecord[]> {
+  async listEvents(
+    turnId: string,
+    options: { afterSequence?: number; limit?: number } = {},
+  ): Promise<EventRecord[]> {
     const limit = options.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(options.limit))}` : '';
-    const rows = await this.#all(`SELECT * FROM turnkit_events WHERE turn_id = ? AND sequence > ? ORDER BY sequence${limit}`, [
-      turnId,
-      options.afterSequence ?? 0,
-    ]);
+    const rows = await this.#all(
+      `SELECT * FROM turnkit_events WHERE turn_id = ? AND sequence > ? ORDER BY sequence${limit}`,
+      [turnId, options.afterSequence ?? 0],
+    );
     return rows.map((row) => fromRow<EventRecord>(EVENTS, row));
   }
 

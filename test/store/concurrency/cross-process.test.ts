@@ -17,18 +17,31 @@ const pgAvailable = await requirePostgres();
 type Outcome = { won: boolean; error?: string; token?: string };
 
 /** Starts two racer processes, opens the barrier once both are up, returns their outcomes. */
-async function race(url: string, schema: string, operation: string, argsA: string[], argsB: string[]): Promise<Outcome[]> {
+async function race(
+  url: string,
+  schema: string,
+  operation: string,
+  argsA: string[],
+  argsB: string[],
+): Promise<Outcome[]> {
   const barrier = join(mkdtempSync(join(tmpdir(), 'turnkit-race-')), 'go');
   const start = (args: string[]) =>
-    run(process.execPath, ['--import', 'tsx', racer, url, schema, operation, barrier, ...args], { timeout: 60_000 });
+    run(process.execPath, ['--import', 'tsx', racer, url, schema, operation, barrier, ...args], {
+      timeout: 60_000,
+    });
   const both = [start(argsA), start(argsB)];
   // Both processes load and open the store before polling; give them time, then release them together.
   await new Promise((r) => setTimeout(r, 1500));
   writeFileSync(barrier, '');
-  return (await Promise.all(both)).map(({ stdout }) => JSON.parse(stdout.trim().split('\n').at(-1)!) as Outcome);
+  return (await Promise.all(both)).map(
+    ({ stdout }) => JSON.parse(stdout.trim().split('\n').at(-1)!) as Outcome,
+  );
 }
 
-function describeRaces(backend: 'sqlite' | 'postgres', setup: () => Promise<{ store: Store; url: string; schema: string; close(): Promise<void> }>) {
+function describeRaces(
+  backend: 'sqlite' | 'postgres',
+  setup: () => Promise<{ store: Store; url: string; schema: string; close(): Promise<void> }>,
+) {
   describe(`cross-process races (${backend})`, () => {
     let ctx: Awaited<ReturnType<typeof setup>>;
     beforeAll(async () => {
@@ -43,7 +56,13 @@ function describeRaces(backend: 'sqlite' | 'postgres', setup: () => Promise<{ st
       for (let round = 0; round < ROUNDS; round++) {
         const c = await ctx.store.createConversation({ agentName: 'a' });
         const turn = await submitted(c.id);
-        const outcomes = await race(ctx.url, ctx.schema, 'claim', [turn.id, 'a'.repeat(32)], [turn.id, 'b'.repeat(32)]);
+        const outcomes = await race(
+          ctx.url,
+          ctx.schema,
+          'claim',
+          [turn.id, 'a'.repeat(32)],
+          [turn.id, 'b'.repeat(32)],
+        );
         const winners = outcomes.filter((o) => o.won);
         expect(winners, JSON.stringify(outcomes)).toHaveLength(1);
         expect((await ctx.store.loadTurn(turn.id)).claimToken).toBe(winners[0]!.token);
@@ -54,8 +73,17 @@ function describeRaces(backend: 'sqlite' | 'postgres', setup: () => Promise<{ st
       for (let round = 0; round < ROUNDS; round++) {
         const c = await ctx.store.createConversation({ agentName: 'a' });
         const [a, b] = [await submitted(c.id), await submitted(c.id)];
-        const outcomes = await race(ctx.url, ctx.schema, 'lane', [c.id, a.id, 'a'.repeat(32)], [c.id, b.id, 'b'.repeat(32)]);
-        expect(outcomes.filter((o) => o.won), JSON.stringify(outcomes)).toHaveLength(1);
+        const outcomes = await race(
+          ctx.url,
+          ctx.schema,
+          'lane',
+          [c.id, a.id, 'a'.repeat(32)],
+          [c.id, b.id, 'b'.repeat(32)],
+        );
+        expect(
+          outcomes.filter((o) => o.won),
+          JSON.stringify(outcomes),
+        ).toHaveLength(1);
         expect(await ctx.store.listTurns({ conversationId: c.id, status: 'running' })).toHaveLength(1);
       }
     }, 120_000);
@@ -63,21 +91,36 @@ function describeRaces(backend: 'sqlite' | 'postgres', setup: () => Promise<{ st
     it(`DB-03 ${backend}: two processes delivering one delivery — one destination message`, async () => {
       for (let round = 0; round < ROUNDS; round++) {
         const c = await ctx.store.createConversation({ agentName: 'a' });
-        const delivery = await ctx.store.createDelivery({ destinationConversationId: c.id, key: `race-${c.id}`, payload: { text: 'hi' } });
+        const delivery = await ctx.store.createDelivery({
+          destinationConversationId: c.id,
+          key: `race-${c.id}`,
+          payload: { text: 'hi' },
+        });
         const outcomes = await race(ctx.url, ctx.schema, 'deliver', [delivery.id], [delivery.id]);
-        expect(outcomes.filter((o) => o.won), JSON.stringify(outcomes)).toHaveLength(1);
+        expect(
+          outcomes.filter((o) => o.won),
+          JSON.stringify(outcomes),
+        ).toHaveLength(1);
         expect(await ctx.store.listMessages(c.id)).toHaveLength(1);
       }
     }, 120_000);
 
     it(`BG-29 ${backend}: two processes adding opposite wait edges — one is rejected as a cycle`, async () => {
       for (let round = 0; round < ROUNDS; round++) {
-        const [x, y] = [await ctx.store.createConversation({ agentName: 'a' }), await ctx.store.createConversation({ agentName: 'a' })];
+        const [x, y] = [
+          await ctx.store.createConversation({ agentName: 'a' }),
+          await ctx.store.createConversation({ agentName: 'a' }),
+        ];
         const [a, b] = [await submitted(x.id), await submitted(y.id)];
         const outcomes = await race(ctx.url, ctx.schema, 'wait', [a.id, b.id], [b.id, a.id]);
-        expect(outcomes.filter((o) => o.won), JSON.stringify(outcomes)).toHaveLength(1);
+        expect(
+          outcomes.filter((o) => o.won),
+          JSON.stringify(outcomes),
+        ).toHaveLength(1);
         expect(outcomes.find((o) => !o.won)!.error).toMatch(/cycle/);
-        const edges = (await ctx.store.listWaits({ turnId: a.id })).length + (await ctx.store.listWaits({ turnId: b.id })).length;
+        const edges =
+          (await ctx.store.listWaits({ turnId: a.id })).length +
+          (await ctx.store.listWaits({ turnId: b.id })).length;
         expect(edges).toBe(1);
       }
     }, 120_000);

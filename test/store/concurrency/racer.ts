@@ -9,7 +9,13 @@ import { SqliteStore } from '../../../src/store/sqlite-store.js';
 import type { Store } from '../../../src/store/types.js';
 import { addWaits } from '../../../src/store/wait-graph.js';
 
-const [url, schema, operation, barrier, ...args] = process.argv.slice(2) as [string, string, string, string, ...string[]];
+const [url, schema, operation, barrier, ...args] = process.argv.slice(2) as [
+  string,
+  string,
+  string,
+  string,
+  ...string[],
+];
 const store: Store = url.startsWith('postgres')
   ? await PostgresStore.open(url, { options: `-c search_path=${schema}` })
   : SqliteStore.open(url);
@@ -24,7 +30,9 @@ try {
   } else if (operation === 'lane') {
     const [conversationId, turnId, token] = args as [string, string, string];
     const claimed = await store.atomic(conversationId, async () =>
-      (await store.busyConversation(conversationId, { includePending: false })) ? null : store.claimTurn(turnId, { claimToken: token }),
+      (await store.busyConversation(conversationId, { includePending: false }))
+        ? null
+        : store.claimTurn(turnId, { claimToken: token }),
     );
     outcome = { won: claimed !== null };
   } else if (operation === 'deliver') {

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# `npm test`: installs what is missing, starts the Temporal dev server and PostgreSQL, runs vitest.
+source "$(dirname "${BASH_SOURCE[0]}")/services.sh"
+ensure_node_modules
+ensure_temporal
+ensure_postgres
+exec npx vitest run "$@"
