@@ -235,12 +235,13 @@ cmd_start() {
   t0=$(now)
   if [[ -f "$LOG_FILE" ]]; then mv -f "$LOG_FILE" "$LOG_FILE.prev"; fi
   printf '=== %s: temporal server start-dev on %s:%s\n' "$(date -u +%FT%TZ)" "$IP" "$PORT" >"$LOG_FILE"
-  # setsid + nohup: the server outlives the shell (and the test run) that started it.
+  # setsid + nohup: the server outlives the shell (and the test run) that started it; it must not
+  # inherit the start lock (fd 9), or every later start would wait for the server to exit.
   setsid nohup "$CLI" server start-dev \
     --ip "$IP" --port "$PORT" --ui-port "$UI_PORT" \
     --db-filename "$DB_FILE" --namespace "$NAMESPACE" \
     --ui-disable-news-fetch \
-    </dev/null >>"$LOG_FILE" 2>&1 &
+    </dev/null >>"$LOG_FILE" 2>&1 9>&- &
   pid=$!
   printf '%s\n' "$pid" >"$PID_FILE"
   wait_healthy "$pid" "$t0"

@@ -3,12 +3,16 @@
  * an embedded SQLite store. Offline on the scripted model unless a provider key is set.
  */
 import { mkdirSync } from 'node:fs';
+import { DefaultLogger, Runtime as TemporalRuntime } from '@temporalio/worker';
 import { AgentRegistry } from '../src/agents/registry.js';
 import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { modelClientFromEnv } from '../src/models/providers.js';
 import { openStore } from '../src/store/index.js';
 import { createWorker } from '../src/worker.js';
 import { researcher, scriptedResearcher } from './research-agents.js';
+
+// Keep the SDK's own lifecycle logs out of the demo's output.
+TemporalRuntime.install({ logger: new DefaultLogger('WARN') });
 
 const uiUrl = process.env['TEMPORAL_UI_URL'] ?? 'http://127.0.0.1:8233';
 const namespace = process.env['TEMPORAL_NAMESPACE'] ?? 'default';
