@@ -8,8 +8,10 @@ export default defineConfig({
     // Temporal workers and SQLite child processes are heavy on a 2-core machine.
     fileParallelism: true,
     maxWorkers: 2,
-    reporters: process.env.CI
-      ? ['default', ['json', { outputFile: 'test-results/results.json' }]]
-      : ['default'],
+    // .ci/run reads the counts from this report; TURNKIT_JSON_REPORT asks for it outside CI.
+    reporters:
+      process.env.CI || process.env.TURNKIT_JSON_REPORT
+        ? ['default', ['json', { outputFile: 'test-results/results.json' }]]
+        : ['default'],
   },
 });

@@ -1,26 +1,41 @@
 import { fileURLToPath } from 'node:url';
-import { temporal } from '@temporalio/proto';
-import { Worker } from '@temporalio/worker';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import proto from '@temporalio/proto';
 import { describe, expect, it } from 'vitest';
-import { temporalConnections } from '../helpers/turnkit.js';
+import { connectClient, requireTemporal, uniqueTaskQueue, withWorker } from '../helpers/temporal.js';
+import * as activities from './smoke-activities.js';
 
-describe('temporal smoke: a real dev server runs a workflow with one activity', () => {
-  it('runs the workflow on a worker and records the activity in its history', async () => {
-    const { native, client } = await temporalConnections();
-    const taskQueue = `smoke-${process.pid}-${Date.now()}`;
-    const worker = await Worker.create({
-      connection: native,
-      taskQueue,
-      workflowsPath: fileURLToPath(new URL('./smoke-workflows.ts', import.meta.url)),
-      activities: { greet: async (name: string) => `hello, ${name}` },
-    });
+const { EventType } = proto.temporal.api.enums.v1;
+const TurnKitAgent = defineSearchAttributeKey('TurnKitAgent', SearchAttributeType.KEYWORD);
+
+describe.skipIf(!(await requireTemporal()))('temporal smoke: a real dev server', () => {
+  it('runs a workflow with one activity on a worker and records the activity in its history', async () => {
+    const client = await connectClient();
+    const taskQueue = uniqueTaskQueue('smoke');
     const workflowId = `smoke-${taskQueue}`;
-    const result = await worker.runUntil(
-      client.workflow.execute('smokeWorkflow', { taskQueue, workflowId, args: ['temporal'] }),
+
+    const result = await withWorker(
+      {
+        taskQueue,
+        workflowsPath: fileURLToPath(new URL('./smoke-workflows.ts', import.meta.url)),
+        activities,
+      },
+      () =>
+        client.workflow.execute('smokeWorkflow', {
+          taskQueue,
+          workflowId,
+          args: ['temporal'],
+          // Fails unless temporal-dev.sh registered TurnKit's search attributes.
+          typedSearchAttributes: [{ key: TurnKitAgent, value: 'smoke' }],
+        }),
     );
+
     expect(result).toBe('hello, temporal');
-    const history = await client.workflow.getHandle(workflowId).fetchHistory();
-    const completed = temporal.api.enums.v1.EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED;
-    expect((history.events ?? []).filter((event) => event.eventType === completed)).toHaveLength(1);
+    const handle = client.workflow.getHandle(workflowId);
+    const events = (await handle.fetchHistory()).events ?? [];
+    expect(events.filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)).toHaveLength(
+      1,
+    );
+    expect((await handle.describe()).typedSearchAttributes.get(TurnKitAgent)).toBe('smoke');
   });
 });

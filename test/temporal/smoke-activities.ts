@@ -1,0 +1,3 @@
+export async function greet(name: string): Promise<string> {
+  return `hello, ${name}`;
+}
