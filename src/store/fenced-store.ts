@@ -1,7 +1,9 @@
 import { LostClaim } from '../errors.js';
+import { rootConversationId } from './tree.js';
 import type {
   ClaimToolExecutionOptions,
   ClaimTurnOptions,
+  ConversationUpdate,
   DeliveryUpdate,
   JsonObject,
   ListDeliveriesFilter,
@@ -15,6 +17,7 @@ import type {
   Store,
   StoreBackend,
   ToolExecutionRecord,
+  TurnRecord,
   TurnUpdate,
 } from './types.js';
 
@@ -28,7 +31,9 @@ export interface Fence {
  * TurnKit's ExecutionStore (spec §5.4): a store bound to one turn's claim. Every write runs
  * under the root conversation's lock after checking that the turn still carries this token,
  * so after a completion, cancellation or reset the old owner can never write again. Reads
- * pass through.
+ * pass through. Two writes are deliberately unfenced: `appendEvent` (events are appended
+ * after commit and describe what already happened) and `reconcileStaleTurns` (maintenance of
+ * other turns, rechecked under each one's own root lock).
  */
 export class FencedStore implements Store {
   readonly backend: StoreBackend;
@@ -40,9 +45,19 @@ export class FencedStore implements Store {
     this.backend = base.backend;
   }
 
+  /** Binds `claimToken` of `turn`, resolving the tree's root conversation. */
+  static async forTurn(base: Store, turn: TurnRecord, claimToken: string): Promise<FencedStore> {
+    return new FencedStore(base, {
+      turnId: turn.id,
+      claimToken,
+      rootConversationId: await rootConversationId(base, turn),
+    });
+  }
+
   atomic<T>(_conversationId: string | null, fn: () => Promise<T>): Promise<T> {
     return this.base.atomic(this.fence.rootConversationId, async () => {
       const turn = await this.base.loadTurn(this.fence.turnId);
+      // Checked under the root lock, which every revocation (cancel, reconcile, completion) holds.
       if (turn.claimToken !== this.fence.claimToken) throw new LostClaim('turn ownership was revoked');
       return fn();
     });
@@ -62,7 +77,7 @@ export class FencedStore implements Store {
   loadConversation(id: string) {
     return this.base.loadConversation(id);
   }
-  updateConversation(id: string, attrs: { metadata?: JsonObject; model?: string | null }) {
+  updateConversation(id: string, attrs: ConversationUpdate) {
     return this.#write(() => this.base.updateConversation(id, attrs));
   }
   nextMessageSequence(conversationId: string) {
@@ -140,7 +155,6 @@ export class FencedStore implements Store {
   listToolExecutions(filter: { turnId: string } | { turnIds: readonly string[] }) {
     return this.base.listToolExecutions(filter);
   }
-  // Events are appended after commit and describe what happened; they are not fenced.
   appendEvent(attrs: { turnId: string; conversationId: string; type: string; payload?: JsonObject }) {
     return this.base.appendEvent(attrs);
   }
@@ -148,8 +162,9 @@ export class FencedStore implements Store {
     return this.base.listEvents(turnId, options);
   }
   reconcileStaleTurns(options: { before: string; limit?: number }) {
-    return this.#write(() => this.base.reconcileStaleTurns(options));
+    return this.base.reconcileStaleTurns(options);
   }
+  /** The base store belongs to whoever opened it. */
   close(): Promise<void> {
     return Promise.resolve();
   }

@@ -7,6 +7,7 @@ import { newId } from '../ids.js';
 import type {
   ContentPart,
   ConversationRecord,
+  ConversationUpdate,
   DeliveryRecord,
   DeliveryUpdate,
   Json,
@@ -25,6 +26,7 @@ import type {
   TurnUpdate,
 } from './types.js';
 import {
+  CONVERSATION_UPDATE_KEYS,
   DELIVERY_UPDATE_KEYS,
   MESSAGE_KINDS,
   MESSAGE_ROLES,
@@ -93,6 +95,11 @@ export function validateTurnUpdate(attrs: TurnUpdate): TurnUpdate {
 
 export function validateToolExecutionUpdate(attrs: ToolExecutionUpdate): ToolExecutionUpdate {
   assertKnownKeys('tool execution', attrs, TOOL_EXECUTION_UPDATE_KEYS);
+  return attrs;
+}
+
+export function validateConversationUpdate(attrs: ConversationUpdate): ConversationUpdate {
+  assertKnownKeys('conversation', attrs, CONVERSATION_UPDATE_KEYS);
   return attrs;
 }
 

@@ -1,7 +1,64 @@
+/** Turn-tree lookups and the lane claim (spec §5.3, §5.12), built on Store primitives. */
+import { nowIso } from './records.js';
 import type { Store, TurnRecord } from './types.js';
 
 /** The conversation of the turn's root turn: the lock every write of the tree serializes on. */
 export async function rootConversationId(store: Store, turn: TurnRecord): Promise<string> {
   if (turn.rootTurnId === turn.id) return turn.conversationId;
   return (await store.loadTurn(turn.rootTurnId)).conversationId;
+}
+
+export type LaneRefusal = 'not_pending' | 'lane_busy';
+export type LaneClaim =
+  { claimed: true; turn: TurnRecord } | { claimed: false; reason: LaneRefusal; turn: TurnRecord };
+
+/**
+ * Whether the conversation's lane lets `turn` start (spec §5.3 step 3). Inline turns are not
+ * in a lane. A background turn may start only when no other turn of its conversation is
+ * running or waiting and it is the oldest submitted pending turn there. Call it under the
+ * turn's conversation lock, or the answer is stale before it is used.
+ */
+export async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolean> {
+  if (turn.submittedAt === null) return true;
+  const lane = await store.listTurns({
+    conversationId: turn.conversationId,
+    status: ['pending', 'waiting', 'running'],
+  });
+  if (
+    lane.some((other) => other.id !== turn.id && (other.status === 'running' || other.status === 'waiting'))
+  )
+    return false;
+  const oldest = lane.find((other) => other.status === 'pending' && other.submittedAt !== null);
+  return oldest === undefined || oldest.id === turn.id;
+}
+
+/**
+ * Claims a pending turn for `claimToken` (spec §5.3 steps 1, 3 and 5; waits and join input,
+ * steps 2 and 4, are the engine's). Under the root lock then the turn's conversation lock:
+ * reload, refuse unless pending, refuse unless the lane admits it, then CAS pending → running
+ * with startedAt kept, heartbeatAt now and the token. A retry with the token that already
+ * owns the running turn gets the same claim back.
+ */
+export async function claimInLane(store: Store, turnId: string, claimToken: string): Promise<LaneClaim> {
+  const initial = await store.loadTurn(turnId);
+  const root = await rootConversationId(store, initial);
+  return store.atomic(root, () =>
+    store.atomic(initial.conversationId, async (): Promise<LaneClaim> => {
+      const turn = await store.loadTurn(turnId);
+      if (turn.status === 'running' && turn.claimToken === claimToken) return { claimed: true, turn };
+      if (turn.status !== 'pending') return { claimed: false, reason: 'not_pending', turn };
+      if (!(await laneAdmits(store, turn))) return { claimed: false, reason: 'lane_busy', turn };
+      const now = nowIso();
+      const claimed = await store.claimTurn(turnId, {
+        from: 'pending',
+        to: 'running',
+        claimToken,
+        startedAt: turn.startedAt ?? now,
+        heartbeatAt: now,
+      });
+      return claimed
+        ? { claimed: true, turn: claimed }
+        : { claimed: false, reason: 'not_pending', turn: await store.loadTurn(turnId) };
+    }),
+  );
 }

@@ -215,6 +215,10 @@ export interface NewConversation {
   metadata?: JsonObject;
 }
 
+/** The keys `updateConversation` accepts; anything else is an ArgumentError. */
+export const CONVERSATION_UPDATE_KEYS = ['metadata', 'model'] as const;
+export type ConversationUpdate = Partial<Pick<ConversationRecord, (typeof CONVERSATION_UPDATE_KEYS)[number]>>;
+
 export interface NewMessage {
   id?: string;
   conversationId: string;
