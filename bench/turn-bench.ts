@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 import { z } from 'zod';
 import { createTurnActivities } from '../src/activities/turn-activities.js';
@@ -95,7 +95,7 @@ async function historyOf(workflowId: string) {
   const history = await temporalClient.workflow.getHandle(workflowId).fetchHistory();
   return {
     events: history.events?.length ?? 0,
-    bytes: temporal.api.history.v1.History.encode(history).finish().length,
+    bytes: proto.temporal.api.history.v1.History.encode(history).finish().length,
   };
 }
 

@@ -106,12 +106,23 @@ export class TurnKitClient {
 
   /** Runs a task on a fresh conversation: writes the rows, then starts the turn workflow. */
   async run(agent: Agent | string, task: string, options: RunOptions = {}): Promise<RunHandle> {
-    const handle = await this.prepare(agent, task, options);
-    return handle.start();
+    // The rows commit (already submitted) before the workflow starts; a failed start can be repeated.
+    const turn = await this.#prepare(agent, task, options, true);
+    await this.#startWorkflow(turn, task);
+    return this.handle(turn);
   }
 
   /** Writes a run's rows without starting it: the turn stays `pending` until `start()`. */
   async prepare(agent: Agent | string, task: string, options: RunOptions = {}): Promise<RunHandle> {
+    return this.handle(await this.#prepare(agent, task, options, false));
+  }
+
+  async #prepare(
+    agent: Agent | string,
+    task: string,
+    options: RunOptions,
+    submit: boolean,
+  ): Promise<TurnRecord> {
     const resolved = this.#agent(agent);
     if (typeof task !== 'string' || task.trim() === '')
       throw new ArgumentError('run needs a non-empty task string');
@@ -138,9 +149,10 @@ export class TurnKitClient {
       return this.#buildTurn(resolved, conversationId, message.id, message.sequence, {
         ...options,
         promptMode: 'task',
+        submit,
       });
     });
-    return this.handle(turn);
+    return turn;
   }
 
   /** A persisted conversation for multi-turn use (`say`, `ask`). */
@@ -184,7 +196,12 @@ export class TurnKitClient {
     )
       .at(-1)
       ?.content.find((part) => part.type === 'text');
-    const summary = task && task.type === 'text' ? task.text.replace(/\s+/g, ' ').slice(0, 120) : turn.id;
+    await this.#startWorkflow(turn, task && task.type === 'text' ? task.text : turn.id);
+  }
+
+  async #startWorkflow(turn: TurnRecord, task: string): Promise<void> {
+    const turnId = turn.id;
+    const summary = task.replace(/\s+/g, ' ').slice(0, 120);
     try {
       await this.temporal.workflow.start('turnWorkflow', {
         taskQueue: this.taskQueue,
@@ -262,7 +279,7 @@ export class TurnKitClient {
     conversationId: string,
     triggerMessageId: string,
     sequence: number,
-    options: RunOptions & { promptMode?: string },
+    options: RunOptions & { promptMode?: string; submit?: boolean },
   ): Promise<TurnRecord> {
     const conversation = await this.store.loadConversation(conversationId);
     const turnOptions: JsonObject = {
@@ -280,6 +297,7 @@ export class TurnKitClient {
       contextMessageSequence: sequence,
       model: options.model ?? conversation.model ?? agent.model ?? null,
       options: turnOptions,
+      submittedAt: options.submit ? nowIso() : null,
     });
   }
 }

@@ -20,7 +20,7 @@ export interface TurnDigest {
   phase: Phase;
   /** Tool calls of the persisted response when the phase is `tools`. */
   toolCalls: ToolCallDigest[];
-  /** The root's deadline (ISO) for the workflow's timer, or null. */
+  /** The root's deadline (ISO) for the workflow's timer, or null (set by the claim only). */
   deadline: string | null;
 }
 

@@ -58,9 +58,10 @@ export async function runModelStep(
     };
   }
 
+  let budget!: Budget;
   turn = await store.atomic(null, async () => {
     const fresh = await store.loadTurn(input.turnId);
-    const budget = await Budget.load(store, fresh.rootTurnId, agent.limits);
+    budget = await Budget.load(store, fresh.rootTurnId, agent.limits);
     budget.check(depth);
     if (turnState(fresh).reserved_step === input.step) return fresh;
     // Reserved and committed before the call, so parallel children cannot both take the last one.
@@ -133,24 +134,23 @@ export async function runModelStep(
     return { message: appended, committed: updated };
   });
 
-  await runtime.emit(committed, 'message.created', {
-    message_id: message.id,
-    role: 'assistant',
-    kind: message.kind,
-  });
-  for (const call of calls)
-    await runtime.emit(committed, 'tool_call.created', { id: call.id, name: call.name });
   const usage = committed.usage;
-  await runtime.emit(committed, 'model.completed', {
-    model: result.model ?? request.model,
-    tool_call_count: calls.length,
-    usage: usageDigest(usage) as unknown as JsonObject,
-    cost: cost.total,
-  });
+  await runtime.emitAll(committed, [
+    ['message.created', { message_id: message.id, role: 'assistant', kind: message.kind }],
+    ...calls.map((call): [string, JsonObject] => ['tool_call.created', { id: call.id, name: call.name }]),
+    [
+      'model.completed',
+      {
+        model: result.model ?? request.model,
+        tool_call_count: calls.length,
+        usage: usageDigest(usage) as unknown as JsonObject,
+        cost: cost.total,
+      },
+    ],
+  ]);
 
   // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
-  const budget = await Budget.load(store, committed.rootTurnId, agent.limits);
-  budget.check(depth);
+  budget.addCost(cost.total);
   return {
     ...(await turnDigest(runtime, store, committed)),
     usage: usageDigest(usage),

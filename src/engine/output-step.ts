@@ -127,16 +127,18 @@ export async function runOutputStep(
       'turn failed its output checks',
     );
   });
-  if (audit) {
-    await runtime.emit(done, 'output_policy.completed', {
-      clean: audit.clean,
-      violation_count: audit.violations.length,
-    });
-  }
-  await runtime.emit(
-    done,
-    failed ? 'turn.failed' : 'turn.completed',
-    failed ? { error: error as JsonObject } : { status: done.status, output_text: done.outputText },
-  );
+  await runtime.emitAll(done, [
+    ...(audit
+      ? [
+          ['output_policy.completed', { clean: audit.clean, violation_count: audit.violations.length }] as [
+            string,
+            JsonObject,
+          ],
+        ]
+      : []),
+    failed
+      ? ['turn.failed', { error: error as JsonObject }]
+      : ['turn.completed', { status: done.status, output_text: done.outputText }],
+  ]);
   return { done: true, status: done.status };
 }

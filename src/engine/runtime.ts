@@ -115,17 +115,36 @@ export class Runtime {
     type: string,
     payload: JsonObject = {},
   ): Promise<void> {
-    const event = await this.store.appendEvent({
-      turnId: turn.id,
-      conversationId: turn.conversationId,
-      type,
-      payload,
+    await this.emitAll(turn, [[type, payload]]);
+  }
+
+  /** Appends several events in one store transaction, in order, then tells listeners. */
+  async emitAll(
+    turn: Pick<TurnRecord, 'id' | 'conversationId'>,
+    events: readonly (readonly [string, JsonObject])[],
+  ): Promise<void> {
+    if (events.length === 0) return;
+    const records = await this.store.atomic(null, async () => {
+      const appended: EventRecord[] = [];
+      for (const [type, payload] of events) {
+        appended.push(
+          await this.store.appendEvent({
+            turnId: turn.id,
+            conversationId: turn.conversationId,
+            type,
+            payload,
+          }),
+        );
+      }
+      return appended;
     });
-    for (const listener of this.#listeners) {
-      try {
-        await listener(event);
-      } catch (error) {
-        this.logger.warn(`turnkit: event listener failed on ${type} for ${turn.id}:`, error);
+    for (const event of records) {
+      for (const listener of this.#listeners) {
+        try {
+          await listener(event);
+        } catch (error) {
+          this.logger.warn(`turnkit: event listener failed on ${event.type} for ${turn.id}:`, error);
+        }
       }
     }
   }

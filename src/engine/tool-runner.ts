@@ -110,7 +110,7 @@ class ToolRun {
   }
 
   async flushEvents(): Promise<void> {
-    for (const [type, payload] of this.events.splice(0)) await this.runtime.emit(this.turn, type, payload);
+    await this.runtime.emitAll(this.turn, this.events.splice(0));
   }
 }
 

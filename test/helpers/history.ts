@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 
 /** Event count and encoded protobuf size of a workflow's history, as the server stores it. */
 export async function historySize(
@@ -7,6 +7,6 @@ export async function historySize(
   workflowId: string,
 ): Promise<{ events: number; bytes: number }> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
-  const bytes = temporal.api.history.v1.History.encode(history).finish().length;
+  const bytes = proto.temporal.api.history.v1.History.encode(history).finish().length;
   return { events: history.events?.length ?? 0, bytes };
 }
