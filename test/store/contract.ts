@@ -16,6 +16,7 @@ const ANCIENT = '2000-01-01T00:00:00.000Z';
 const TOKEN_A = 'a'.repeat(32);
 const TOKEN_B = 'b'.repeat(32);
 
+/** `makeStore` is called once, before the suite; `close` is exercised by the suite's teardown. */
 export interface StoreContractOptions {
   /** Runs once after the suite instead of `store.close()`; it must close the store. */
   cleanup?: (store: Store) => Promise<void>;

@@ -89,6 +89,12 @@ describe('memory store transactions', () => {
     expect(await store.listMessages(c.id)).toHaveLength(1);
   });
 
+  it('close resolves and can be called twice', async () => {
+    const store = new MemoryStore();
+    await store.close();
+    await expect(store.close()).resolves.toBeUndefined();
+  });
+
   it('separate stores share nothing', async () => {
     const [a, b] = [new MemoryStore(), new MemoryStore()];
     const c = await a.createConversation({ agentName: 'a' });
