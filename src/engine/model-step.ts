@@ -104,8 +104,11 @@ export async function runModelStep(
 
   const cost = costFromUsage(result.usage, result.model ?? request.model, runtime.cost);
   const phase = calls.length > 0 ? 'tools' : 'output';
-  const { message, committed } = await store.atomic(null, async () => {
+  const stored = await store.atomic(null, async () => {
     const fresh = await store.loadTurn(input.turnId);
+    // A zombie attempt (paused past its heartbeat timeout) shares this run's claim token: the
+    // step key is what keeps its late response from being stored a second time.
+    if (turnState(fresh).model_step === input.step) return null;
     await store.updateTurn(fresh.id, {
       usage: addUsage(fresh.usage, result.usage, cost),
       cost: (fresh.cost ?? 0) + (cost.total ?? 0),
@@ -133,6 +136,15 @@ export async function runModelStep(
     });
     return { message: appended, committed: updated };
   });
+  if (!stored) {
+    return {
+      ...(await turnDigest(runtime, store, await store.loadTurn(input.turnId))),
+      usage: usageDigest(null),
+      cost: null,
+      reused: true,
+    };
+  }
+  const { message, committed } = stored;
 
   const usage = committed.usage;
   await runtime.emitAll(committed, [
