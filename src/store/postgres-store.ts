@@ -1,57 +1,184 @@
+/**
+ * PostgreSQL for production (pg.Pool). Same SQL as SQLite (sql/sql-store.ts); this file adds
+ * the connection pool, the locks and the error messages.
+ *
+ * Locks are transaction-scoped advisory locks, `pg_advisory_xact_lock(hashtextextended(
+ * 'turnkit:<key>', 0))`, released by COMMIT/ROLLBACK. Chosen over `SELECT … FOR UPDATE` on
+ * the conversation row because they also work where there is no row to lock: the global
+ * graph lock, a conversation being created in the same transaction, a conversation id that
+ * does not exist yet, and the migration lock on an empty database. The 64-bit hash makes
+ * two keys sharing a lock vanishingly rare (and sharing one would only serialize more).
+ * Every caller takes them in the order graph → root conversation → own conversation; a
+ * caller that broke the order could deadlock, which PostgreSQL detects and reports as a
+ * retryable StoreError. Claims do not need a lock: they are one `UPDATE … WHERE status IN
+ * (…) RETURNING *`.
+ */
 import pg from 'pg';
 import { StoreError } from '../errors.js';
-import { MIGRATIONS } from './sql/schema.js';
-import type { Row, SqlConnection, SqlDriver } from './sql/sql-store.js';
+import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
+import type { MigrationResult } from './sql/migrate.js';
+import { migrate } from './sql/migrate.js';
 import { SqlStore } from './sql/sql-store.js';
 
-/** `?` placeholders (the shared SQL) → `$1, $2, …`. */
+export interface PostgresStoreOptions {
+  /** Schema for the tables (created if missing); default: the server's search_path (`public`). */
+  schema?: string;
+  /** Extra pg.Pool settings (max, connectionTimeoutMillis, …). */
+  pool?: pg.PoolConfig;
+}
+
+const CASTS = { text: '::text', int: '::integer', json: '::jsonb', time: '::timestamptz', cost: '::numeric' };
+
+const POSTGRES_DIALECT: SqlDialect = {
+  name: 'postgres',
+  types: { text: 'text', int: 'integer', json: 'jsonb', time: 'timestamptz', cost: 'numeric(14,6)' },
+  param: (kind) => `?${CASTS[kind]}`,
+  jsonHasString(column, key) {
+    if (!/^\w+$/.test(key)) throw new Error(`unsafe JSON key ${key}`);
+    return `jsonb_typeof(${column} -> '${key}') = 'string'`;
+  },
+};
+
+/** JSON and numeric columns arrive as text and are decoded by the shared code. */
+const RAW_TEXT_TYPES = new Set([114 /* json */, 3802 /* jsonb */, 1700 /* numeric */]);
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    RAW_TEXT_TYPES.has(oid)
+      ? (value: string) => value
+      : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+/** The shared SQL's `?` placeholders as `$1, $2, …` (the shared SQL never contains a literal `?`). */
 function numbered(sql: string): string {
   let index = 0;
   return sql.replace(/\?/g, () => `$${++index}`);
 }
 
-const MIGRATION_LOCK = 'turnkit:migrations';
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+]);
 
-function describePgError(url: string, error: unknown): unknown {
-  const code = (error as { code?: string })?.code ?? '';
+interface Target {
+  host: string;
+  port: string;
+  database: string;
+  user: string;
+}
+
+function targetOf(url: string): Target {
+  try {
+    const parsed = new URL(url);
+    return {
+      host: decodeURIComponent(parsed.hostname) || 'localhost',
+      port: parsed.port || '5432',
+      database:
+        decodeURIComponent(parsed.pathname.slice(1)) || decodeURIComponent(parsed.username) || 'postgres',
+      user: decodeURIComponent(parsed.username) || 'postgres',
+    };
+  } catch {
+    return { host: 'the configured host', port: '5432', database: '?', user: '?' };
+  }
+}
+
+function describePgError(target: Target, error: unknown): unknown {
+  if (error instanceof StoreError) return error;
+  const code = String((error as { code?: unknown })?.code ?? '');
   const message = error instanceof Error ? error.message : String(error);
-  const where = (() => {
-    try {
-      const parsed = new URL(url);
-      return `${parsed.hostname}:${parsed.port || 5432}/${parsed.pathname.slice(1)}`;
-    } catch {
-      return 'the configured server';
-    }
-  })();
+  const where = `${target.host}:${target.port}`;
   if (
-    ['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'ECONNRESET', '57P01', '57P03', '08006', '08001'].includes(
-      code,
-    )
+    CONNECTION_CODES.has(code) ||
+    /timeout expired|connection timeout|Connection terminated/i.test(message)
   ) {
     return new StoreError(
-      `PostgreSQL at ${where} is unreachable (${message}): start it or fix TURNKIT_DATABASE_URL`,
+      `PostgreSQL at ${where} is unreachable (${message || code}): start the server, or fix the host and port in TURNKIT_DATABASE_URL`,
       { cause: error, retryable: true },
     );
   }
-  if (code === '3D000')
-    return new StoreError(`database ${where} does not exist: create it (createdb)`, { cause: error });
-  if (code === '23505') return new StoreError(`unique constraint violated: ${message}`, { cause: error });
-  if (code === '40P01')
-    return new StoreError(`deadlock detected, the transaction was rolled back: ${message}`, {
+  if (code === '3D000') {
+    return new StoreError(
+      `PostgreSQL database "${target.database}" does not exist at ${where}: create it (createdb -h ${target.host} -p ${target.port} ${target.database}) or fix TURNKIT_DATABASE_URL`,
+      { cause: error },
+    );
+  }
+  if (code === '28P01' || code === '28000') {
+    return new StoreError(
+      `PostgreSQL at ${where} refused user "${target.user}" (${message}): fix the credentials in TURNKIT_DATABASE_URL or the server's pg_hba.conf`,
+      { cause: error },
+    );
+  }
+  if (code === '42501') {
+    return new StoreError(
+      `PostgreSQL user "${target.user}" lacks a privilege on ${where}/${target.database} (${message}): grant it, or use another user`,
+      { cause: error },
+    );
+  }
+  if (code === '25006') {
+    return new StoreError(`PostgreSQL at ${where} is read-only (${message}): connect to the primary`, {
       cause: error,
       retryable: true,
     });
+  }
+  if (code === '40P01' || code === '40001') {
+    return new StoreError(`PostgreSQL rolled the transaction back (${message}): try again`, {
+      cause: error,
+      retryable: true,
+    });
+  }
+  if (code === '23505') return new StoreError(`unique constraint violated: ${message}`, { cause: error });
+  if (code === '23503') return new StoreError(`a referenced row is missing: ${message}`, { cause: error });
+  if (code.startsWith('23')) return new StoreError(`constraint violated: ${message}`, { cause: error });
+  if (code === '22P05' || code === '22021') {
+    return new StoreError(`PostgreSQL cannot store this text (${message}): remove NUL characters (\\u0000)`, {
+      cause: error,
+    });
+  }
+  if (code === '25P02') {
+    return new StoreError(`the transaction was aborted by an earlier failed statement (${message})`, {
+      cause: error,
+    });
+  }
   return error;
 }
 
+const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
 class PostgresDriver implements SqlDriver {
   readonly backend = 'postgres' as const;
+  readonly dialect = POSTGRES_DIALECT;
+  readonly statementErrorsAbortTransaction = true;
+  readonly autocommitWrites = true;
   readonly #pool: pg.Pool;
-  readonly #url: string;
+  readonly #target: Target;
+  readonly #schema: string | undefined;
 
-  constructor(url: string, options: pg.PoolConfig = {}) {
-    this.#url = url;
-    this.#pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000, ...options });
+  constructor(url: string, options: PostgresStoreOptions) {
+    this.#target = targetOf(url);
+    this.#schema = options.schema;
+    const pool = options.pool ?? {};
+    const searchPath = options.schema ? `-c search_path=${quoteIdent(options.schema)}` : undefined;
+    this.#pool = new pg.Pool({
+      connectionString: url,
+      max: 10,
+      connectionTimeoutMillis: 10_000,
+      ...pool,
+      options: [pool.options, searchPath].filter(Boolean).join(' ') || undefined,
+      types,
+    });
     // An idle client losing its server must not crash the process; the next query reports it.
     this.#pool.on('error', () => undefined);
   }
@@ -59,61 +186,49 @@ class PostgresDriver implements SqlDriver {
   async transaction<T>(fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
     const client = await this.#pool.connect();
     const connection: SqlConnection = {
-      all: async (sql, params) => (await client.query(numbered(sql), [...params])).rows as Row[],
+      query: async (sql, params = []) => (await client.query(numbered(sql), [...params])).rows as Row[],
     };
+    let broken: unknown;
     try {
       await client.query('BEGIN');
       const result = await fn(connection);
       await client.query('COMMIT');
       return result;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError));
       throw error;
     } finally {
-      client.release();
+      // A client whose rollback failed may still be inside the transaction: discard it.
+      client.release(broken instanceof Error ? broken : undefined);
     }
   }
 
-  // Advisory transaction locks work for rows that do not exist yet and for the graph lock;
-  // they are released at commit or rollback. Lock order is always graph → root → own.
-  async lock(connection: SqlConnection, key: string): Promise<void> {
-    await connection.all('SELECT pg_advisory_xact_lock(hashtext(?))', [`turnkit:${key}`]);
+  async lock(connection: SqlConnection, key: LockKey): Promise<void> {
+    await connection.query('SELECT pg_advisory_xact_lock(hashtextextended(?::text, 0))', [`turnkit:${key}`]);
   }
 
-  async query(sql: string, params: readonly unknown[]): Promise<Row[]> {
+  async query(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
     return (await this.#pool.query(numbered(sql), [...params])).rows as Row[];
   }
 
   describeError(error: unknown): unknown {
-    return describePgError(this.#url, error);
+    return describePgError(this.#target, error);
   }
 
-  async migrate(): Promise<void> {
-    try {
-      await this.transaction(async (connection) => {
-        await connection.all('SELECT pg_advisory_xact_lock(hashtext(?))', [MIGRATION_LOCK]);
-        await connection.all(
-          'CREATE TABLE IF NOT EXISTS turnkit_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
-          [],
-        );
-        const applied = new Set(
-          (await connection.all('SELECT version FROM turnkit_schema_migrations', [])).map((r) =>
-            Number(r['version']),
-          ),
-        );
-        for (const migration of MIGRATIONS) {
-          if (applied.has(migration.version)) continue;
-          for (const statement of migration.statements) await connection.all(statement, []);
-          await connection.all(
-            'INSERT INTO turnkit_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
-            [migration.version, migration.name, new Date().toISOString()],
-          );
-        }
-      });
-    } catch (error) {
-      await this.#pool.end().catch(() => undefined);
-      throw describePgError(this.#url, error);
+  isUniqueViolation(error: unknown): boolean {
+    return (error as { code?: unknown })?.code === '23505';
+  }
+
+  async open(): Promise<MigrationResult> {
+    if (this.#schema) {
+      // Concurrent creators race on the catalog; whoever loses finds the schema there.
+      await this.#pool
+        .query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.#schema)}`)
+        .catch((error: unknown) => {
+          if (!['23505', '42P06'].includes(String((error as { code?: unknown }).code))) throw error;
+        });
     }
+    return migrate(this);
   }
 
   close(): Promise<void> {
@@ -121,15 +236,42 @@ class PostgresDriver implements SqlDriver {
   }
 }
 
-/** PostgreSQL for production: row-level CAS, advisory locks per conversation and for the wait graph. */
 export class PostgresStore extends SqlStore {
-  private constructor(driver: PostgresDriver) {
+  /** What opening did to the schema (which migrations this open applied). */
+  readonly migrations: MigrationResult;
+
+  private constructor(driver: PostgresDriver, migrations: MigrationResult) {
     super(driver);
+    this.migrations = migrations;
   }
 
-  static async open(url: string, options: pg.PoolConfig = {}): Promise<PostgresStore> {
-    const driver = new PostgresDriver(url, options);
-    await driver.migrate();
-    return new PostgresStore(driver);
+  /**
+   * Connects and migrates. An unreachable server is a retryable StoreError naming host and
+   * port; a missing database or refused credentials say how to fix them. A `schema` query
+   * parameter in the URL (`…/db?schema=name`) is the same as the `schema` option.
+   */
+  static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    let connectionUrl = url;
+    let schema = options.schema;
+    try {
+      const parsed = new URL(url);
+      const fromUrl = parsed.searchParams.get('schema');
+      if (fromUrl !== null) {
+        parsed.searchParams.delete('schema');
+        connectionUrl = parsed.toString();
+        schema ??= fromUrl;
+      }
+    } catch {
+      // pg reports a malformed URL itself.
+    }
+    const driver = new PostgresDriver(connectionUrl, { ...options, ...(schema ? { schema } : {}) });
+    let migrations: MigrationResult;
+    try {
+      migrations = await driver.open();
+    } catch (error) {
+      await driver.close().catch(() => undefined);
+      throw driver.describeError(error);
+    }
+    return new PostgresStore(driver, migrations);
   }
 }

@@ -1,19 +1,62 @@
-import { mkdirSync } from 'node:fs';
+/**
+ * The embedded default backend: one SQLite file (better-sqlite3) in WAL mode, created and
+ * migrated on first open.
+ *
+ * Serialization. better-sqlite3 is synchronous, so a transaction that awaits between its
+ * statements must own its connection: one writer connection, an in-process async mutex so
+ * two unrelated async chains never share its transaction, and `BEGIN IMMEDIATE`, which takes
+ * the database's write lock up front and so serializes writers across processes. Every
+ * conversation lock and the graph lock are therefore implied by the transaction itself.
+ * Reads outside a transaction go to a second connection and see committed rows (WAL lets
+ * them run while a writer holds the lock).
+ *
+ * Waiting. A busy handler inside SQLite would block the whole event loop while another
+ * process (or another store in this process) holds the write lock, so the writer's
+ * busy_timeout is short and `BEGIN IMMEDIATE` is retried asynchronously, with jitter, until
+ * `busyTimeoutMs` (default 10 s) has passed; then it is a retryable StoreError.
+ */
+import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreError } from '../errors.js';
-import { MIGRATIONS } from './sql/schema.js';
-import type { Row, SqlConnection, SqlDriver } from './sql/sql-store.js';
+import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
+import type { MigrationResult } from './sql/migrate.js';
+import { migrate } from './sql/migrate.js';
 import { SqlStore } from './sql/sql-store.js';
 
-/** A promise-chain mutex: one transaction at a time on the single connection. */
+export interface SqliteStoreOptions {
+  /** How long a writer waits for another process's write lock before giving up; default 10 s. */
+  busyTimeoutMs?: number;
+}
+
+const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
+/** The synchronous part of each wait: short, so the event loop keeps running. */
+const SYNC_BUSY_TIMEOUT_MS = 5;
+const STATEMENT_CACHE_SIZE = 500;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const SQLITE_DIALECT: SqlDialect = {
+  name: 'sqlite',
+  types: { text: 'TEXT', int: 'INTEGER', json: 'TEXT', time: 'TEXT', cost: 'REAL' },
+  param: () => '?',
+  jsonHasString(column, key) {
+    if (!/^\w+$/.test(key)) throw new Error(`unsafe JSON key ${key}`);
+    return `json_type(${column}, '$.${key}') = 'text'`;
+  },
+};
+
+const codeOf = (error: unknown): string => String((error as { code?: unknown })?.code ?? '');
+const isBusy = (error: unknown) => /^SQLITE_(BUSY|LOCKED)/.test(codeOf(error));
+
+/** A promise-chain mutex: one transaction at a time on the writer connection. */
 class Mutex {
   #tail: Promise<void> = Promise.resolve();
 
   async run<T>(fn: () => Promise<T>): Promise<T> {
     const previous = this.#tail;
-    let release: () => void = () => undefined;
-    this.#tail = new Promise<void>((resolve) => (release = resolve));
+    let release!: () => void;
+    this.#tail = new Promise<void>((done) => (release = done));
     await previous;
     try {
       return await fn();
@@ -24,159 +67,243 @@ class Mutex {
 }
 
 function describeSqliteError(path: string, error: unknown): unknown {
-  const code = (error as { code?: string })?.code ?? '';
+  if (error instanceof StoreError) return error;
+  const code = codeOf(error);
   const message = error instanceof Error ? error.message : String(error);
-  if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
+  if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')) {
     return new StoreError(
-      `${path} is not a usable SQLite database (${message}): move it away or point TURNKIT_DATABASE_URL at another file`,
+      `${path} is not a SQLite database (${message}): move the file away or delete it, or point TURNKIT_DATABASE_URL at another file`,
       { cause: error },
     );
   }
-  if (code === 'SQLITE_READONLY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_PERM') {
+  if (code.startsWith('SQLITE_READONLY') || code === 'SQLITE_PERM' || code === 'SQLITE_AUTH') {
     return new StoreError(
-      `cannot write the SQLite database ${path} (${message}): check that the file and its directory are writable`,
+      `the SQLite database ${path} is read-only (${message}): make the file and its directory writable by this process, or point TURNKIT_DATABASE_URL at a writable location`,
       { cause: error },
     );
   }
-  if (code === 'SQLITE_BUSY') {
-    return new StoreError(`SQLite database ${path} stayed locked by another process: ${message}`, {
+  if (code.startsWith('SQLITE_CANTOPEN')) {
+    return new StoreError(
+      `cannot open the SQLite database ${path} (${message}): check that the path is a file in an existing, writable directory`,
+      { cause: error },
+    );
+  }
+  if (isBusy(error)) {
+    return new StoreError(
+      `the SQLite database ${path} stayed locked by another connection (${message}): another process holds a long transaction; try again`,
+      { cause: error, retryable: true },
+    );
+  }
+  if (code === 'SQLITE_FULL' || code.startsWith('SQLITE_IOERR')) {
+    return new StoreError(`cannot write the SQLite database ${path} (${message}): check the disk`, {
       cause: error,
       retryable: true,
     });
   }
-  if (code.startsWith('SQLITE_CONSTRAINT'))
-    return new StoreError(`constraint violated in ${path}: ${message}`, { cause: error });
+  if (code.startsWith('SQLITE_CONSTRAINT')) {
+    return new StoreError(`a constraint of the SQLite database was violated: ${message}`, { cause: error });
+  }
   return error;
 }
 
+/** One better-sqlite3 connection with a prepared-statement cache. */
+class Connection {
+  readonly db: Database.Database;
+  readonly #statements = new Map<string, Database.Statement>();
+
+  constructor(path: string, busyTimeoutMs: number) {
+    this.db = new Database(path, { timeout: busyTimeoutMs });
+  }
+
+  run(sql: string, params: readonly unknown[] = []): Row[] {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      if (this.#statements.size >= STATEMENT_CACHE_SIZE) this.#statements.clear();
+      statement = this.db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    if (statement.reader) return statement.all(...params) as Row[];
+    statement.run(...params);
+    return [];
+  }
+
+  close(): void {
+    this.#statements.clear();
+    if (this.db.open) this.db.close();
+  }
+}
+
 class SqliteDriver implements SqlDriver {
-  readonly backend: 'sqlite' | 'memory';
-  readonly #db: Database.Database;
+  readonly backend = 'sqlite' as const;
+  readonly dialect = SQLITE_DIALECT;
+  readonly statementErrorsAbortTransaction = false;
+  readonly autocommitWrites = false;
+  readonly path: string;
+  readonly #busyTimeoutMs: number;
+  readonly #writer: Connection;
+  /** Null for `:memory:`, where a second connection would be another database. */
+  #reader: Connection | null = null;
   readonly #mutex = new Mutex();
-  readonly #path: string;
+  readonly #connection: SqlConnection;
 
-  constructor(path: string, backend: 'sqlite' | 'memory') {
-    this.backend = backend;
-    this.#path = path;
-    this.#db = new Database(path, { timeout: 15_000 });
+  constructor(path: string, options: SqliteStoreOptions) {
+    this.path = path;
+    this.#busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
+    this.#writer = new Connection(path, SYNC_BUSY_TIMEOUT_MS);
+    this.#connection = { query: async (sql, params) => this.#writer.run(sql, params) };
   }
 
-  get db(): Database.Database {
-    return this.#db;
+  /** Retries `fn` while the database is locked by someone else, without blocking the event loop. */
+  async #retryBusy<T>(fn: () => T): Promise<T> {
+    const deadline = Date.now() + this.#busyTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return fn();
+      } catch (error) {
+        if (!isBusy(error) || Date.now() >= deadline) throw error;
+        await sleep(Math.min(50, 1 + attempt) + Math.random() * 5);
+      }
+    }
   }
 
-  #connection: SqlConnection = {
-    all: async (sql, params) => this.#run(sql, params),
-  };
-
-  #run(sql: string, params: readonly unknown[]): Row[] {
-    const statement = this.#db.prepare(sql);
-    const values = params.map((value) => (typeof value === 'boolean' ? Number(value) : value));
-    return statement.reader ? (statement.all(...values) as Row[]) : (statement.run(...values), []);
+  /** Pragmas and migrations; then the reader connection. */
+  async open(): Promise<MigrationResult> {
+    await this.#retryBusy(() => this.#writer.db.pragma('journal_mode = WAL'));
+    this.#writer.db.pragma('synchronous = NORMAL');
+    this.#writer.db.pragma('foreign_keys = ON');
+    const result = await migrate(this);
+    if (this.path !== ':memory:') {
+      this.#reader = new Connection(this.path, this.#busyTimeoutMs);
+      this.#reader.db.pragma('query_only = ON');
+    }
+    return result;
   }
 
-  // BEGIN IMMEDIATE takes the database's write lock up front, which serializes writers
-  // across processes; the in-process mutex keeps two async chains out of one transaction.
   transaction<T>(fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
     return this.#mutex.run(async () => {
-      this.#db.exec('BEGIN IMMEDIATE');
+      const db = this.#writer.db;
+      await this.#retryBusy(() => db.exec('BEGIN IMMEDIATE'));
       try {
         const result = await fn(this.#connection);
-        this.#db.exec('COMMIT');
+        await this.#retryBusy(() => db.exec('COMMIT'));
         return result;
       } catch (error) {
-        if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+        if (db.inTransaction) db.exec('ROLLBACK');
         throw error;
       }
     });
   }
 
-  async lock(): Promise<void> {
-    // The whole database is already locked by BEGIN IMMEDIATE.
+  async lock(_connection: SqlConnection, _key: LockKey): Promise<void> {
+    // BEGIN IMMEDIATE already holds the database's single write lock.
   }
 
-  query(sql: string, params: readonly unknown[]): Promise<Row[]> {
-    return this.#mutex.run(async () => this.#run(sql, params));
+  async query(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
+    if (this.#reader) return this.#reader.run(sql, params);
+    return this.#mutex.run(async () => this.#writer.run(sql, params));
   }
 
   describeError(error: unknown): unknown {
-    return describeSqliteError(this.#path, error);
+    return describeSqliteError(this.path, error);
+  }
+
+  isUniqueViolation(error: unknown): boolean {
+    const code = codeOf(error);
+    return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
   }
 
   async close(): Promise<void> {
-    await this.#mutex.run(async () => this.#db.close());
+    await this.#mutex.run(async () => {
+      this.#reader?.close();
+      this.#writer.close();
+    });
+  }
+
+  /** Closes without waiting for the mutex (a failed open). */
+  abandon(): void {
+    this.#reader?.close();
+    this.#writer.close();
   }
 }
 
-function migrate(db: Database.Database, path: string): void {
-  try {
-    db.pragma('journal_mode = WAL');
-    db.pragma('foreign_keys = ON');
-    db.pragma('synchronous = NORMAL');
-    // Two processes opening a new file at once: the write lock makes one migrate, the other re-checks.
-    db.exec('BEGIN IMMEDIATE');
-    try {
-      db.exec(
-        'CREATE TABLE IF NOT EXISTS turnkit_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
+/** Explains, before SQLite does less clearly, why a path cannot hold a database. */
+function checkPath(file: string): void {
+  const dir = dirname(file);
+  if (existsSync(file)) {
+    if (statSync(file).isDirectory()) {
+      throw new StoreError(
+        `${file} is a directory, not a SQLite database: point TURNKIT_DATABASE_URL at a file`,
       );
-      const applied = new Set(
-        (db.prepare('SELECT version FROM turnkit_schema_migrations').all() as { version: number }[]).map(
-          (r) => r.version,
-        ),
-      );
-      for (const migration of MIGRATIONS) {
-        if (applied.has(migration.version)) continue;
-        for (const statement of migration.statements) db.exec(statement);
-        db.prepare('INSERT INTO turnkit_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
-          migration.version,
-          migration.name,
-          new Date().toISOString(),
-        );
-      }
-      db.exec('COMMIT');
-    } catch (error) {
-      if (db.inTransaction) db.exec('ROLLBACK');
-      throw error;
     }
+    if (!writable(file)) {
+      throw new StoreError(
+        `the SQLite database ${file} is read-only: make the file writable by this process (TurnKit writes to it), or point TURNKIT_DATABASE_URL at a writable copy`,
+      );
+    }
+    if (!writable(dir)) {
+      throw new StoreError(
+        `the SQLite database ${file} is in a read-only directory ${dir}: make the directory writable (SQLite creates its -wal and -shm files next to the database), or point TURNKIT_DATABASE_URL elsewhere`,
+      );
+    }
+    return;
+  }
+  try {
+    mkdirSync(dir, { recursive: true });
   } catch (error) {
-    db.close();
-    throw describeSqliteError(path, error);
+    throw new StoreError(
+      `cannot create the directory ${dir} for the SQLite database (${(error as Error).message}): create it, or point TURNKIT_DATABASE_URL elsewhere`,
+      { cause: error },
+    );
+  }
+  if (!writable(dir)) {
+    throw new StoreError(
+      `cannot create the SQLite database ${file}: the directory ${dir} is read-only; make it writable, or point TURNKIT_DATABASE_URL elsewhere`,
+    );
   }
 }
 
-/** The embedded default: one SQLite file in WAL mode, created and migrated on first open. */
+function writable(path: string): boolean {
+  try {
+    accessSync(path, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export class SqliteStore extends SqlStore {
-  private constructor(driver: SqliteDriver) {
+  /** The absolute path of the database file (or `:memory:`). */
+  readonly path: string;
+  /** What opening did to the schema (which migrations this open applied). */
+  readonly migrations: MigrationResult;
+
+  private constructor(driver: SqliteDriver, migrations: MigrationResult) {
     super(driver);
+    this.path = driver.path;
+    this.migrations = migrations;
   }
 
-  static open(path: string): SqliteStore {
+  /**
+   * Opens (creating the file and its parent directories) and migrates a SQLite database.
+   * A corrupt or foreign file, a read-only file or directory, or a lock that never frees are
+   * StoreErrors that say what to do.
+   */
+  static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
     const file = path === ':memory:' ? path : resolve(path);
+    if (file !== ':memory:') checkPath(file);
     let driver: SqliteDriver;
     try {
-      if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
-      driver = new SqliteDriver(file, file === ':memory:' ? 'memory' : 'sqlite');
+      driver = new SqliteDriver(file, options);
     } catch (error) {
-      const described = describeSqliteError(file, error);
-      if (described instanceof StoreError) throw described;
-      throw new StoreError(
-        `cannot open the SQLite database ${file} (${error instanceof Error ? error.message : String(error)}): check the path and its permissions`,
-        { cause: error },
-      );
+      throw describeSqliteError(file, error);
     }
-    migrate(driver.db, file);
-    return new SqliteStore(driver);
-  }
-}
-
-/**
- * The memory backend for unit tests: the same SQL code on an in-memory SQLite database,
- * so it behaves exactly like the file store, minus durability.
- */
-export class MemoryStore extends SqlStore {
-  constructor() {
-    const driver = new SqliteDriver(':memory:', 'memory');
-    migrate(driver.db, ':memory:');
-    super(driver);
+    let migrations: MigrationResult;
+    try {
+      migrations = await driver.open();
+    } catch (error) {
+      driver.abandon();
+      throw describeSqliteError(file, error);
+    }
+    return new SqliteStore(driver, migrations);
   }
 }

@@ -1,35 +1,131 @@
-import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { expect, it } from 'vitest';
 import { StoreError } from '../../src/errors.js';
+import { openStore } from '../../src/store/index.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
-import { openPgTestStore, requirePostgres } from '../helpers/postgres.js';
+import { MIGRATIONS } from '../../src/store/sql/schema.js';
+import type { Store } from '../../src/store/types.js';
+import { describePostgres, dropPgTestSchema, pgTestSchema, pgTestUrl } from '../helpers/postgres.js';
 import { describeStoreContract } from './contract.js';
 
-const available = await requirePostgres();
+const schemas = new WeakMap<Store, string>();
 
-describe.skipIf(!available)('postgres', () => {
-  describeStoreContract('postgres', async () => {
-    const { store, drop } = await openPgTestStore();
-    return { store, close: drop };
+describePostgres('postgres', () => {
+  describeStoreContract(
+    'postgres',
+    async () => {
+      const schema = pgTestSchema();
+      const store = await PostgresStore.open(pgTestUrl(), { schema });
+      schemas.set(store, schema);
+      return store;
+    },
+    {
+      async cleanup(store) {
+        await store.close();
+        await dropPgTestSchema(schemas.get(store)!);
+      },
+    },
+  );
+
+  async function columnTypes(schema: string): Promise<Record<string, string>> {
+    const client = new pg.Client({ connectionString: pgTestUrl() });
+    await client.connect();
+    try {
+      const { rows } = await client.query(
+        `SELECT table_name || '.' || column_name AS name, data_type, numeric_precision, numeric_scale
+          FROM information_schema.columns WHERE table_schema = $1`,
+        [schema],
+      );
+      return Object.fromEntries(
+        rows.map((r) => [
+          r.name,
+          r.data_type === 'numeric' ? `numeric(${r.numeric_precision},${r.numeric_scale})` : r.data_type,
+        ]),
+      );
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('migrations applied again (and by two opens at once) are harmless; jsonb, timestamptz and numeric(14,6) columns', async () => {
+    const schema = pgTestSchema();
+    try {
+      const [a, b] = await Promise.all([
+        PostgresStore.open(pgTestUrl(), { schema }),
+        PostgresStore.open(pgTestUrl(), { schema }),
+      ]);
+      expect([a.migrations.applied.length, b.migrations.applied.length].sort()).toEqual([
+        0,
+        MIGRATIONS.length,
+      ]);
+      const conversation = await a.createConversation({ agentName: 'a' });
+      const turn = await a.createTurn({ conversationId: conversation.id, agentName: 'a' });
+      const updated = await a.updateTurn(turn.id, { cost: 0.1234567, heartbeatAt: '2026-01-01T00:00:00.5Z' });
+      expect(updated.cost).toBe(0.123457);
+      expect(updated.heartbeatAt).toBe('2026-01-01T00:00:00.500Z');
+      await a.close();
+      await b.close();
+      const again = await openStore(`${pgTestUrl()}?schema=${schema}`);
+      expect((again as PostgresStore).migrations.applied).toEqual([]);
+      expect((await again.loadConversation(conversation.id)).agentName).toBe('a');
+      await again.close();
+      const types = await columnTypes(schema);
+      expect(types).toMatchObject({
+        'turnkit_turns.options': 'jsonb',
+        'turnkit_turns.cost': 'numeric(14,6)',
+        'turnkit_turns.heartbeat_at': 'timestamp with time zone',
+        'turnkit_messages.content': 'jsonb',
+        'turnkit_events.payload': 'jsonb',
+        'turnkit_schema_migrations.version': 'integer',
+      });
+    } finally {
+      await dropPgTestSchema(schema);
+    }
   });
 
-  it('migrations applied again on an existing schema are harmless', async () => {
-    const { store, schema, drop } = await openPgTestStore();
-    const conversation = await store.createConversation({ agentName: 'a' });
-    const { PG_TEST_URL } = await import('../helpers/postgres.js');
-    const again = await PostgresStore.open(PG_TEST_URL, { options: `-c search_path=${schema}` });
-    expect((await again.loadConversation(conversation.id)).agentName).toBe('a');
-    await again.close();
-    await drop();
+  it('a write refused inside atomic (duplicate tool call) leaves the transaction usable', async () => {
+    const schema = pgTestSchema();
+    const store = await PostgresStore.open(pgTestUrl(), { schema });
+    try {
+      const c = await store.createConversation({ agentName: 'a' });
+      const turn = await store.createTurn({ conversationId: c.id, agentName: 'a' });
+      await store.atomic(c.id, async () => {
+        await store.createToolExecution({ turnId: turn.id, toolCallId: 'x', toolName: 't' });
+        await expect(
+          store.createToolExecution({ turnId: turn.id, toolCallId: 'x', toolName: 't' }),
+        ).rejects.toThrow(/already has an execution for tool call x/);
+        await store.appendMessage({ conversationId: c.id, role: 'user', content: 'after the refusal' });
+      });
+      expect(await store.listMessages(c.id)).toHaveLength(1);
+      expect(await store.listToolExecutions({ turnId: turn.id })).toHaveLength(1);
+    } finally {
+      await store.close();
+      await dropPgTestSchema(schema);
+    }
   });
 });
 
-describe('postgres unreachable', () => {
-  it('an unreachable server is a retryable StoreError naming host and port', async () => {
-    const error = await PostgresStore.open('postgres://postgres@127.0.0.1:1/turnkit', {
-      connectionTimeoutMillis: 2_000,
-    }).catch((e) => e);
+it('postgres: an unreachable server (port 1) is a retryable StoreError naming host, port and the fix', async () => {
+  const started = Date.now();
+  const error = await PostgresStore.open('postgres://postgres:secret@127.0.0.1:1/turnkit', {
+    pool: { connectionTimeoutMillis: 2_000 },
+  }).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(StoreError);
+  expect((error as Error).message).toContain('127.0.0.1:1');
+  expect((error as Error).message).toMatch(
+    /unreachable.*start the server, or fix the host and port in TURNKIT_DATABASE_URL/,
+  );
+  expect((error as Error).message).not.toContain('secret');
+  expect((error as StoreError).retryable).toBe(true);
+  expect(Date.now() - started).toBeLessThan(5_000);
+});
+
+describePostgres('postgres connection errors', () => {
+  it('a missing database is a StoreError saying how to create it', async () => {
+    const url = new URL(pgTestUrl());
+    url.pathname = '/turnkit_does_not_exist';
+    const error = await PostgresStore.open(url.toString()).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StoreError);
-    expect(error.message).toContain('127.0.0.1:1');
-    expect(error.retryable).toBe(true);
+    expect((error as Error).message).toMatch(/database "turnkit_does_not_exist" does not exist.*createdb/);
   });
 });

@@ -1,216 +1,248 @@
 /**
- * The relational schema (spec §2.8) and the column mapping of each table. One schema serves
- * SQLite and PostgreSQL: JSON documents are stored as text, times as ISO-8601 UTC text (which
- * sorts chronologically), so both backends run the same SQL.
+ * The relational schema (spec §2.8) and the column mapping of every table, shared by the
+ * SQLite and PostgreSQL backends. Tables keep TurnKit's names with a `turnkit_` prefix and
+ * snake_case columns. Column types come from the dialect: JSON documents are TEXT in SQLite
+ * and jsonb in PostgreSQL, times ISO-8601 TEXT (which sorts chronologically) in SQLite and
+ * timestamptz in PostgreSQL, cost REAL in SQLite and numeric(14,6) in PostgreSQL.
  */
+
+/** How a column is encoded on the way in and decoded on the way out. */
+export type ColumnKind = 'text' | 'int' | 'json' | 'time' | 'cost';
+
+/** The column types of one SQL dialect. */
+export interface DialectTypes {
+  text: string;
+  int: string;
+  json: string;
+  time: string;
+  cost: string;
+}
 
 export interface Migration {
   version: number;
   name: string;
-  statements: string[];
+  statements(types: DialectTypes): string[];
 }
 
+/**
+ * Versioned migrations, applied in order on open inside one transaction that holds the
+ * migration lock (see migrate.ts). Never edit a released migration: add a new version.
+ */
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: 'turnkit 0.6 data model',
-    statements: [
+    statements: (t) => [
       `CREATE TABLE turnkit_conversations (
-        id TEXT PRIMARY KEY,
-        agent_name TEXT NOT NULL,
-        model TEXT,
-        subject TEXT,
-        metadata TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL)`,
+        id ${t.text} PRIMARY KEY,
+        agent_name ${t.text} NOT NULL,
+        model ${t.text},
+        subject ${t.json},
+        metadata ${t.json} NOT NULL,
+        created_at ${t.time} NOT NULL,
+        updated_at ${t.time} NOT NULL)`,
       `CREATE TABLE turnkit_messages (
-        id TEXT PRIMARY KEY,
-        conversation_id TEXT NOT NULL REFERENCES turnkit_conversations(id),
-        turn_id TEXT,
-        role TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        sequence INTEGER NOT NULL,
-        content TEXT NOT NULL,
-        tool_execution_id TEXT,
-        provider_message_id TEXT,
-        metadata TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        UNIQUE (conversation_id, sequence))`,
+        id ${t.text} PRIMARY KEY,
+        conversation_id ${t.text} NOT NULL REFERENCES turnkit_conversations (id),
+        turn_id ${t.text},
+        role ${t.text} NOT NULL,
+        kind ${t.text} NOT NULL,
+        sequence ${t.int} NOT NULL CHECK (sequence > 0),
+        content ${t.json} NOT NULL,
+        tool_execution_id ${t.text},
+        provider_message_id ${t.text},
+        metadata ${t.json} NOT NULL,
+        created_at ${t.time} NOT NULL)`,
+      `CREATE UNIQUE INDEX turnkit_messages_conversation_sequence ON turnkit_messages (conversation_id, sequence)`,
       `CREATE INDEX turnkit_messages_conversation_turn ON turnkit_messages (conversation_id, turn_id)`,
       `CREATE INDEX turnkit_messages_turn ON turnkit_messages (turn_id)`,
       `CREATE INDEX turnkit_messages_tool_execution ON turnkit_messages (tool_execution_id)`,
       `CREATE TABLE turnkit_turns (
-        id TEXT PRIMARY KEY,
-        conversation_id TEXT NOT NULL REFERENCES turnkit_conversations(id),
-        agent_name TEXT NOT NULL,
-        parent_turn_id TEXT,
-        parent_tool_execution_id TEXT,
-        root_turn_id TEXT NOT NULL,
-        context_message_sequence INTEGER NOT NULL,
-        status TEXT NOT NULL,
-        model TEXT,
-        options TEXT NOT NULL,
-        usage TEXT,
-        cost DOUBLE PRECISION NOT NULL DEFAULT 0,
-        error TEXT,
-        output_text TEXT,
-        output_data TEXT,
-        submitted_at TEXT,
-        claim_token TEXT,
-        started_at TEXT,
-        heartbeat_at TEXT,
-        completed_at TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL)`,
+        id ${t.text} PRIMARY KEY,
+        conversation_id ${t.text} NOT NULL REFERENCES turnkit_conversations (id),
+        agent_name ${t.text} NOT NULL,
+        parent_turn_id ${t.text},
+        parent_tool_execution_id ${t.text},
+        root_turn_id ${t.text} NOT NULL,
+        context_message_sequence ${t.int} NOT NULL DEFAULT 0,
+        status ${t.text} NOT NULL,
+        model ${t.text},
+        options ${t.json} NOT NULL,
+        usage ${t.json},
+        cost ${t.cost} NOT NULL DEFAULT 0,
+        error ${t.json},
+        output_text ${t.text},
+        output_data ${t.json},
+        submitted_at ${t.time},
+        claim_token ${t.text},
+        started_at ${t.time},
+        heartbeat_at ${t.time},
+        completed_at ${t.time},
+        created_at ${t.time} NOT NULL,
+        updated_at ${t.time} NOT NULL)`,
       `CREATE INDEX turnkit_turns_conversation ON turnkit_turns (conversation_id)`,
       `CREATE INDEX turnkit_turns_root ON turnkit_turns (root_turn_id)`,
-      `CREATE INDEX turnkit_turns_parent_execution ON turnkit_turns (parent_tool_execution_id)`,
+      `CREATE INDEX turnkit_turns_parent ON turnkit_turns (parent_turn_id)`,
+      `CREATE INDEX turnkit_turns_parent_tool_execution ON turnkit_turns (parent_tool_execution_id)`,
       `CREATE INDEX turnkit_turns_heartbeat ON turnkit_turns (status, heartbeat_at)`,
       `CREATE INDEX turnkit_turns_maintenance ON turnkit_turns (status, submitted_at, updated_at)`,
       `CREATE TABLE turnkit_tool_executions (
-        id TEXT PRIMARY KEY,
-        turn_id TEXT NOT NULL REFERENCES turnkit_turns(id),
-        tool_call_id TEXT NOT NULL,
-        tool_name TEXT NOT NULL,
-        arguments TEXT NOT NULL,
-        status TEXT NOT NULL,
-        result TEXT,
-        error TEXT,
-        started_at TEXT,
-        completed_at TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        UNIQUE (turn_id, tool_call_id))`,
+        id ${t.text} PRIMARY KEY,
+        turn_id ${t.text} NOT NULL REFERENCES turnkit_turns (id),
+        tool_call_id ${t.text} NOT NULL,
+        tool_name ${t.text} NOT NULL,
+        arguments ${t.json} NOT NULL,
+        status ${t.text} NOT NULL,
+        result ${t.json},
+        error ${t.json},
+        started_at ${t.time},
+        completed_at ${t.time},
+        created_at ${t.time} NOT NULL,
+        updated_at ${t.time} NOT NULL)`,
+      `CREATE UNIQUE INDEX turnkit_tool_executions_call ON turnkit_tool_executions (turn_id, tool_call_id)`,
       `CREATE INDEX turnkit_tool_executions_status ON turnkit_tool_executions (turn_id, status)`,
       `CREATE TABLE turnkit_deliveries (
-        id TEXT PRIMARY KEY,
-        source_conversation_id TEXT,
-        destination_conversation_id TEXT NOT NULL,
-        source_turn_id TEXT,
-        key TEXT NOT NULL UNIQUE,
-        payload TEXT NOT NULL,
-        message_id TEXT,
-        delivered_at TEXT,
-        created_at TEXT NOT NULL)`,
+        id ${t.text} PRIMARY KEY,
+        source_conversation_id ${t.text},
+        destination_conversation_id ${t.text} NOT NULL,
+        source_turn_id ${t.text},
+        key ${t.text} NOT NULL,
+        payload ${t.json} NOT NULL,
+        message_id ${t.text},
+        delivered_at ${t.time},
+        created_at ${t.time} NOT NULL)`,
+      `CREATE UNIQUE INDEX turnkit_deliveries_key ON turnkit_deliveries (key)`,
       `CREATE INDEX turnkit_deliveries_source ON turnkit_deliveries (source_conversation_id, created_at)`,
       `CREATE INDEX turnkit_deliveries_destination ON turnkit_deliveries (destination_conversation_id, delivered_at)`,
       `CREATE INDEX turnkit_deliveries_pending ON turnkit_deliveries (delivered_at, created_at)`,
       `CREATE TABLE turnkit_waits (
-        turn_id TEXT NOT NULL,
-        target_turn_id TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (turn_id, target_turn_id))`,
+        turn_id ${t.text} NOT NULL,
+        target_turn_id ${t.text} NOT NULL,
+        created_at ${t.time} NOT NULL)`,
+      `CREATE UNIQUE INDEX turnkit_waits_edge ON turnkit_waits (turn_id, target_turn_id)`,
       `CREATE INDEX turnkit_waits_target ON turnkit_waits (target_turn_id)`,
       `CREATE TABLE turnkit_events (
-        turn_id TEXT NOT NULL,
-        sequence INTEGER NOT NULL,
-        conversation_id TEXT NOT NULL,
-        type TEXT NOT NULL,
-        payload TEXT NOT NULL,
-        created_at TEXT NOT NULL,
+        turn_id ${t.text} NOT NULL,
+        sequence ${t.int} NOT NULL CHECK (sequence > 0),
+        type ${t.text} NOT NULL,
+        conversation_id ${t.text} NOT NULL,
+        payload ${t.json} NOT NULL,
+        created_at ${t.time} NOT NULL,
         PRIMARY KEY (turn_id, sequence))`,
     ],
   },
 ];
 
+export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
+
+export interface Column {
+  field: string;
+  column: string;
+  kind: ColumnKind;
+}
+
 export interface TableSpec {
   table: string;
-  /** camelCase field → snake_case column. */
-  columns: Record<string, string>;
-  json: ReadonlySet<string>;
+  /** How errors name a row of this table ("turn", "tool execution", …). */
+  noun: string;
+  columns: readonly Column[];
+  byField: ReadonlyMap<string, Column>;
 }
 
-function spec(table: string, fields: string[], json: string[]): TableSpec {
-  const snake = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-  return { table, columns: Object.fromEntries(fields.map((f) => [f, snake(f)])), json: new Set(json) };
+const snake = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+function spec(table: string, noun: string, fields: Record<string, ColumnKind>): TableSpec {
+  const columns = Object.entries(fields).map(([field, kind]) => ({ field, column: snake(field), kind }));
+  return { table, noun, columns, byField: new Map(columns.map((c) => [c.field, c])) };
 }
 
-export const CONVERSATIONS = spec(
-  'turnkit_conversations',
-  ['id', 'agentName', 'model', 'subject', 'metadata', 'createdAt', 'updatedAt'],
-  ['subject', 'metadata'],
-);
-export const MESSAGES = spec(
-  'turnkit_messages',
-  [
-    'id',
-    'conversationId',
-    'turnId',
-    'role',
-    'kind',
-    'sequence',
-    'content',
-    'toolExecutionId',
-    'providerMessageId',
-    'metadata',
-    'createdAt',
-  ],
-  ['content', 'metadata'],
-);
-export const TURNS = spec(
-  'turnkit_turns',
-  [
-    'id',
-    'conversationId',
-    'agentName',
-    'parentTurnId',
-    'parentToolExecutionId',
-    'rootTurnId',
-    'contextMessageSequence',
-    'status',
-    'model',
-    'options',
-    'usage',
-    'cost',
-    'error',
-    'outputText',
-    'outputData',
-    'submittedAt',
-    'claimToken',
-    'startedAt',
-    'heartbeatAt',
-    'completedAt',
-    'createdAt',
-    'updatedAt',
-  ],
-  ['options', 'usage', 'error', 'outputData'],
-);
-export const TOOL_EXECUTIONS = spec(
-  'turnkit_tool_executions',
-  [
-    'id',
-    'turnId',
-    'toolCallId',
-    'toolName',
-    'arguments',
-    'status',
-    'result',
-    'error',
-    'startedAt',
-    'completedAt',
-    'createdAt',
-    'updatedAt',
-  ],
-  ['arguments', 'result', 'error'],
-);
-export const DELIVERIES = spec(
-  'turnkit_deliveries',
-  [
-    'id',
-    'sourceConversationId',
-    'destinationConversationId',
-    'sourceTurnId',
-    'key',
-    'payload',
-    'messageId',
-    'deliveredAt',
-    'createdAt',
-  ],
-  ['payload'],
-);
-export const WAITS = spec('turnkit_waits', ['turnId', 'targetTurnId', 'createdAt'], []);
-export const EVENTS = spec(
-  'turnkit_events',
-  ['turnId', 'sequence', 'conversationId', 'type', 'payload', 'createdAt'],
-  ['payload'],
-);
+export const CONVERSATIONS = spec('turnkit_conversations', 'conversation', {
+  id: 'text',
+  agentName: 'text',
+  model: 'text',
+  subject: 'json',
+  metadata: 'json',
+  createdAt: 'time',
+  updatedAt: 'time',
+});
+
+export const MESSAGES = spec('turnkit_messages', 'message', {
+  id: 'text',
+  conversationId: 'text',
+  turnId: 'text',
+  role: 'text',
+  kind: 'text',
+  sequence: 'int',
+  content: 'json',
+  toolExecutionId: 'text',
+  providerMessageId: 'text',
+  metadata: 'json',
+  createdAt: 'time',
+});
+
+export const TURNS = spec('turnkit_turns', 'turn', {
+  id: 'text',
+  conversationId: 'text',
+  agentName: 'text',
+  parentTurnId: 'text',
+  parentToolExecutionId: 'text',
+  rootTurnId: 'text',
+  contextMessageSequence: 'int',
+  status: 'text',
+  model: 'text',
+  options: 'json',
+  usage: 'json',
+  cost: 'cost',
+  error: 'json',
+  outputText: 'text',
+  outputData: 'json',
+  submittedAt: 'time',
+  claimToken: 'text',
+  startedAt: 'time',
+  heartbeatAt: 'time',
+  completedAt: 'time',
+  createdAt: 'time',
+  updatedAt: 'time',
+});
+
+export const TOOL_EXECUTIONS = spec('turnkit_tool_executions', 'tool execution', {
+  id: 'text',
+  turnId: 'text',
+  toolCallId: 'text',
+  toolName: 'text',
+  arguments: 'json',
+  status: 'text',
+  result: 'json',
+  error: 'json',
+  startedAt: 'time',
+  completedAt: 'time',
+  createdAt: 'time',
+  updatedAt: 'time',
+});
+
+export const DELIVERIES = spec('turnkit_deliveries', 'delivery', {
+  id: 'text',
+  sourceConversationId: 'text',
+  destinationConversationId: 'text',
+  sourceTurnId: 'text',
+  key: 'text',
+  payload: 'json',
+  messageId: 'text',
+  deliveredAt: 'time',
+  createdAt: 'time',
+});
+
+export const WAITS = spec('turnkit_waits', 'wait', {
+  turnId: 'text',
+  targetTurnId: 'text',
+  createdAt: 'time',
+});
+
+export const EVENTS = spec('turnkit_events', 'event', {
+  turnId: 'text',
+  sequence: 'int',
+  type: 'text',
+  conversationId: 'text',
+  payload: 'json',
+  createdAt: 'time',
+});

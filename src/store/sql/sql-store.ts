@@ -1,20 +1,35 @@
 /**
- * The store contract over SQL, shared by the SQLite, memory and PostgreSQL backends. A
- * driver supplies connections, transactions and named locks; everything else is here once.
+ * The store contract over SQL, once, for SQLite and PostgreSQL. A driver (driver.ts) supplies
+ * the dialect, connections, transactions and named locks; every rule about rows lives here,
+ * and every rule about defaults and validation lives in records.ts.
+ *
+ * Transactions. `atomic` and `atomicGraph` open a transaction on one connection and keep it
+ * in an AsyncLocalStorage context, so every store call made along the block's async call
+ * chain — nested `atomic` blocks included, on any conversation — joins that transaction and
+ * takes its further locks inside it. An error escaping the outermost block rolls back
+ * everything it wrote; nested blocks do not roll back on their own. Store calls inside one
+ * transaction are serialized (a `Promise.all` inside a block cannot interleave two
+ * multi-statement operations on the connection). A write outside any block is its own short
+ * transaction (or, where the driver allows it, one autocommit statement that is atomic by
+ * itself). Reads outside a block see committed rows only.
+ *
+ * Lock order, everywhere: graph → root conversation → own conversation. `appendMessage`
+ * takes its conversation's lock itself (inside the caller's transaction, or in its own).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { RecordNotFound, StoreError, ToolError, TurnKitError } from '../../errors.js';
+import { ArgumentError, RecordNotFound, StoreError, ToolError, TurnKitError } from '../../errors.js';
+import { reconcileStaleTurns } from '../maintenance.js';
 import {
+  assertToolExecutionStatus,
   buildConversation,
   buildDelivery,
   buildMessage,
   buildToolExecution,
   buildTurn,
-  consumedThrough,
-  jsonCopy,
   matchExistingDelivery,
   nowIso,
   splitClaim,
+  validateConversationUpdate,
   validateDeliveryUpdate,
   validateToolExecutionUpdate,
   validateTurnUpdate,
@@ -23,6 +38,7 @@ import type {
   ClaimToolExecutionOptions,
   ClaimTurnOptions,
   ConversationRecord,
+  ConversationUpdate,
   DeliveryRecord,
   DeliveryUpdate,
   EventRecord,
@@ -46,179 +62,330 @@ import type {
   TurnUpdate,
   WaitRecord,
 } from '../types.js';
-import type { TableSpec } from './schema.js';
+import type { LockKey, Row, SqlConnection, SqlDriver } from './driver.js';
+import type { Column, TableSpec } from './schema.js';
 import { CONVERSATIONS, DELIVERIES, EVENTS, MESSAGES, TOOL_EXECUTIONS, TURNS, WAITS } from './schema.js';
 
-export type Row = Record<string, unknown>;
-
-export interface SqlConnection {
-  /** Runs one statement with `?` placeholders and returns its rows. */
-  all(sql: string, params: readonly unknown[]): Promise<Row[]>;
-}
-
-export interface SqlDriver {
-  readonly backend: StoreBackend;
-  /** Runs `fn` in a new transaction on one connection; commits, or rolls back on error. */
-  transaction<T>(fn: (connection: SqlConnection) => Promise<T>): Promise<T>;
-  /** Serializes on `key` until the current transaction ends. */
-  lock(connection: SqlConnection, key: string): Promise<void>;
-  /** One statement outside any transaction. */
-  query(sql: string, params: readonly unknown[]): Promise<Row[]>;
-  /** Translates driver errors into StoreErrors a user can act on. */
-  describeError(error: unknown): unknown;
-  close(): Promise<void>;
-}
-
+/** One open transaction: its connection, the locks it holds, the queue of its operations. */
 interface TxContext {
   connection: SqlConnection;
-  locked: Set<string>;
+  locked: Set<LockKey>;
+  tail: Promise<void>;
+  /** Set when the transaction ended; stray async work that kept the context must not use it. */
+  closed: boolean;
 }
 
-function toRow(spec: TableSpec, record: object): Row {
-  const row: Row = {};
-  for (const [field, column] of Object.entries(spec.columns)) {
-    const value = (record as Record<string, unknown>)[field];
-    row[column] =
-      value === undefined
-        ? null
-        : spec.json.has(field)
-          ? value === null
-            ? null
-            : JSON.stringify(value)
-          : value;
+const LANE_STATUSES: readonly TurnStatus[] = ['pending', 'waiting', 'running'];
+const EVENT_SEQUENCE_ATTEMPTS = 50;
+
+function encode(column: Column, value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  switch (column.kind) {
+    case 'json':
+      return JSON.stringify(value);
+    case 'time': {
+      const time = typeof value === 'string' || value instanceof Date ? new Date(value) : new Date(NaN);
+      if (Number.isNaN(time.getTime())) {
+        throw new ArgumentError(`${column.field} must be an ISO-8601 time, got ${JSON.stringify(value)}`);
+      }
+      return time.toISOString();
+    }
+    case 'int':
+    case 'cost':
+      if (typeof value !== 'number' || !Number.isFinite(value)) {
+        throw new ArgumentError(`${column.field} must be a finite number, got ${JSON.stringify(value)}`);
+      }
+      return value;
+    case 'text':
+      if (typeof value !== 'string') {
+        throw new ArgumentError(`${column.field} must be a string, got ${JSON.stringify(value)}`);
+      }
+      return value;
   }
-  return row;
+}
+
+function decode(column: Column, value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  switch (column.kind) {
+    case 'json':
+      return typeof value === 'string' ? JSON.parse(value) : value;
+    case 'time':
+      return value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString();
+    case 'int':
+    case 'cost':
+      return Number(value);
+    case 'text':
+      return String(value);
+  }
 }
 
 function fromRow<T>(spec: TableSpec, row: Row): T {
   const record: Record<string, unknown> = {};
-  for (const [field, column] of Object.entries(spec.columns)) {
-    const value = row[column];
-    record[field] = spec.json.has(field)
-      ? value === null || value === undefined
-        ? null
-        : JSON.parse(String(value))
-      : value;
-  }
-  if ('cost' in record) record['cost'] = Number(record['cost'] ?? 0);
-  if ('sequence' in record) record['sequence'] = Number(record['sequence']);
-  if ('contextMessageSequence' in record)
-    record['contextMessageSequence'] = Number(record['contextMessageSequence']);
+  for (const column of spec.columns) record[column.field] = decode(column, row[column.column]);
   return record as T;
 }
 
-const ACTIVE = ['pending', 'waiting', 'running'];
+/** The columns (and encoded values) of the defined keys of `attrs`. */
+function assignments(spec: TableSpec, attrs: object): { columns: Column[]; values: unknown[] } {
+  const columns: Column[] = [];
+  const values: unknown[] = [];
+  for (const [field, value] of Object.entries(attrs)) {
+    if (value === undefined) continue;
+    const column = spec.byField.get(field);
+    if (!column) throw new ArgumentError(`${spec.noun} has no attribute ${field}`);
+    columns.push(column);
+    values.push(encode(column, value));
+  }
+  return { columns, values };
+}
+
+function limitClause(limit: number | undefined): string {
+  if (limit === undefined) return '';
+  if (typeof limit !== 'number' || Number.isNaN(limit)) {
+    throw new ArgumentError(`limit must be a number, got ${JSON.stringify(limit)}`);
+  }
+  return limit === Infinity ? '' : ` LIMIT ${Math.max(0, Math.floor(limit))}`;
+}
+
+const list = <S extends string>(value: S | readonly S[]): readonly S[] =>
+  typeof value === 'string' ? [value as S] : (value as readonly S[]);
+const marks = (values: readonly unknown[]) => values.map(() => '?').join(', ');
 
 export class SqlStore implements Store {
   readonly backend: StoreBackend;
   readonly #driver: SqlDriver;
   readonly #context = new AsyncLocalStorage<TxContext>();
+  /** Which transaction's operation queue the current async chain is running in. */
+  readonly #operation = new AsyncLocalStorage<TxContext>();
+  readonly #autocommit: SqlConnection;
+  #closed = false;
 
-  constructor(driver: SqlDriver) {
+  protected constructor(driver: SqlDriver) {
     this.#driver = driver;
     this.backend = driver.backend;
+    this.#autocommit = { query: (sql, params) => driver.query(sql, params) };
   }
 
-  async #all(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
+  /** The dialect's placeholder for a value of `column`'s kind. */
+  #param(spec: TableSpec, field: string): string {
+    return this.#driver.dialect.param(spec.byField.get(field)!.kind);
+  }
+
+  #current(): TxContext | undefined {
     const context = this.#context.getStore();
+    return context && !context.closed ? context : undefined;
+  }
+
+  #describe(error: unknown): unknown {
+    if (error instanceof TurnKitError) return error;
+    return this.#driver.describeError(error);
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StoreError(`the ${this.backend} store is closed`);
+  }
+
+  /** Runs `fn` as one operation of the transaction: queued behind its other operations. */
+  async #serial<T>(context: TxContext, fn: () => Promise<T>): Promise<T> {
+    if (this.#operation.getStore() === context) return fn();
+    const previous = context.tail;
+    let release!: () => void;
+    context.tail = new Promise<void>((resolve) => (release = resolve));
+    await previous;
     try {
-      return context ? await context.connection.all(sql, params) : await this.#driver.query(sql, params);
-    } catch (error) {
-      throw this.#driver.describeError(error);
+      return await this.#operation.run(context, fn);
+    } finally {
+      release();
     }
   }
 
-  /** Joins the current transaction or opens one, and holds every lock in `keys`. */
-  async #tx<T>(keys: readonly string[], fn: () => Promise<T>): Promise<T> {
-    const current = this.#context.getStore();
-    if (current) {
-      for (const key of keys) {
-        if (current.locked.has(key)) continue;
-        await this.#driver.lock(current.connection, key);
-        current.locked.add(key);
-      }
-      return fn();
+  async #acquire(context: TxContext, keys: readonly LockKey[]): Promise<void> {
+    for (const key of keys) {
+      if (context.locked.has(key)) continue;
+      await this.#driver.lock(context.connection, key);
+      context.locked.add(key);
     }
+  }
+
+  /** Joins the current transaction or opens one; either way holds every lock in `keys`. */
+  async #transaction<T>(keys: readonly LockKey[], fn: (context: TxContext) => Promise<T>): Promise<T> {
+    this.#assertOpen();
+    const current = this.#current();
+    if (current) {
+      await this.#serial(current, () => this.#acquire(current, keys));
+      return fn(current);
+    }
+    let opened: TxContext | undefined;
     try {
       return await this.#driver.transaction((connection) => {
-        const context: TxContext = { connection, locked: new Set() };
+        const context: TxContext = { connection, locked: new Set(), tail: Promise.resolve(), closed: false };
+        opened = context;
         return this.#context.run(context, async () => {
-          for (const key of keys) {
-            await this.#driver.lock(connection, key);
-            context.locked.add(key);
-          }
-          return fn();
+          await this.#serial(context, () => this.#acquire(context, keys));
+          return fn(context);
         });
       });
     } catch (error) {
-      if (error instanceof TurnKitError) throw error;
-      throw this.#driver.describeError(error);
+      throw this.#describe(error);
+    } finally {
+      if (opened) opened.closed = true;
     }
   }
 
-  atomic<T>(conversationId: string | null, fn: () => Promise<T>): Promise<T> {
-    return this.#tx(conversationId ? [`conv:${conversationId}`] : [], fn);
+  /** A read: inside the current transaction when there is one, else on committed rows. */
+  async #read<T>(fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
+    this.#assertOpen();
+    const context = this.#current();
+    try {
+      return context ? await this.#serial(context, () => fn(context.connection)) : await fn(this.#autocommit);
+    } catch (error) {
+      throw this.#describe(error);
+    }
   }
 
-  atomicGraph<T>(fn: () => Promise<T>): Promise<T> {
-    return this.#tx(['graph'], fn);
+  /**
+   * A write. Inside a transaction it takes `keys` and, where a failed statement would abort
+   * the whole transaction, runs in a savepoint so its failure leaves the caller's block
+   * usable. Outside one it opens its own transaction, unless it needs no lock and the driver
+   * runs autocommit writes (each write operation without keys is correct statement by
+   * statement).
+   */
+  async #write<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
+    this.#assertOpen();
+    const context = this.#current();
+    try {
+      if (context) {
+        const nested = this.#operation.getStore() === context;
+        return await this.#serial(context, async () => {
+          await this.#acquire(context, keys);
+          if (nested || !this.#driver.statementErrorsAbortTransaction) return fn(context.connection);
+          await context.connection.query('SAVEPOINT turnkit_write');
+          try {
+            const result = await fn(context.connection);
+            await context.connection.query('RELEASE SAVEPOINT turnkit_write');
+            return result;
+          } catch (error) {
+            await context.connection.query('ROLLBACK TO SAVEPOINT turnkit_write');
+            await context.connection.query('RELEASE SAVEPOINT turnkit_write');
+            throw error;
+          }
+        });
+      }
+      if (keys.length === 0 && this.#driver.autocommitWrites) return await fn(this.#autocommit);
+      return await this.#transaction(keys, (opened) => this.#serial(opened, () => fn(opened.connection)));
+    } catch (error) {
+      throw this.#describe(error);
+    }
   }
 
-  async #insert(spec: TableSpec, record: object): Promise<void> {
-    const row = toRow(spec, record);
-    const columns = Object.keys(row);
-    await this.#all(
-      `INSERT INTO ${spec.table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
-      Object.values(row),
-    );
+  async atomic<T>(conversationId: string | null, fn: () => Promise<T>): Promise<T> {
+    return this.#transaction(conversationId === null ? [] : [`conv:${conversationId}`], () => fn());
   }
 
-  async #one<T>(spec: TableSpec, name: string, id: string): Promise<T> {
-    const [row] = await this.#all(`SELECT * FROM ${spec.table} WHERE id = ?`, [id]);
-    if (!row) throw new RecordNotFound(name, id);
+  async atomicGraph<T>(fn: () => Promise<T>): Promise<T> {
+    return this.#transaction(['graph'], () => fn());
+  }
+
+  // Shared statements
+
+  /** INSERT … RETURNING *; with `parent`, only when that row exists (else RecordNotFound). */
+  async #insert<T>(
+    connection: SqlConnection,
+    spec: TableSpec,
+    record: object,
+    parent?: { spec: TableSpec; id: string; extra?: { column: string; sql: string; params: unknown[] } },
+  ): Promise<T> {
+    const { columns, values } = assignments(spec, record);
+    const names = columns.map((c) => c.column);
+    const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
+    const params = [...values];
+    if (parent?.extra) {
+      names.push(parent.extra.column);
+      placeholders.push(parent.extra.sql);
+      params.push(...parent.extra.params);
+    }
+    let sql = `INSERT INTO ${spec.table} (${names.join(', ')}) `;
+    if (parent) {
+      sql += `SELECT ${placeholders.join(', ')} WHERE EXISTS (SELECT 1 FROM ${parent.spec.table} WHERE id = ?)`;
+      params.push(parent.id);
+    } else {
+      sql += `VALUES (${placeholders.join(', ')})`;
+    }
+    let rows: Row[];
+    try {
+      rows = await connection.query(`${sql} RETURNING *`, params);
+    } catch (error) {
+      if (this.#driver.isUniqueViolation(error)) throw this.#duplicate(spec, record, error);
+      throw error;
+    }
+    if (!rows[0]) throw new RecordNotFound(parent!.spec.noun, parent!.id);
+    return fromRow<T>(spec, rows[0]);
+  }
+
+  #duplicate(spec: TableSpec, record: object, cause: unknown): StoreError {
+    const r = record as Record<string, unknown>;
+    if (spec === TOOL_EXECUTIONS) {
+      return new StoreError(`turn ${r['turnId']} already has an execution for tool call ${r['toolCallId']}`, {
+        cause,
+      });
+    }
+    if (spec === MESSAGES) {
+      return new StoreError(`conversation ${r['conversationId']} already has a message with that sequence`, {
+        cause,
+      });
+    }
+    return new StoreError(`${spec.noun} ${String(r['id'])} already exists`, { cause });
+  }
+
+  async #load<T>(spec: TableSpec, id: string): Promise<T> {
+    const [row] = await this.#read((c) => c.query(`SELECT * FROM ${spec.table} WHERE id = ?`, [id]));
+    if (!row) throw new RecordNotFound(spec.noun, id);
     return fromRow<T>(spec, row);
   }
 
-  /** UPDATE … SET attrs WHERE id = ? [AND extra] RETURNING *; null when nothing matched. */
+  /** UPDATE … SET attrs WHERE id = ? [AND status IN (…)] RETURNING *; null when nothing matched. */
   async #update<T>(
+    connection: SqlConnection,
     spec: TableSpec,
     id: string,
-    attrs: Record<string, unknown>,
-    where = '',
-    whereParams: unknown[] = [],
-  ) {
-    const row = toRow(
-      { ...spec, columns: Object.fromEntries(Object.keys(attrs).map((k) => [k, spec.columns[k]!])) },
-      attrs,
-    );
-    const sets = Object.keys(row).map((column) => `${column} = ?`);
-    const rows = await this.#all(
-      `UPDATE ${spec.table} SET ${sets.join(', ')} WHERE id = ?${where ? ` AND ${where}` : ''} RETURNING *`,
-      [...Object.values(row), id, ...whereParams],
+    attrs: object,
+    statuses?: readonly string[],
+  ): Promise<T | null> {
+    const { columns, values } = assignments(spec, attrs);
+    if (columns.length === 0) {
+      const [row] = await connection.query(`SELECT * FROM ${spec.table} WHERE id = ?`, [id]);
+      return row ? fromRow<T>(spec, row) : null;
+    }
+    const sets = columns.map((c) => `${c.column} = ${this.#driver.dialect.param(c.kind)}`);
+    const where = statuses ? ` AND status IN (${marks(statuses)})` : '';
+    const rows = await connection.query(
+      `UPDATE ${spec.table} SET ${sets.join(', ')} WHERE id = ?${where} RETURNING *`,
+      [...values, id, ...(statuses ?? [])],
     );
     return rows[0] ? fromRow<T>(spec, rows[0]) : null;
+  }
+
+  async #exists(connection: SqlConnection, spec: TableSpec, id: string): Promise<boolean> {
+    return (await connection.query(`SELECT 1 AS found FROM ${spec.table} WHERE id = ?`, [id])).length > 0;
   }
 
   // Conversations
 
   async createConversation(attrs: NewConversation): Promise<ConversationRecord> {
     const record = buildConversation(attrs);
-    await this.#insert(CONVERSATIONS, record);
-    return record;
+    return this.#write([], (c) => this.#insert(c, CONVERSATIONS, record));
   }
 
-  loadConversation(id: string): Promise<ConversationRecord> {
-    return this.#one(CONVERSATIONS, 'conversation', id);
+  async loadConversation(id: string): Promise<ConversationRecord> {
+    return this.#load(CONVERSATIONS, id);
   }
 
-  async updateConversation(
-    id: string,
-    attrs: { metadata?: JsonObject; model?: string | null },
-  ): Promise<ConversationRecord> {
-    const updated = await this.#update<ConversationRecord>(CONVERSATIONS, id, {
-      ...jsonCopy(attrs),
-      updatedAt: nowIso(),
-    });
+  async updateConversation(id: string, attrs: ConversationUpdate): Promise<ConversationRecord> {
+    validateConversationUpdate(attrs);
+    const changes = { ...attrs, updatedAt: nowIso() };
+    const updated = await this.#write([], (c) =>
+      this.#update<ConversationRecord>(c, CONVERSATIONS, id, changes),
+    );
     if (!updated) throw new RecordNotFound('conversation', id);
     return updated;
   }
@@ -226,9 +393,10 @@ export class SqlStore implements Store {
   // Messages
 
   async latestMessageSequence(conversationId: string): Promise<number> {
-    const [row] = await this.#all(
-      `SELECT MAX(sequence) AS latest FROM turnkit_messages WHERE conversation_id = ?`,
-      [conversationId],
+    const [row] = await this.#read((c) =>
+      c.query(`SELECT MAX(sequence) AS latest FROM turnkit_messages WHERE conversation_id = ?`, [
+        conversationId,
+      ]),
     );
     return Number(row?.['latest'] ?? 0);
   }
@@ -239,39 +407,49 @@ export class SqlStore implements Store {
 
   async appendMessage(attrs: NewMessage): Promise<MessageRecord> {
     const built = buildMessage(attrs);
-    // The sequence is allocated under the conversation lock; the unique index is the backstop.
-    return this.atomic(attrs.conversationId, async () => {
-      await this.loadConversation(attrs.conversationId);
-      const record: MessageRecord = {
-        ...built,
-        sequence: await this.nextMessageSequence(attrs.conversationId),
-      };
-      await this.#insert(MESSAGES, record);
-      return record;
-    });
+    // Allocated under the conversation lock (taken here even outside atomic); the unique
+    // (conversation_id, sequence) index is the backstop.
+    return this.#write([`conv:${attrs.conversationId}`], (c) =>
+      this.#insert<MessageRecord>(c, MESSAGES, built, {
+        spec: CONVERSATIONS,
+        id: attrs.conversationId,
+        extra: {
+          column: 'sequence',
+          sql: `(SELECT COALESCE(MAX(sequence), 0) + 1 FROM turnkit_messages WHERE conversation_id = ?)`,
+          params: [attrs.conversationId],
+        },
+      }),
+    );
   }
 
-  loadMessage(id: string): Promise<MessageRecord> {
-    return this.#one(MESSAGES, 'message', id);
+  async loadMessage(id: string): Promise<MessageRecord> {
+    return this.#load(MESSAGES, id);
   }
 
   async listMessages(conversationId: string, options: ListMessagesOptions = {}): Promise<MessageRecord[]> {
     const where = ['conversation_id = ?'];
     const params: unknown[] = [conversationId];
     if (options.throughSequence !== undefined) {
-      where.push(options.turnId ? '(sequence <= ? OR turn_id = ?)' : 'sequence <= ?');
-      params.push(options.throughSequence, ...(options.turnId ? [options.turnId] : []));
-    } else if (options.turnId) {
+      if (options.turnId !== undefined) {
+        where.push('(sequence <= ? OR turn_id = ?)');
+        params.push(options.throughSequence, options.turnId);
+      } else {
+        where.push('sequence <= ?');
+        params.push(options.throughSequence);
+      }
+    } else if (options.turnId !== undefined) {
       where.push('turn_id = ?');
       params.push(options.turnId);
     }
-    if (options.toolExecutionId) {
+    if (options.toolExecutionId !== undefined) {
       where.push('tool_execution_id = ?');
       params.push(options.toolExecutionId);
     }
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id`,
-      params,
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id`,
+        params,
+      ),
     );
     return rows.map((row) => fromRow<MessageRecord>(MESSAGES, row));
   }
@@ -280,22 +458,24 @@ export class SqlStore implements Store {
 
   async createTurn(attrs: NewTurn): Promise<TurnRecord> {
     const record = buildTurn(attrs);
-    await this.loadConversation(record.conversationId);
-    await this.#insert(TURNS, record);
-    return record;
+    return this.#write([], (c) =>
+      this.#insert<TurnRecord>(c, TURNS, record, { spec: CONVERSATIONS, id: record.conversationId }),
+    );
   }
 
-  loadTurn(id: string): Promise<TurnRecord> {
-    return this.#one(TURNS, 'turn', id);
+  async loadTurn(id: string): Promise<TurnRecord> {
+    return this.#load(TURNS, id);
   }
 
   async updateTurn(id: string, attrs: TurnUpdate): Promise<TurnRecord> {
     validateTurnUpdate(attrs);
-    const updated = await this.#update<TurnRecord>(TURNS, id, { ...jsonCopy(attrs), updatedAt: nowIso() });
+    const changes = { ...attrs, updatedAt: nowIso() };
+    const updated = await this.#write([], (c) => this.#update<TurnRecord>(c, TURNS, id, changes));
     if (!updated) throw new RecordNotFound('turn', id);
     return updated;
   }
 
+  /** True compare-and-set: UPDATE … WHERE id = ? AND status IN (from) RETURNING *. */
   async claimTurn(id: string, options?: ClaimTurnOptions): Promise<TurnRecord | null> {
     const { from, to, attrs } = splitClaim<TurnStatus, TurnUpdate>(options, {
       from: 'pending',
@@ -303,135 +483,139 @@ export class SqlStore implements Store {
     });
     validateTurnUpdate({ ...attrs, status: to });
     for (const status of from) validateTurnUpdate({ status });
-    const claimed = await this.#update<TurnRecord>(
-      TURNS,
-      id,
-      { ...jsonCopy(attrs), status: to, updatedAt: nowIso() },
-      `status IN (${from.map(() => '?').join(', ')})`,
-      [...from],
-    );
-    if (!claimed) await this.loadTurn(id);
-    return claimed;
+    const changes = { ...attrs, status: to, updatedAt: nowIso() };
+    return this.#write([], async (c) => {
+      const claimed = await this.#update<TurnRecord>(c, TURNS, id, changes, from);
+      if (!claimed && !(await this.#exists(c, TURNS, id))) throw new RecordNotFound('turn', id);
+      return claimed;
+    });
+  }
+
+  async #listTurns(where: string[], params: unknown[], order: string, limit?: number): Promise<TurnRecord[]> {
+    const clause = where.length ? ` WHERE ${where.join(' AND ')}` : '';
+    const sql = `SELECT * FROM turnkit_turns${clause} ORDER BY ${order}${limitClause(limit)}`;
+    const rows = await this.#read((c) => c.query(sql, params));
+    return rows.map((row) => fromRow<TurnRecord>(TURNS, row));
   }
 
   async listTurns(filter: ListTurnsFilter = {}): Promise<TurnRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
-    const eq = (column: string, value: string | undefined) => {
+    const equal = (column: string, value: string | undefined) => {
       if (value === undefined) return;
       where.push(`${column} = ?`);
       params.push(value);
     };
-    eq('root_turn_id', filter.rootTurnId);
-    eq('conversation_id', filter.conversationId);
-    eq('agent_name', filter.agentName);
-    eq('parent_turn_id', filter.parentTurnId);
-    eq('parent_tool_execution_id', filter.parentToolExecutionId);
+    equal('root_turn_id', filter.rootTurnId);
+    equal('conversation_id', filter.conversationId);
+    equal('agent_name', filter.agentName);
+    equal('parent_turn_id', filter.parentTurnId);
+    equal('parent_tool_execution_id', filter.parentToolExecutionId);
     if (filter.status !== undefined) {
-      const statuses = typeof filter.status === 'string' ? [filter.status] : [...filter.status];
-      where.push(`status IN (${statuses.map(() => '?').join(', ')})`);
+      const statuses = list(filter.status);
+      if (statuses.length === 0) return [];
+      where.push(`status IN (${marks(statuses)})`);
       params.push(...statuses);
     }
-    const limit = filter.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(filter.limit))}` : '';
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_turns${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id${limit}`,
-      params,
-    );
-    return rows.map((row) => fromRow<TurnRecord>(TURNS, row));
+    return this.#listTurns(where, params, 'created_at, id', filter.limit);
   }
 
   async listSubmittedTurns(options: { limit?: number } = {}): Promise<TurnRecord[]> {
-    const limit = options.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(options.limit))}` : '';
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_turns WHERE submitted_at IS NOT NULL ORDER BY created_at, id${limit}`,
-    );
-    return rows.map((row) => fromRow<TurnRecord>(TURNS, row));
+    return this.#listTurns(['submitted_at IS NOT NULL'], [], 'created_at, id', options.limit);
   }
 
   async listActionableTurns(options: { limit: number }): Promise<TurnRecord[]> {
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_turns WHERE submitted_at IS NOT NULL AND status IN (?, ?, ?) ORDER BY updated_at, id LIMIT ${Math.max(0, Math.floor(options.limit))}`,
-      ACTIVE,
+    return this.#listTurns(
+      [`submitted_at IS NOT NULL`, `status IN (${marks(LANE_STATUSES)})`],
+      [...LANE_STATUSES],
+      'updated_at, id',
+      options.limit,
     );
-    return rows.map((row) => fromRow<TurnRecord>(TURNS, row));
   }
 
   async listStaleInlineTurns(options: { before: string; limit: number }): Promise<TurnRecord[]> {
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_turns WHERE submitted_at IS NULL AND status IN ('pending', 'running')
-        AND COALESCE(heartbeat_at, started_at, created_at) < ? ORDER BY updated_at, id LIMIT ${Math.max(0, Math.floor(options.limit))}`,
-      [options.before],
+    const before = encode(TURNS.byField.get('createdAt')!, options.before);
+    return this.#listTurns(
+      [
+        'submitted_at IS NULL',
+        `status IN ('pending', 'running')`,
+        `COALESCE(heartbeat_at, started_at, created_at) < ${this.#param(TURNS, 'createdAt')}`,
+      ],
+      [before],
+      'updated_at, id',
+      options.limit,
     );
-    return rows.map((row) => fromRow<TurnRecord>(TURNS, row));
   }
 
+  /** Same answer as maintenance.busyConversation, as one indexed query. */
   async busyConversation(id: string, options: { includePending?: boolean } = {}): Promise<boolean> {
-    const pending = options.includePending ?? true;
-    const rows = await this.#all(
-      `SELECT id FROM turnkit_turns WHERE conversation_id = ? AND (status IN ('running', 'waiting')${
-        pending ? ` OR (status = 'pending' AND submitted_at IS NOT NULL)` : ''
-      }) LIMIT 1`,
-      [id],
+    const pending =
+      (options.includePending ?? true) ? ` OR (status = 'pending' AND submitted_at IS NOT NULL)` : '';
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT 1 AS busy FROM turnkit_turns WHERE conversation_id = ? AND (status IN ('running', 'waiting')${pending}) LIMIT 1`,
+        [id],
+      ),
     );
     return rows.length > 0;
   }
 
+  /**
+   * Same answer as maintenance.nextDeliveryTrigger, without loading the conversation's
+   * history: the newest delivered message above the consumed snapshot, in one query.
+   */
   async nextDeliveryTrigger(conversationId: string): Promise<MessageRecord | null> {
-    const through = consumedThrough(await this.listTurns({ conversationId }));
-    const candidates = (await this.listMessages(conversationId)).filter(
-      (message) => message.sequence > through && typeof message.metadata['delivery_id'] === 'string',
+    const delivered = this.#driver.dialect.jsonHasString('metadata', 'delivery_id');
+    const [row] = await this.#read((c) =>
+      c.query(
+        `SELECT * FROM turnkit_messages WHERE conversation_id = ? AND ${delivered}
+          AND sequence > (SELECT COALESCE(MAX(context_message_sequence), 0) FROM turnkit_turns
+            WHERE conversation_id = ? AND NOT (status = 'pending' AND submitted_at IS NULL))
+          ORDER BY sequence DESC LIMIT 1`,
+        [conversationId, conversationId],
+      ),
     );
-    return candidates.at(-1) ?? null;
+    return row ? fromRow<MessageRecord>(MESSAGES, row) : null;
   }
 
   async reconcileStaleTurns(options: { before: string; limit?: number }): Promise<TurnRecord[]> {
-    const candidates = await this.listStaleInlineTurns({
-      before: options.before,
-      limit: options.limit ?? 100,
-    });
-    const stale: TurnRecord[] = [];
-    for (const candidate of candidates) {
-      const root =
-        candidate.rootTurnId === candidate.id ? candidate : await this.loadTurn(candidate.rootTurnId);
-      const row = await this.atomic(root.conversationId, async () => {
-        const fresh = await this.loadTurn(candidate.id);
-        const anchor = fresh.heartbeatAt ?? fresh.startedAt ?? fresh.createdAt;
-        if (fresh.submittedAt !== null || anchor >= options.before) return null;
-        return this.claimTurn(fresh.id, {
-          from: ['pending', 'running'],
-          to: 'stale',
-          claimToken: null,
-          completedAt: nowIso(),
-        });
-      });
-      if (row) stale.push(row);
-    }
-    return stale;
+    return reconcileStaleTurns(this, options);
   }
 
   // Deliveries
 
+  /** Race-safe insert-or-return: INSERT … ON CONFLICT (key) DO NOTHING, then the existing row. */
   async createDelivery(attrs: NewDelivery): Promise<DeliveryRecord> {
     const record = buildDelivery(attrs);
-    const row = toRow(DELIVERIES, record);
-    const columns = Object.keys(row);
-    const inserted = await this.#all(
-      `INSERT INTO turnkit_deliveries (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})
-        ON CONFLICT (key) DO NOTHING RETURNING *`,
-      Object.values(row),
-    );
-    if (inserted[0]) return fromRow<DeliveryRecord>(DELIVERIES, inserted[0]);
-    const [existing] = await this.#all(`SELECT * FROM turnkit_deliveries WHERE key = ?`, [attrs.key]);
-    return matchExistingDelivery(fromRow<DeliveryRecord>(DELIVERIES, existing!), attrs);
+    const { columns, values } = assignments(DELIVERIES, record);
+    const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
+    return this.#write([], async (c) => {
+      let inserted: Row[];
+      try {
+        inserted = await c.query(
+          `INSERT INTO turnkit_deliveries (${columns.map((col) => col.column).join(', ')})
+            VALUES (${placeholders.join(', ')}) ON CONFLICT (key) DO NOTHING RETURNING *`,
+          values,
+        );
+      } catch (error) {
+        if (this.#driver.isUniqueViolation(error)) throw this.#duplicate(DELIVERIES, record, error);
+        throw error;
+      }
+      if (inserted[0]) return fromRow<DeliveryRecord>(DELIVERIES, inserted[0]);
+      const [existing] = await c.query(`SELECT * FROM turnkit_deliveries WHERE key = ?`, [record.key]);
+      if (!existing) throw new StoreError(`delivery key ${record.key} conflicted but no row holds it`);
+      return matchExistingDelivery(fromRow<DeliveryRecord>(DELIVERIES, existing), attrs);
+    });
   }
 
-  loadDelivery(id: string): Promise<DeliveryRecord> {
-    return this.#one(DELIVERIES, 'delivery', id);
+  async loadDelivery(id: string): Promise<DeliveryRecord> {
+    return this.#load(DELIVERIES, id);
   }
 
   async updateDelivery(id: string, attrs: DeliveryUpdate): Promise<DeliveryRecord> {
     validateDeliveryUpdate(attrs);
-    const updated = await this.#update<DeliveryRecord>(DELIVERIES, id, { ...attrs });
+    const changes = { ...attrs };
+    const updated = await this.#write([], (c) => this.#update<DeliveryRecord>(c, DELIVERIES, id, changes));
     if (!updated) throw new RecordNotFound('delivery', id);
     return updated;
   }
@@ -439,59 +623,61 @@ export class SqlStore implements Store {
   async listDeliveries(filter: ListDeliveriesFilter = {}): Promise<DeliveryRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
-    if (filter.sourceConversationId) {
+    if (filter.sourceConversationId !== undefined) {
       where.push('source_conversation_id = ?');
       params.push(filter.sourceConversationId);
     }
-    if (filter.destinationConversationId) {
+    if (filter.destinationConversationId !== undefined) {
       where.push('destination_conversation_id = ?');
       params.push(filter.destinationConversationId);
     }
     if (filter.pending) where.push('delivered_at IS NULL');
-    const limit = filter.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(filter.limit))}` : '';
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_deliveries${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id${limit}`,
-      params,
-    );
+    const clause = where.length ? ` WHERE ${where.join(' AND ')}` : '';
+    const sql = `SELECT * FROM turnkit_deliveries${clause} ORDER BY created_at, id${limitClause(filter.limit)}`;
+    const rows = await this.#read((c) => c.query(sql, params));
     return rows.map((row) => fromRow<DeliveryRecord>(DELIVERIES, row));
   }
 
   // Waits
 
   async createWait(attrs: { turnId: string; targetTurnId: string }): Promise<WaitRecord> {
-    if (attrs.turnId === attrs.targetTurnId) {
-      throw new ToolError('a turn cannot wait for itself');
-    }
+    if (attrs.turnId === attrs.targetTurnId) throw new ToolError('a turn cannot wait for itself');
     const record: WaitRecord = {
       turnId: attrs.turnId,
       targetTurnId: attrs.targetTurnId,
       createdAt: nowIso(),
     };
-    await this.#all(
-      `INSERT INTO turnkit_waits (turn_id, target_turn_id, created_at) VALUES (?, ?, ?) ON CONFLICT (turn_id, target_turn_id) DO NOTHING`,
-      [record.turnId, record.targetTurnId, record.createdAt],
-    );
-    const [row] = await this.#all(`SELECT * FROM turnkit_waits WHERE turn_id = ? AND target_turn_id = ?`, [
-      attrs.turnId,
-      attrs.targetTurnId,
-    ]);
-    return fromRow<WaitRecord>(WAITS, row!);
+    const { columns, values } = assignments(WAITS, record);
+    const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
+    return this.#write([], async (c) => {
+      const [inserted] = await c.query(
+        `INSERT INTO turnkit_waits (${columns.map((col) => col.column).join(', ')})
+          VALUES (${placeholders.join(', ')}) ON CONFLICT (turn_id, target_turn_id) DO NOTHING RETURNING *`,
+        values,
+      );
+      if (inserted) return fromRow<WaitRecord>(WAITS, inserted);
+      const [existing] = await c.query(
+        `SELECT * FROM turnkit_waits WHERE turn_id = ? AND target_turn_id = ?`,
+        [attrs.turnId, attrs.targetTurnId],
+      );
+      return fromRow<WaitRecord>(WAITS, existing!);
+    });
   }
 
   async listWaits(filter: { turnId?: string; targetTurnId?: string } = {}): Promise<WaitRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
-    if (filter.turnId) {
+    if (filter.turnId !== undefined) {
       where.push('turn_id = ?');
       params.push(filter.turnId);
     }
-    if (filter.targetTurnId) {
+    if (filter.targetTurnId !== undefined) {
       where.push('target_turn_id = ?');
       params.push(filter.targetTurnId);
     }
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_waits${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, turn_id, target_turn_id`,
-      params,
+    const clause = where.length ? ` WHERE ${where.join(' AND ')}` : '';
+    const rows = await this.#read((c) =>
+      c.query(`SELECT * FROM turnkit_waits${clause} ORDER BY created_at, turn_id, target_turn_id`, params),
     );
     return rows.map((row) => fromRow<WaitRecord>(WAITS, row));
   }
@@ -500,30 +686,16 @@ export class SqlStore implements Store {
 
   async createToolExecution(attrs: NewToolExecution): Promise<ToolExecutionRecord> {
     const record = buildToolExecution(attrs);
-    await this.loadTurn(record.turnId);
-    try {
-      await this.#insert(TOOL_EXECUTIONS, record);
-    } catch (error) {
-      if (
-        error instanceof StoreError &&
-        /unique|duplicate/i.test(String((error.cause as Error)?.message ?? error.message))
-      ) {
-        throw new StoreError(
-          `turn ${attrs.turnId} already has an execution for tool call ${attrs.toolCallId}`,
-          {
-            cause: error,
-          },
-        );
-      }
-      throw error;
-    }
-    return record;
+    return this.#write([], (c) =>
+      this.#insert<ToolExecutionRecord>(c, TOOL_EXECUTIONS, record, { spec: TURNS, id: record.turnId }),
+    );
   }
 
-  loadToolExecution(id: string): Promise<ToolExecutionRecord> {
-    return this.#one(TOOL_EXECUTIONS, 'tool execution', id);
+  async loadToolExecution(id: string): Promise<ToolExecutionRecord> {
+    return this.#load(TOOL_EXECUTIONS, id);
   }
 
+  /** True compare-and-set: UPDATE … WHERE id = ? AND status IN (from) RETURNING *. */
   async claimToolExecution(
     id: string,
     options?: ClaimToolExecutionOptions,
@@ -533,51 +705,65 @@ export class SqlStore implements Store {
       to: 'completed',
     });
     validateToolExecutionUpdate(attrs);
-    const claimed = await this.#update<ToolExecutionRecord>(
-      TOOL_EXECUTIONS,
-      id,
-      { ...jsonCopy(attrs), status: to, updatedAt: nowIso() },
-      `status IN (${from.map(() => '?').join(', ')})`,
-      [...from],
-    );
-    if (!claimed) await this.loadToolExecution(id);
-    return claimed;
+    assertToolExecutionStatus(to);
+    for (const status of from) assertToolExecutionStatus(status);
+    const changes = { ...attrs, status: to, updatedAt: nowIso() };
+    return this.#write([], async (c) => {
+      const claimed = await this.#update<ToolExecutionRecord>(c, TOOL_EXECUTIONS, id, changes, from);
+      if (!claimed && !(await this.#exists(c, TOOL_EXECUTIONS, id))) {
+        throw new RecordNotFound('tool execution', id);
+      }
+      return claimed;
+    });
   }
 
   async listToolExecutions(
     filter: { turnId: string } | { turnIds: readonly string[] },
   ): Promise<ToolExecutionRecord[]> {
-    const ids = 'turnId' in filter ? [filter.turnId] : [...filter.turnIds];
+    const ids = 'turnId' in filter ? [filter.turnId] : [...new Set(filter.turnIds)];
     if (ids.length === 0) return [];
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_tool_executions WHERE turn_id IN (${ids.map(() => '?').join(', ')}) ORDER BY created_at, id`,
-      ids,
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT * FROM turnkit_tool_executions WHERE turn_id IN (${marks(ids)}) ORDER BY created_at, id`,
+        ids,
+      ),
     );
     return rows.map((row) => fromRow<ToolExecutionRecord>(TOOL_EXECUTIONS, row));
   }
 
   // Events
 
-  appendEvent(attrs: {
+  /**
+   * The per-turn sequence is computed in the INSERT itself; two writers that pick the same
+   * one collide on the primary key, the loser inserts nothing (ON CONFLICT DO NOTHING) and
+   * tries again with a fresh statement, which sees the winner's row. No lock is held.
+   */
+  async appendEvent(attrs: {
     turnId: string;
     conversationId: string;
     type: string;
     payload?: JsonObject;
   }): Promise<EventRecord> {
-    return this.#tx([`events:${attrs.turnId}`], async () => {
-      const [row] = await this.#all(`SELECT MAX(sequence) AS latest FROM turnkit_events WHERE turn_id = ?`, [
-        attrs.turnId,
-      ]);
-      const record: EventRecord = {
-        turnId: attrs.turnId,
-        sequence: Number(row?.['latest'] ?? 0) + 1,
-        conversationId: attrs.conversationId,
-        type: attrs.type,
-        payload: jsonCopy(attrs.payload ?? {}),
-        createdAt: nowIso(),
-      };
-      await this.#insert(EVENTS, record);
-      return record;
+    const record = {
+      turnId: attrs.turnId,
+      type: attrs.type,
+      conversationId: attrs.conversationId,
+      payload: attrs.payload ?? {},
+      createdAt: nowIso(),
+    };
+    const { columns, values } = assignments(EVENTS, record);
+    const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
+    const sql = `INSERT INTO turnkit_events (${columns.map((c) => c.column).join(', ')}, sequence)
+      SELECT ${placeholders.join(', ')}, COALESCE(MAX(sequence), 0) + 1 FROM turnkit_events WHERE turn_id = ?
+      ON CONFLICT (turn_id, sequence) DO NOTHING RETURNING *`;
+    return this.#write([], async (c) => {
+      for (let attempt = 0; attempt < EVENT_SEQUENCE_ATTEMPTS; attempt++) {
+        const [row] = await c.query(sql, [...values, attrs.turnId]);
+        if (row) return fromRow<EventRecord>(EVENTS, row);
+      }
+      throw new StoreError(`could not allocate an event sequence for turn ${attrs.turnId}: try again`, {
+        retryable: true,
+      });
     });
   }
 
@@ -585,15 +771,18 @@ export class SqlStore implements Store {
     turnId: string,
     options: { afterSequence?: number; limit?: number } = {},
   ): Promise<EventRecord[]> {
-    const limit = options.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(options.limit))}` : '';
-    const rows = await this.#all(
-      `SELECT * FROM turnkit_events WHERE turn_id = ? AND sequence > ? ORDER BY sequence${limit}`,
-      [turnId, options.afterSequence ?? 0],
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT * FROM turnkit_events WHERE turn_id = ? AND sequence > ? ORDER BY sequence${limitClause(options.limit)}`,
+        [turnId, options.afterSequence ?? 0],
+      ),
     );
     return rows.map((row) => fromRow<EventRecord>(EVENTS, row));
   }
 
-  close(): Promise<void> {
-    return this.#driver.close();
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#driver.close();
   }
 }

@@ -1,0 +1,52 @@
+/**
+ * What a SQL backend supplies to the shared implementation (sql-store.ts): a dialect (column
+ * types, casts, one JSON predicate), connections, transactions and named locks. The shared
+ * SQL uses `?` placeholders; a driver whose database wants `$1, $2, …` rewrites them, so the
+ * shared SQL never contains a literal `?` (no jsonb `?` operator, no `?` in string literals).
+ */
+import type { StoreBackend } from '../types.js';
+import type { ColumnKind, DialectTypes } from './schema.js';
+
+export type Row = Record<string, unknown>;
+
+export interface SqlDialect {
+  readonly name: 'sqlite' | 'postgres';
+  readonly types: DialectTypes;
+  /** A placeholder for a value of this kind: `?` in SQLite, `?::jsonb` etc. in PostgreSQL. */
+  param(kind: ColumnKind): string;
+  /** SQL that is true when the JSON object in `column` has a string at top-level `key`. */
+  jsonHasString(column: string, key: string): string;
+}
+
+export interface SqlConnection {
+  /** Runs one statement and returns its rows (none for statements without RETURNING). */
+  query(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+}
+
+/** A named lock held until the end of the current transaction. */
+export type LockKey = 'graph' | 'migrations' | `conv:${string}`;
+
+export interface SqlDriver {
+  readonly backend: StoreBackend;
+  readonly dialect: SqlDialect;
+  /**
+   * Whether a failed statement aborts the whole transaction (PostgreSQL). When it does, a
+   * write joining an open transaction runs inside a savepoint, so a refused insert (say, a
+   * duplicate tool execution the caller catches) does not poison the caller's block.
+   */
+  readonly statementErrorsAbortTransaction: boolean;
+  /** Opens a transaction on one connection, runs `fn`, commits; rolls back when it throws. */
+  transaction<T>(fn: (connection: SqlConnection) => Promise<T>): Promise<T>;
+  /** Takes `key` inside the connection's transaction (a no-op where a transaction already
+   * serializes every writer, as SQLite's BEGIN IMMEDIATE does). */
+  lock(connection: SqlConnection, key: LockKey): Promise<void>;
+  /** A statement outside any transaction: a read, or a write that is atomic by itself. */
+  query(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+  /** Whether `query` may run writes (PostgreSQL autocommit); else writes open a transaction. */
+  readonly autocommitWrites: boolean;
+  /** Turns a driver error into a StoreError a user can act on (or returns it unchanged). */
+  describeError(error: unknown): unknown;
+  /** Whether the error is a unique-constraint violation. */
+  isUniqueViolation(error: unknown): boolean;
+  close(): Promise<void>;
+}
