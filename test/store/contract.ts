@@ -1169,13 +1169,14 @@ export function describeStoreContract(
         await fenced.updateTurn(turn.id, { heartbeatAt: '2026-01-01T00:00:00.000Z' });
         await store.updateTurn(turn.id, { claimToken: TOKEN_B });
         const before = await store.loadTurn(turn.id);
+        // Handlers attached at once: on a pooled backend the three run in parallel.
         const attempts = [
           fenced.appendMessage({ conversationId: c.id, role: 'assistant', content: 'late' }),
           fenced.updateTurn(turn.id, { outputText: 'late' }),
           fenced.claimTurn(turn.id, { from: 'running', to: 'completed' }),
-        ];
+        ].map((attempt) => attempt.catch((e: unknown) => e));
         for (const attempt of attempts) {
-          const error = await attempt.catch((e: unknown) => e);
+          const error = await attempt;
           expect(error).toBeInstanceOf(LostClaim);
           expect((error as Error).message).toBe('turn ownership was revoked');
         }
