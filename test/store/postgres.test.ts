@@ -6,6 +6,7 @@ import { PostgresStore } from '../../src/store/postgres-store.js';
 import { MIGRATIONS } from '../../src/store/sql/schema.js';
 import type { Store } from '../../src/store/types.js';
 import { describePostgres, dropPgTestSchema, pgTestSchema, pgTestUrl } from '../helpers/postgres.js';
+import { defineTransactionTests } from './concurrency/transactions.js';
 import { describeStoreContract } from './contract.js';
 
 const schemas = new WeakMap<Store, string>();
@@ -26,6 +27,19 @@ describePostgres('postgres', () => {
       },
     },
   );
+
+  defineTransactionTests('postgres', async () => {
+    const schema = pgTestSchema();
+    const store = await PostgresStore.open(pgTestUrl(), { schema });
+    return {
+      store,
+      second: () => PostgresStore.open(pgTestUrl(), { schema }),
+      async close() {
+        await store.close();
+        await dropPgTestSchema(schema);
+      },
+    };
+  });
 
   async function columnTypes(schema: string): Promise<Record<string, string>> {
     const client = new pg.Client({ connectionString: pgTestUrl() });
@@ -79,27 +93,6 @@ describePostgres('postgres', () => {
         'turnkit_schema_migrations.version': 'integer',
       });
     } finally {
-      await dropPgTestSchema(schema);
-    }
-  });
-
-  it('a write refused inside atomic (duplicate tool call) leaves the transaction usable', async () => {
-    const schema = pgTestSchema();
-    const store = await PostgresStore.open(pgTestUrl(), { schema });
-    try {
-      const c = await store.createConversation({ agentName: 'a' });
-      const turn = await store.createTurn({ conversationId: c.id, agentName: 'a' });
-      await store.atomic(c.id, async () => {
-        await store.createToolExecution({ turnId: turn.id, toolCallId: 'x', toolName: 't' });
-        await expect(
-          store.createToolExecution({ turnId: turn.id, toolCallId: 'x', toolName: 't' }),
-        ).rejects.toThrow(/already has an execution for tool call x/);
-        await store.appendMessage({ conversationId: c.id, role: 'user', content: 'after the refusal' });
-      });
-      expect(await store.listMessages(c.id)).toHaveLength(1);
-      expect(await store.listToolExecutions({ turnId: turn.id })).toHaveLength(1);
-    } finally {
-      await store.close();
       await dropPgTestSchema(schema);
     }
   });

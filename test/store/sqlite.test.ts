@@ -9,6 +9,7 @@ import { StoreError } from '../../src/errors.js';
 import { openStore } from '../../src/store/index.js';
 import { MIGRATIONS } from '../../src/store/sql/schema.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
+import { defineTransactionTests } from './concurrency/transactions.js';
 import { describeStoreContract } from './contract.js';
 
 const dirs: string[] = [];
@@ -22,6 +23,14 @@ afterAll(() => {
 });
 
 describeStoreContract('sqlite', () => SqliteStore.open(join(dir(), 'contract.sqlite')));
+
+describe('sqlite transactions', () => {
+  defineTransactionTests('sqlite', async () => {
+    const path = join(dir(), 'tx.sqlite');
+    const store = await SqliteStore.open(path);
+    return { store, second: () => SqliteStore.open(path), close: () => store.close() };
+  });
+});
 
 const migrationsOf = (path: string) => {
   const db = new Database(path, { readonly: true });
