@@ -64,7 +64,25 @@ const finishTool = defineTool({
   execute: ({ summary }) => ({ summary }),
 });
 
+// A tool built by a factory with its dependency injected (TurnKit's "register an instance").
+function counterTool(counts: Map<string, number>) {
+  return defineTool({
+    name: 'count',
+    description: 'Counts a word in an injected map.',
+    input: z.object({ word: z.string() }),
+    execute: ({ word }) => {
+      counts.set(word, (counts.get(word) ?? 0) + 1);
+      return { word, count: counts.get(word)! };
+    },
+  });
+}
+const injectedCounts = new Map<string, number>([['otter', 41]]);
+
 const script = new ScriptedModel({
+  injected: (request) =>
+    request.messages.some((m) => m.role === 'tool')
+      ? 'counted'
+      : { toolCalls: [{ name: 'count', arguments: { word: 'otter' } }] },
   plain: () => 'Hello from the model.',
   snapshot: (request) =>
     `saw ${request.messages.length}: ${request.messages.map((m) => m.content).join(' | ')}`,
@@ -122,6 +140,7 @@ const script = new ScriptedModel({
 const agents = [
   defineAgent({ name: 'plain', model: 'scripted-plain' }),
   defineAgent({ name: 'snapshot' }),
+  defineAgent({ name: 'injected', tools: [counterTool(injectedCounts)] }),
   defineAgent({ name: 'structured', outputSchema: z.object({ answer: z.number() }) }),
   defineAgent({ name: 'tasker', inputSchema: z.object({ topic: z.string() }) }),
   defineAgent({
@@ -341,6 +360,13 @@ describe('turn workflow on the Temporal dev server', () => {
     expect(await first.result().then((t) => t.outputText)).toBe('saw 1: one');
     await second.start();
     expect(await second.result().then((t) => t.outputText)).toBe('saw 2: one | two');
+  });
+
+  it('CORE-16 a tool with an injected dependency works in a turn', async () => {
+    const run = await kit.client.run('injected', 'Count otters');
+    expect((await run.result()).status).toBe('completed');
+    expect(injectedCounts.get('otter')).toBe(42);
+    expect((await run.toolExecutions())[0]!.result).toEqual({ word: 'otter', count: 42 });
   });
 
   it('CORE-17 non-tool entries are rejected when the agent is defined', () => {
