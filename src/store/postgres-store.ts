@@ -11,7 +11,7 @@
  * Every caller takes them in the order graph → root conversation → own conversation; a
  * caller that broke the order could deadlock, which PostgreSQL detects and reports as a
  * retryable StoreError. Claims do not need a lock: they are one `UPDATE … WHERE status IN
- * (…) RETURNING *`.
+ * (…) RETURNING *`. Needs PostgreSQL 11 or later (hashtextextended).
  */
 import pg from 'pg';
 import { StoreError } from '../errors.js';
@@ -192,7 +192,14 @@ class PostgresDriver implements SqlDriver {
     try {
       await client.query('BEGIN');
       const result = await fn(connection);
-      await client.query('COMMIT');
+      // COMMIT of a transaction that a failed statement aborted (one whose error the block
+      // caught) quietly rolls back: that must not look like success.
+      const commit = await client.query('COMMIT');
+      if (commit.command === 'ROLLBACK') {
+        throw new StoreError(
+          'PostgreSQL rolled the transaction back at COMMIT: a statement inside it failed and the block went on; nothing it wrote was kept',
+        );
+      }
       return result;
     } catch (error) {
       await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError));

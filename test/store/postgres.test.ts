@@ -122,3 +122,26 @@ describePostgres('postgres connection errors', () => {
     expect((error as Error).message).toMatch(/database "turnkit_does_not_exist" does not exist.*createdb/);
   });
 });
+
+describePostgres('postgres aborted transactions', () => {
+  it('a block that swallows a failed statement does not report a commit that never happened', async () => {
+    const schema = pgTestSchema();
+    const store = await PostgresStore.open(pgTestUrl(), { schema });
+    try {
+      const c = await store.createConversation({ agentName: 'a' });
+      const error = await store
+        .atomic(c.id, async () => {
+          await store.appendMessage({ conversationId: c.id, role: 'user', content: 'lost' });
+          // A read that fails (NUL is not valid text) outside any savepoint aborts the transaction.
+          await store.listMessages(`${c.id}\u0000`).catch(() => undefined);
+        })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreError);
+      expect((error as Error).message).toMatch(/rolled the transaction back at COMMIT/);
+      expect(await store.listMessages(c.id)).toEqual([]);
+    } finally {
+      await store.close();
+      await dropPgTestSchema(schema);
+    }
+  });
+});

@@ -265,8 +265,12 @@ export class SqlStore implements Store {
             await context.connection.query('RELEASE SAVEPOINT turnkit_write');
             return result;
           } catch (error) {
-            await context.connection.query('ROLLBACK TO SAVEPOINT turnkit_write');
-            await context.connection.query('RELEASE SAVEPOINT turnkit_write');
+            // If even this fails (a lost connection), the original error is the one to report;
+            // the transaction then fails at its next statement or at COMMIT.
+            await context.connection
+              .query('ROLLBACK TO SAVEPOINT turnkit_write')
+              .then(() => context.connection.query('RELEASE SAVEPOINT turnkit_write'))
+              .catch(() => undefined);
             throw error;
           }
         });
