@@ -49,9 +49,15 @@ function runChild(
   options: { uid?: number; gid?: number } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
+    // The child loads its modules as the current user and only then drops to `uid`/`gid`
+    // (TURNKIT_TEST_DROP_TO), so the checkout itself need not be readable by that user.
+    const drop =
+      options.uid !== undefined
+        ? { TURNKIT_TEST_DROP_TO: `${options.uid}:${options.gid ?? options.uid}` }
+        : {};
     const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      ...options,
+      env: { ...process.env, ...drop },
     });
     let stdout = '';
     let stderr = '';

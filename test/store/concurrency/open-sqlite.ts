@@ -7,6 +7,12 @@ import { existsSync } from 'node:fs';
 import { SqliteStore } from '../../../src/store/sqlite-store.js';
 
 const [path, barrier] = process.argv.slice(2) as [string, string];
+const dropTo = process.env['TURNKIT_TEST_DROP_TO'];
+if (dropTo) {
+  const [uid, gid] = dropTo.split(':').map(Number) as [number, number];
+  process.setgid?.(gid);
+  process.setuid?.(uid);
+}
 if (barrier !== '-') {
   const deadline = Date.now() + 30_000;
   while (!existsSync(barrier)) {
