@@ -398,6 +398,38 @@ describe('turn workflow on the Temporal dev server', () => {
     expect(await run.status()).not.toBe('running');
   });
 
+  it('a start that fails after the rows commit leaves the turn pending; starting it again runs it exactly once', async () => {
+    const { TurnKitClient } = await import('../../src/client/turnkit-client.js');
+    const failing = new Proxy(kit.client.temporal, {
+      get(target, property, receiver) {
+        if (property !== 'workflow') return Reflect.get(target, property, receiver);
+        return new Proxy(target.workflow, {
+          get(workflow, name, r) {
+            if (name === 'start') return async () => Promise.reject(new Error('frontend unavailable'));
+            return Reflect.get(workflow, name, r);
+          },
+        });
+      },
+    });
+    const broken = new TurnKitClient({
+      store: kit.store,
+      agents: kit.agents,
+      temporal: failing,
+      taskQueue: kit.taskQueue,
+    });
+    const calls = script.callsFor('plain').length;
+    await expect(broken.run('plain', 'Start me later')).rejects.toThrow('frontend unavailable');
+    const [turn] = (await kit.store.listTurns({ agentName: 'plain' })).filter(
+      (t) => t.status === 'pending' && t.submittedAt,
+    );
+    expect(turn).toBeDefined();
+    await kit.client.start(turn!.id);
+    await kit.client.start(turn!.id);
+    const handle = await kit.client.handle(turn!.id);
+    expect((await handle.result()).status).toBe('completed');
+    expect(script.callsFor('plain').length).toBe(calls + 1);
+  });
+
   it('CORE-26 cost counts cache-write and thinking tokens from rates, and a max_spend breach fails with "cost limit reached" while recording the cost', async () => {
     const run = await kit.client.run('spender', 'Spend');
     const turn = await run.result();
