@@ -63,7 +63,7 @@ await worker.run(
     for (;;) {
       const turns = await run.turns();
       const children = turns.filter((t) => t.parentTurnId === run.turnId);
-      if (children.length === 2) {
+      if (children.length === 2 && (await run.turn()).status === 'waiting') {
         console.log(
           `coordinator is ${(await run.turn()).status}; children: ${children.map((c) => `${c.agentName}=${c.status}`).join(', ')}`,
         );
