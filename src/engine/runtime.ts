@@ -4,7 +4,6 @@ import { AuthorizationError, ConfigError } from '../errors.js';
 import type { CostConfig } from '../models/cost.js';
 import type { ModelClient } from '../models/types.js';
 import { FencedStore } from '../store/fenced-store.js';
-import { rootConversationId } from '../store/tree.js';
 import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 
 export type AuthorizationAction = 'tool' | 'launch_agent' | 'wait' | 'callback' | 'send_message' | 'cancel';
@@ -85,12 +84,7 @@ export class Runtime {
 
   /** A store bound to the turn's claim: every write raises LostClaim once the token changed. */
   async fenced(turnId: string, claimToken: string): Promise<Store> {
-    const turn = await this.store.loadTurn(turnId);
-    return new FencedStore(this.store, {
-      turnId,
-      claimToken,
-      rootConversationId: await rootConversationId(this.store, turn),
-    });
+    return FencedStore.forTurn(this.store, await this.store.loadTurn(turnId), claimToken);
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */
