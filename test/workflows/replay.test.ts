@@ -1,0 +1,22 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
+import { bundleTurnWorkflows } from '../../src/worker.js';
+
+const dir = new URL('../fixtures/histories/', import.meta.url);
+const histories = readdirSync(dir).filter((file) => file.endsWith('.json'));
+
+// A change to the workflow's command sequence that breaks these needs `patched()`.
+describe('turn workflow replays its recorded histories deterministically', () => {
+  it('has recorded histories to replay', () => {
+    expect(histories.length).toBeGreaterThanOrEqual(5);
+  });
+
+  for (const file of histories) {
+    it(`replays ${file}`, async () => {
+      const history = historyFromJSON(JSON.parse(readFileSync(new URL(file, dir), 'utf8')));
+      await Worker.runReplayHistory({ workflowBundle: await bundleTurnWorkflows() }, history);
+    });
+  }
+});
