@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/test.sh, scripts/demo.sh and .ci/run: installs dependencies and brings up
 # the services the project needs (Temporal dev server; PostgreSQL for the tests).
 set -euo pipefail
@@ -36,7 +37,9 @@ ensure_postgres() {
   export TURNKIT_TEST_DATABASE_URL="${TURNKIT_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/turnkit_test}"
   if ! pg_answers && command -v pg_ctlcluster >/dev/null 2>&1 && [[ -d /etc/postgresql ]]; then
     echo "turnkit: starting the local PostgreSQL cluster…"
-    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
+    local versions=(/etc/postgresql/*/)
+    versions=("${versions[0]%/}")
+    pg_ctlcluster --skip-systemctl-redirect "${versions[0]##*/}" main start || true
     for _ in $(seq 1 30); do pg_answers && break; sleep 1; done
   fi
   if ! pg_answers; then
