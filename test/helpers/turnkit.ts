@@ -5,8 +5,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import type { Client } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
 import type { Agent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
@@ -15,19 +15,12 @@ import type { ModelClient } from '../../src/models/types.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import { createWorker } from '../../src/worker.js';
+import { connectClient, connectNative } from './temporal.js';
 import type { TurnKitWorker } from '../../src/worker.js';
 
-export const TEMPORAL_ADDRESS = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
-
-let connections: Promise<{ native: NativeConnection; client: Client }> | undefined;
-
-export function temporalConnections() {
-  connections ??= (async () => {
-    const native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
-    const client = new Client({ connection: await Connection.connect({ address: TEMPORAL_ADDRESS }) });
-    return { native, client };
-  })();
-  return connections;
+/** The shared client and worker connections of test/helpers/temporal.ts. */
+export async function temporalConnections(): Promise<{ native: NativeConnection; client: Client }> {
+  return { native: await connectNative(), client: await connectClient() };
 }
 
 export function tempSqliteUrl(name = 'turnkit'): string {
