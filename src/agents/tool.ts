@@ -39,6 +39,8 @@ export interface ToolDefinition<Schema extends z.ZodObject = z.ZodObject, Result
   /** Terminal tools end the turn when they succeed; later calls are skipped. */
   readonly terminal: boolean;
   readonly kind: ToolKind;
+  /** The tool never changes anything outside the store (required by read-only specialists). */
+  readonly readOnly: boolean;
   /** Text appended as the final assistant message when a terminal tool ends the turn. */
   completionMessage(result: Json): string;
   execute(args: z.infer<Schema>, context: ToolContext): Promise<Result> | Result;
@@ -52,6 +54,8 @@ export interface ToolOptions<Schema extends z.ZodObject, Result> {
   recovery?: ToolRecovery;
   /** `true`, or the completion message (a string or a function of the result). */
   terminal?: boolean | string | ((result: Json) => string);
+  /** Declares the tool free of side effects; read-only tools default to `replaySafe`. */
+  readOnly?: boolean;
 }
 
 const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
@@ -82,7 +86,9 @@ export function buildTool<Schema extends z.ZodObject, Result>(
   }
   if (typeof options.execute !== 'function')
     throw new ArgumentError(`tool ${options.name}: execute must be a function`);
-  const recovery = options.recovery ?? 'unknown';
+  const readOnly = options.readOnly ?? false;
+  if (typeof readOnly !== 'boolean') throw new ArgumentError(`tool ${options.name}: readOnly must be a boolean`);
+  const recovery = options.recovery ?? (readOnly ? 'replaySafe' : 'unknown');
   if (recovery !== 'unknown' && recovery !== 'replaySafe') {
     throw new ArgumentError(`tool ${options.name}: recovery must be 'unknown' or 'replaySafe'`);
   }
@@ -97,6 +103,7 @@ export function buildTool<Schema extends z.ZodObject, Result>(
     recovery,
     terminal: terminal !== false,
     kind,
+    readOnly,
     completionMessage(result: Json): string {
       if (typeof terminal === 'string') return terminal;
       if (typeof terminal === 'function') return terminal(result);
