@@ -9,6 +9,8 @@ export type {
   PromptMode,
 } from './agents/agent.js';
 export { defineTool } from './agents/tool.js';
+export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordination.js';
+export type { LaunchAgentTool } from './agents/coordination.js';
 export type { ToolContext, ToolDefinition, ToolOptions, ToolRecovery } from './agents/tool.js';
 export { AgentRegistry } from './agents/registry.js';
 export { Runtime } from './engine/runtime.js';
@@ -21,11 +23,16 @@ export type {
 } from './engine/runtime.js';
 export type { TurnPreview, PromptReport } from './engine/model-request.js';
 export { TurnKitClient, ConversationHandle } from './client/turnkit-client.js';
-export type { TurnKitClientOptions, RunOptions, ConversationOptions } from './client/turnkit-client.js';
+export type {
+  TurnKitClientOptions,
+  RunOptions,
+  ConversationOptions,
+  SendMessageOptions,
+} from './client/turnkit-client.js';
 export { RunHandle } from './client/run-handle.js';
 export { createWorker, bundleTurnWorkflows, DEFAULT_TASK_QUEUE } from './worker.js';
 export type { TurnKitWorker, TurnKitWorkerOptions } from './worker.js';
-export { turnWorkflowId } from './workflows/search-attributes.js';
+export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/search-attributes.js';
 export * from './errors.js';
 export * from './store/index.js';
 export * from './models/index.js';

@@ -3,7 +3,7 @@
  * store, and returns a small digest; errors are mapped onto Temporal failures on purpose.
  */
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
 import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
 import { claimTurn } from '../engine/claim.js';
@@ -11,6 +11,7 @@ import type {
   ClaimDigest,
   ModelStepDigest,
   OutputStepDigest,
+  TerminalNotice,
   ToolCallOutcome,
   TurnDigest,
   TurnErrorDigest,
@@ -23,6 +24,10 @@ import { failTurn } from '../engine/terminal.js';
 import { finishToolsPhase, resumeTurn, runToolCall, suspendTurn, turnStatus } from '../engine/tool-runner.js';
 import type { ToolCallInput } from '../engine/tool-runner.js';
 import { TurnKitError } from '../errors.js';
+import { laneStep } from '../engine/messaging.js';
+import { waitsReady } from '../store/wait-graph.js';
+import { laneWorkflowId, SIGNALS, turnWorkflowId } from '../workflows/search-attributes.js';
+import type { TurnWorkflowInput } from '../workflows/turn-workflow.js';
 
 /** Heartbeat period of long activities; the workflow's heartbeatTimeout is a few of these. */
 export const HEARTBEAT_INTERVAL_MS = 500;
@@ -64,8 +69,67 @@ async function withHeartbeat<T>(fn: (heartbeat: (details?: unknown) => void) => 
   }
 }
 
+/** Settings every turn started from a lane carries (activity timeouts and retries). */
+type LaneSettings = TurnWorkflowInput['settings'];
+
+/**
+ * Starts the turn's workflow, or nudges it when it already runs (waiting for its lane):
+ * signal-with-start on the fixed workflow id, so a turn never runs twice.
+ */
+async function startOrNudgeTurn(turnId: string, settings: LaneSettings): Promise<void> {
+  const context = Context.current();
+  await context.client.workflow
+    .signalWithStart('turnWorkflow', {
+      workflowId: turnWorkflowId(turnId),
+      taskQueue: context.info.taskQueue,
+      args: [{ turnId, ...(settings ? { settings } : {}) }],
+      signal: SIGNALS.laneFree,
+      signalArgs: [],
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    })
+    .catch((error: unknown) => {
+      // Closed already: the turn ran; there is nothing to start.
+      if (error instanceof WorkflowExecutionAlreadyStartedError) return;
+      throw error;
+    });
+}
+
 export function createTurnActivities(runtime: Runtime) {
   return {
+    /** One step of a conversation's lane: deliver, wake, and start the turn whose time it is. */
+    async laneStep(input: { conversationId: string; settings?: LaneSettings }): Promise<{
+      delivered: number;
+      woke: string | null;
+      started: string | null;
+    }> {
+      return mapped(async () => {
+        const step = await laneStep(runtime, input.conversationId);
+        if (step.next) await startOrNudgeTurn(step.next.id, input.settings);
+        return { delivered: step.delivered, woke: step.woke, started: step.next?.id ?? null };
+      });
+    },
+
+    /** Wakes the lanes of these conversations (signal-with-start of their lane workflows). */
+    async wakeLanes(input: { conversationIds: string[]; settings?: LaneSettings }): Promise<void> {
+      return mapped(async () => {
+        const context = Context.current();
+        for (const conversationId of input.conversationIds) {
+          await context.client.workflow.signalWithStart('laneWorkflow', {
+            workflowId: laneWorkflowId(conversationId),
+            taskQueue: context.info.taskQueue,
+            args: [{ conversationId, ...(input.settings ? { settings: input.settings } : {}) }],
+            signal: SIGNALS.wake,
+            signalArgs: [],
+          });
+        }
+      });
+    },
+
+    /** Whether every wait target of the turn is finished. */
+    async waitsReady(input: { turnId: string }): Promise<{ ready: boolean }> {
+      return mapped(async () => ({ ready: await waitsReady(runtime.store, input.turnId) }));
+    },
+
     async claimTurn(input: { turnId: string; claimToken: string }): Promise<ClaimDigest> {
       return mapped(() => claimTurn(runtime, input.turnId, input.claimToken));
     },
@@ -127,7 +191,7 @@ export function createTurnActivities(runtime: Runtime) {
     async cancelTurn(input: {
       turnId: string;
       descendants: CancelDescendants;
-    }): Promise<{ status: string; cancelled: string[] }> {
+    }): Promise<{ status: string; cancelled: string[]; notice: TerminalNotice }> {
       return mapped(() => cancelTurn(runtime, input));
     },
 
@@ -135,7 +199,7 @@ export function createTurnActivities(runtime: Runtime) {
       turnId: string;
       claimToken: string;
       error: TurnErrorDigest;
-    }): Promise<{ status: string }> {
+    }): Promise<{ status: string; notice?: TerminalNotice }> {
       return mapped(() => failTurn(runtime, input));
     },
   };

@@ -87,7 +87,8 @@ export function buildTool<Schema extends z.ZodObject, Result>(
   if (typeof options.execute !== 'function')
     throw new ArgumentError(`tool ${options.name}: execute must be a function`);
   const readOnly = options.readOnly ?? false;
-  if (typeof readOnly !== 'boolean') throw new ArgumentError(`tool ${options.name}: readOnly must be a boolean`);
+  if (typeof readOnly !== 'boolean')
+    throw new ArgumentError(`tool ${options.name}: readOnly must be a boolean`);
   const recovery = options.recovery ?? (readOnly ? 'replaySafe' : 'unknown');
   if (recovery !== 'unknown' && recovery !== 'replaySafe') {
     throw new ArgumentError(`tool ${options.name}: recovery must be 'unknown' or 'replaySafe'`);

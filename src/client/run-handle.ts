@@ -38,6 +38,7 @@ export interface RunHandleDeps {
   start(turnId: string): Promise<void>;
   preview(turnId: string): Promise<TurnPreview>;
   cancel(turnId: string, request: { descendants?: 'retain' | 'cascade'; principal?: Json }): Promise<void>;
+  waitFor(turnId: string, targets: string[], principal?: Json): Promise<void>;
 }
 
 /**
@@ -69,6 +70,18 @@ export class RunHandle {
   /** Cancels the run's turn through its workflow's `cancel` signal. */
   async cancel(request: { descendants?: 'retain' | 'cascade'; principal?: Json } = {}): Promise<this> {
     await this.deps.cancel(this.turnId, request);
+    return this;
+  }
+
+  /**
+   * Makes this prepared run wait for other runs before it starts; their results reach it
+   * as a `wait_results` message before its first model call.
+   */
+  async waitFor(...targets: (RunHandle | string)[]): Promise<this> {
+    await this.deps.waitFor(
+      this.turnId,
+      targets.map((target) => (typeof target === 'string' ? target : target.turnId)),
+    );
     return this;
   }
 

@@ -1,6 +1,5 @@
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Agent } from '../agents/agent.js';
-import { limitsToJson } from '../agents/agent.js';
 import type { AgentRegistry } from '../agents/registry.js';
 import { buildModelRequest } from '../engine/model-request.js';
 import type { TurnPreview } from '../engine/model-request.js';
@@ -10,7 +9,7 @@ import { ArgumentError, InputError } from '../errors.js';
 import { newId } from '../ids.js';
 import { jsonCopy, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
-import type { Json, JsonObject, Store, Subject, TurnRecord } from '../store/types.js';
+import type { DeliveryRecord, Json, JsonObject, Store, Subject, TurnRecord } from '../store/types.js';
 import type { CancelDescendants } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
 import { DEFAULT_TASK_QUEUE } from '../worker.js';
@@ -19,10 +18,17 @@ import {
   TURNKIT_CONVERSATION_ID,
   TURNKIT_ROOT_TURN_ID,
   TURNKIT_STATUS,
+  laneWorkflowId,
+  SIGNALS,
   turnWorkflowId,
 } from '../workflows/search-attributes.js';
 import type { TurnSettings } from '../workflows/turn-workflow.js';
 import { RunHandle } from './run-handle.js';
+import { buildTurn } from '../engine/build-turn.js';
+import { sendMessage } from '../engine/messaging.js';
+import type { AuthorizationPolicy } from '../engine/runtime.js';
+import { rootConversationId } from '../store/tree.js';
+import { addWaits, waitsReady } from '../store/wait-graph.js';
 
 export interface TurnKitClientOptions {
   store: Store;
@@ -35,6 +41,8 @@ export interface TurnKitClientOptions {
   defaultModel?: string;
   /** Activity timeouts and retries of every turn this client starts. */
   turnSettings?: TurnSettings;
+  /** The same policy the workers use: checked before this client writes anything. */
+  authorization?: AuthorizationPolicy;
 }
 
 export interface RunOptions {
@@ -47,6 +55,20 @@ export interface RunOptions {
   model?: string;
   subject?: Subject;
   metadata?: JsonObject;
+  /**
+   * A conversation that receives this run's result as a message when it finishes (a
+   * completion callback, authorized as `callback` before anything is written).
+   */
+  callback?: string;
+}
+
+export interface SendMessageOptions {
+  /** Idempotency key: sending again with the same key and message delivers once. */
+  key: string;
+  /** Authorized as `send_message`. */
+  principal?: Json;
+  /** The sending conversation, if any. */
+  from?: string | null;
 }
 
 export interface ConversationOptions {
@@ -85,6 +107,7 @@ export class TurnKitClient {
       store: options.store,
       agents: options.agents,
       defaultModel: options.defaultModel,
+      ...(options.authorization ? { authorization: options.authorization } : {}),
     });
   }
 
@@ -138,6 +161,15 @@ export class TurnKitClient {
       if (!parsed.success) throw new InputError(`${resolved.name} needs an input`);
     }
     const conversationId = newId('conv');
+    if (options.callback !== undefined) {
+      if (typeof options.callback !== 'string' || options.callback === '')
+        throw new ArgumentError('callback must be a conversation id');
+      await this.store.loadConversation(options.callback);
+      await this.#runtime.authorize('callback', options.principal ?? null, {
+        turn: null,
+        destination_conversation: options.callback,
+      });
+    }
     const turn = await this.store.atomic(conversationId, async () => {
       await this.#createConversation(conversationId, resolved, options);
       const message = await this.store.appendMessage({
@@ -179,6 +211,8 @@ export class TurnKitClient {
       start: (id) => this.start(id),
       preview: (id) => this.preview(id),
       cancel: (id, request) => this.cancel(id, request),
+      waitFor: (id, targets, principal) =>
+        this.waitFor(id, targets, principal === undefined ? {} : { principal }),
     });
   }
 
@@ -189,7 +223,17 @@ export class TurnKitClient {
   async start(turnId: string): Promise<void> {
     let turn = await this.store.loadTurn(turnId);
     if (!turn.submittedAt) {
-      turn = await this.store.updateTurn(turnId, { submittedAt: nowIso() });
+      const initial = turn;
+      turn = await this.store.atomic(await rootConversationId(this.store, initial), async () => {
+        const fresh = await this.store.loadTurn(turnId);
+        if (fresh.submittedAt) return fresh;
+        // A turn whose join is still open waits (spec §2.7: pending → waiting on submit).
+        const waiting = fresh.status === 'pending' && !(await waitsReady(this.store, turnId));
+        return this.store.updateTurn(turnId, {
+          submittedAt: nowIso(),
+          ...(waiting ? { status: 'waiting' } : {}),
+        });
+      });
     }
     const task = (
       await this.store.listMessages(turn.conversationId, { throughSequence: turn.contextMessageSequence })
@@ -274,31 +318,87 @@ export class TurnKitClient {
     return this.#buildTurn(this.#agent(agentName), conversationId, triggerMessageId, sequence, options);
   }
 
-  async #buildTurn(
+  #buildTurn(
     agent: Agent,
     conversationId: string,
     triggerMessageId: string,
     sequence: number,
     options: RunOptions & { promptMode?: string; submit?: boolean },
   ): Promise<TurnRecord> {
-    const conversation = await this.store.loadConversation(conversationId);
-    const turnOptions: JsonObject = {
-      trigger_message_id: triggerMessageId,
-      budget_limits: limitsToJson(agent.limits),
-      context: jsonCopy(
-        options.context ?? (conversation.metadata['turnkit_context'] as JsonObject | undefined) ?? {},
-      ),
-      principal: jsonCopy(options.principal ?? conversation.metadata['principal'] ?? null),
-    };
-    if (options.promptMode) turnOptions['prompt_mode'] = options.promptMode;
-    return this.store.createTurn({
+    return buildTurn(
+      this.store,
+      agent,
       conversationId,
-      agentName: agent.name,
-      contextMessageSequence: sequence,
-      model: options.model ?? conversation.model ?? agent.model ?? null,
-      options: turnOptions,
-      submittedAt: options.submit ? nowIso() : null,
+      { id: triggerMessageId, sequence },
+      {
+        ...(options.principal !== undefined ? { principal: options.principal } : {}),
+        ...(options.context !== undefined ? { context: options.context } : {}),
+        ...(options.model !== undefined ? { model: options.model } : {}),
+        ...(options.promptMode ? { promptMode: options.promptMode } : {}),
+        ...(options.callback ? { callbackConversationId: options.callback } : {}),
+        submit: options.submit ?? false,
+      },
+    );
+  }
+
+  /**
+   * Sends a durable message to a conversation (spec §5.8): authorized as `send_message`,
+   * stored once under its key, then delivered by the destination's lane, which starts a
+   * turn when the conversation is idle. Returns the delivery.
+   */
+  async sendMessage(to: string, text: string, options: SendMessageOptions): Promise<DeliveryRecord> {
+    if (!options || typeof options.key !== 'string' || options.key === '')
+      throw new ArgumentError('sendMessage needs a key (its idempotency key)');
+    const delivery = await sendMessage(this.#runtime, this.store, {
+      sourceConversationId: options.from ?? null,
+      destinationConversationId: to,
+      text,
+      key: options.key,
+      principal: options.principal ?? null,
     });
+    await this.wakeLane(to);
+    return delivery;
+  }
+
+  /** Signal-with-start of the conversation's lane workflow: deliver, wake, run the next turn. */
+  async wakeLane(conversationId: string): Promise<void> {
+    await this.temporal.workflow.signalWithStart('laneWorkflow', {
+      taskQueue: this.taskQueue,
+      workflowId: laneWorkflowId(conversationId),
+      args: [{ conversationId, ...(this.turnSettings ? { settings: this.turnSettings } : {}) }],
+      signal: SIGNALS.wake,
+      signalArgs: [],
+      staticSummary: `lane of ${conversationId}`,
+    });
+  }
+
+  /**
+   * Makes a prepared (not yet started) turn wait for other submitted turns (spec §5.6): their
+   * results reach it as a `wait_results` message before its first model call. Rejected for
+   * itself, for unfinished work in its own conversation, and for any cycle.
+   */
+  async waitFor(
+    turnId: string,
+    targets: readonly string[],
+    options: { principal?: Json } = {},
+  ): Promise<void> {
+    if (!Array.isArray(targets) || targets.length === 0 || targets.some((t) => typeof t !== 'string'))
+      throw new ArgumentError('waitFor needs one or more turn ids');
+    const turn = await this.store.loadTurn(turnId);
+    if (turn.status !== 'pending') throw new ArgumentError('only pending turns can wait');
+    await this.#runtime.authorize('wait', options.principal ?? turn.options['principal'] ?? null, {
+      turn: turn.id,
+      targets: [...targets],
+    });
+    await addWaits(this.store, { turnId, targetTurnIds: targets, transition: true });
+  }
+
+  inbox(conversationId: string): Promise<DeliveryRecord[]> {
+    return this.store.listDeliveries({ destinationConversationId: conversationId });
+  }
+
+  outbox(conversationId: string): Promise<DeliveryRecord[]> {
+    return this.store.listDeliveries({ sourceConversationId: conversationId });
   }
 }
 
@@ -335,5 +435,20 @@ export class ConversationHandle {
 
   messages() {
     return this.client.store.listMessages(this.id);
+  }
+
+  /** Sends a durable message from this conversation to another one. */
+  sendMessage(to: string, text: string, options: Omit<SendMessageOptions, 'from'>) {
+    return this.client.sendMessage(to, text, { ...options, from: this.id });
+  }
+
+  /** Deliveries addressed to this conversation, delivered or not. */
+  inbox() {
+    return this.client.inbox(this.id);
+  }
+
+  /** Deliveries this conversation sent. */
+  outbox() {
+    return this.client.outbox(this.id);
   }
 }

@@ -4,7 +4,9 @@ import type { TurnRecord } from '../store/types.js';
 import { rootConversationId } from '../store/tree.js';
 import type { CancelDescendants, CancelRequest } from './cancel-request.js';
 import type { Runtime } from './runtime.js';
-import { interruptToolExecutions, repairTranscript } from './terminal.js';
+import type { TerminalNotice } from './digest.js';
+import { completionCallback, mergeNotices } from './messaging.js';
+import { emitCallback, interruptToolExecutions, repairTranscript, terminalNotice } from './terminal.js';
 
 export type { CancelDescendants, CancelRequest } from './cancel-request.js';
 
@@ -42,7 +44,7 @@ export async function rejectCancel(
 export async function cancelTurn(
   runtime: Runtime,
   input: { turnId: string; descendants: CancelDescendants },
-): Promise<{ status: string; cancelled: string[] }> {
+): Promise<{ status: string; cancelled: string[]; notice: TerminalNotice }> {
   const store = runtime.store;
   const target = await store.loadTurn(input.turnId);
   const cancelled = await store.atomic(await rootConversationId(store, target), async () => {
@@ -61,7 +63,7 @@ export async function cancelTurn(
         }
       }
     }
-    const done: TurnRecord[] = [];
+    const done: { row: TurnRecord; callback: Awaited<ReturnType<typeof completionCallback>> }[] = [];
     for (const row of rows) {
       if (TERMINAL_TURN_STATUSES.includes(row.status)) continue;
       for (const execution of await interruptToolExecutions(store, row)) {
@@ -72,19 +74,31 @@ export async function cancelTurn(
         });
       }
       await repairTranscript(store, row, 'turn was cancelled');
-      done.push(
-        await store.updateTurn(row.id, {
-          status: 'cancelled',
-          claimToken: null,
-          completedAt: new Date().toISOString(),
-          error: { class: 'Cancelled', message: 'cancelled by application' },
-        }),
-      );
+      const attrs = {
+        status: 'cancelled' as const,
+        claimToken: null,
+        completedAt: new Date().toISOString(),
+        error: { class: 'Cancelled', message: 'cancelled by application' },
+      };
+      const fresh = await store.loadTurn(row.id);
+      const callback = await completionCallback(runtime, store, { ...fresh, ...attrs });
+      const options = callback.denied ? { ...fresh.options, callback_denied: callback.denied } : undefined;
+      done.push({
+        row: await store.updateTurn(row.id, { ...attrs, ...(options ? { options } : {}) }),
+        callback,
+      });
     }
     return done;
   });
-  for (const row of cancelled) {
+  const notices: TerminalNotice[] = [];
+  for (const { row, callback } of cancelled) {
     await runtime.emit(row, 'turn.cancelled', { descendants: input.descendants });
+    await emitCallback(runtime, row, callback);
+    notices.push(await terminalNotice(store, row, callback.delivery));
   }
-  return { status: (await store.loadTurn(target.id)).status, cancelled: cancelled.map((row) => row.id) };
+  return {
+    status: (await store.loadTurn(target.id)).status,
+    cancelled: cancelled.map(({ row }) => row.id),
+    notice: mergeNotices(notices),
+  };
 }

@@ -5,7 +5,7 @@ import { validateToolArguments } from '../agents/tool.js';
 import { nowIso } from '../store/records.js';
 import { rootConversationId } from '../store/tree.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
-import type { JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../store/types.js';
+import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../store/types.js';
 import { addWaits } from '../store/wait-graph.js';
 import type { Runtime } from './runtime.js';
 import { principalOf } from './turn-state.js';
@@ -47,48 +47,68 @@ export async function delegate(
     arguments: { task },
   });
   await runtime.authorize('wait', principal, { turn: parent.id, targets: [`child of ${execution.id}`] });
+  return store.atomicGraph(async () => {
+    const child = await childTurn(store, parent, subAgent, execution, task, principal);
+    await addWaits(store, { turnId: parent.id, targetTurnIds: [child.id], transition: false });
+    return child;
+  });
+}
+
+/**
+ * The child turn of a delegating execution: the one already created for it (a crash or a
+ * retry never creates a second), or a new one in a new conversation that sees only the task,
+ * with the lineage and the parent's principal. Under the root lock.
+ */
+export async function childTurn(
+  store: Store,
+  parent: TurnRecord,
+  subAgent: Agent,
+  execution: ToolExecutionRecord,
+  task: string,
+  principal: Json,
+  options: { callbackConversationId?: string } = {},
+): Promise<TurnRecord> {
   const root = await rootConversationId(store, parent);
-  return store.atomicGraph(() =>
-    store.atomic(root, async () => {
-      const existing = (await store.listTurns({ parentToolExecutionId: execution.id }))[0];
-      if (existing) return existing;
-      const lineage: JsonObject = {
-        parent_conversation_id: parent.conversationId,
-        parent_turn_id: parent.id,
-        parent_tool_execution_id: execution.id,
-        principal,
-      };
-      const conversation = await store.createConversation({
-        agentName: subAgent.name,
-        model: subAgent.model ?? null,
-        metadata: lineage,
-      });
-      const message = await store.appendMessage({
-        conversationId: conversation.id,
-        role: 'user',
-        content: task,
-        metadata: lineage,
-      });
-      const child = await store.createTurn({
-        conversationId: conversation.id,
-        agentName: subAgent.name,
-        parentTurnId: parent.id,
-        parentToolExecutionId: execution.id,
-        rootTurnId: parent.rootTurnId,
-        contextMessageSequence: message.sequence,
-        model: subAgent.model ?? null,
-        submittedAt: nowIso(),
-        options: {
-          trigger_message_id: message.id,
-          budget_limits: limitsToJson(subAgent.limits),
-          context: {},
-          principal,
-        },
-      });
-      await addWaits(store, { turnId: parent.id, targetTurnIds: [child.id], transition: false });
-      return child;
-    }),
-  );
+  return store.atomic(root, async () => {
+    const existing = (await store.listTurns({ parentToolExecutionId: execution.id }))[0];
+    if (existing) return existing;
+    const lineage: JsonObject = {
+      parent_conversation_id: parent.conversationId,
+      parent_turn_id: parent.id,
+      parent_tool_execution_id: execution.id,
+      principal,
+    };
+    const conversation = await store.createConversation({
+      agentName: subAgent.name,
+      model: subAgent.model ?? null,
+      metadata: lineage,
+    });
+    const message = await store.appendMessage({
+      conversationId: conversation.id,
+      role: 'user',
+      content: task,
+      metadata: lineage,
+    });
+    const turnOptions: JsonObject = {
+      trigger_message_id: message.id,
+      budget_limits: limitsToJson(subAgent.limits),
+      context: {},
+      principal,
+    };
+    if (options.callbackConversationId)
+      turnOptions['callback_conversation_id'] = options.callbackConversationId;
+    return store.createTurn({
+      conversationId: conversation.id,
+      agentName: subAgent.name,
+      parentTurnId: parent.id,
+      parentToolExecutionId: execution.id,
+      rootTurnId: parent.rootTurnId,
+      contextMessageSequence: message.sequence,
+      model: subAgent.model ?? null,
+      submittedAt: nowIso(),
+      options: turnOptions,
+    });
+  });
 }
 
 export function isFinished(turn: TurnRecord): boolean {

@@ -26,7 +26,13 @@ export interface TurnDigest {
 
 export type ClaimDigest =
   | ({ claimed: true } & TurnDigest)
-  | { claimed: false; reason: 'not_pending' | 'lane_busy'; status: TurnStatus };
+  | {
+      claimed: false;
+      /** `waiting`: an application-level join whose targets are not finished yet. */
+      reason: 'not_pending' | 'lane_busy' | 'waiting';
+      status: TurnStatus;
+      deadline?: string | null;
+    };
 
 export interface ModelStepDigest extends TurnDigest {
   usage: { input_tokens: number; output_tokens: number; total_tokens: number };
@@ -45,12 +51,25 @@ export interface ToolCallOutcome {
   waiting: boolean;
   childTurnId?: string;
   childConversationId?: string;
+  /** `wait_for`: the targets still unfinished. */
+  waitTargets?: string[];
+  /** `launch_agent`: the detached child the workflow starts. */
+  launched?: { turnId: string; agent: string; conversationId: string };
+  /** `send_message`: conversations whose lane must look at a new delivery. */
+  wakeLanes?: string[];
+}
+
+/** Who must hear about a terminal write: waiters to nudge, conversation lanes to wake. */
+export interface TerminalNotice {
+  waiters: string[];
+  lanes: string[];
 }
 
 export interface OutputStepDigest {
   /** False when a revision was requested and the turn goes back to the model phase. */
   done: boolean;
   status: TurnStatus;
+  notice?: TerminalNotice;
 }
 
 /** A turn error as stored and as carried in workflow results. */

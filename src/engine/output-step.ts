@@ -3,7 +3,7 @@ import { ArgumentError } from '../errors.js';
 import type { Json, JsonObject, TurnRecord } from '../store/types.js';
 import type { OutputStepDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
-import { writeTerminal } from './terminal.js';
+import { terminalNotice, writeTerminal } from './terminal.js';
 import { turnState, updateState } from './turn-state.js';
 
 export interface OutputAudit {
@@ -117,7 +117,7 @@ export async function runOutputStep(
         policy_audit: auditJson,
       }
     : null;
-  const { turn: done } = await store.atomic(null, async () => {
+  const { turn: done, callback } = await store.atomic(null, async () => {
     if (auditJson) await updateState(store, turn.id, { policy_audit: auditJson });
     return writeTerminal(
       runtime,
@@ -140,5 +140,5 @@ export async function runOutputStep(
       ? ['turn.failed', { error: error as JsonObject }]
       : ['turn.completed', { status: done.status, output_text: done.outputText }],
   ]);
-  return { done: true, status: done.status };
+  return { done: true, status: done.status, notice: await terminalNotice(runtime.store, done, callback) };
 }

@@ -1,6 +1,7 @@
 import { LostClaim } from '../errors.js';
 import { nowIso } from '../store/records.js';
 import type {
+  DeliveryRecord,
   Json,
   JsonObject,
   MessageRecord,
@@ -9,7 +10,8 @@ import type {
   TurnRecord,
   TurnUpdate,
 } from '../store/types.js';
-import type { TurnErrorDigest } from './digest.js';
+import type { TerminalNotice, TurnErrorDigest } from './digest.js';
+import { completionCallback, laneHasWork, openWaiters } from './messaging.js';
 import type { Runtime } from './runtime.js';
 import { toolCallParts } from './turn-state.js';
 
@@ -112,7 +114,8 @@ export async function repairTranscript(
 
 /**
  * The one terminal write of a turn: interrupts what is still open, repairs the transcript,
- * clears the claim token (so this execution can never write again) and sets the status.
+ * creates the completion callback, clears the claim token (so this execution can never
+ * write again) and sets the status — all in one transaction. Returns who must hear of it.
  */
 export async function writeTerminal(
   runtime: Runtime,
@@ -120,7 +123,7 @@ export async function writeTerminal(
   turnId: string,
   attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
   reason: string,
-): Promise<{ turn: TurnRecord; repaired: MessageRecord[] }> {
+): Promise<{ turn: TurnRecord; repaired: MessageRecord[]; callback: DeliveryRecord | null }> {
   const result = await store.atomic(null, async () => {
     const turn = await store.loadTurn(turnId);
     let repaired: MessageRecord[] = [];
@@ -128,8 +131,21 @@ export async function writeTerminal(
       await interruptToolExecutions(store, turn);
       repaired = await repairTranscript(store, turn, reason);
     }
-    const updated = await store.updateTurn(turnId, { ...attrs, claimToken: null, completedAt: nowIso() });
-    return { turn: updated, repaired };
+    const completedAt = nowIso();
+    // The callback is written while the claim is still ours, from the row as it will be stored.
+    const callback = await completionCallback(runtime, store, {
+      ...turn,
+      ...attrs,
+      completedAt,
+    } as TurnRecord);
+    const options = callback.denied ? { ...turn.options, callback_denied: callback.denied } : undefined;
+    const updated = await store.updateTurn(turnId, {
+      ...attrs,
+      ...(options ? { options } : {}),
+      claimToken: null,
+      completedAt,
+    });
+    return { turn: updated, repaired, callback };
   });
   for (const message of result.repaired) {
     await runtime.emit(result.turn, 'message.created', {
@@ -138,18 +154,62 @@ export async function writeTerminal(
       kind: 'tool_result',
     });
   }
-  return result;
+  await emitCallback(runtime, result.turn, result.callback);
+  return { turn: result.turn, repaired: result.repaired, callback: result.callback.delivery };
 }
 
-/** Fails the turn durably with a typed error (no-op when the claim is gone). */
+export async function emitCallback(
+  runtime: Runtime,
+  turn: TurnRecord,
+  callback: { delivery: DeliveryRecord | null; denied: JsonObject | null },
+): Promise<void> {
+  if (callback.delivery) {
+    await runtime.emit(turn, 'callback.created', {
+      delivery_id: callback.delivery.id,
+      destination_conversation_id: callback.delivery.destinationConversationId,
+    });
+  }
+  if (callback.denied) await runtime.emit(turn, 'callback.denied', callback.denied);
+}
+
+/**
+ * After a terminal write has committed: the turns waiting on it, and the lanes with
+ * something to do (the callback's destination; its own conversation when work queued up).
+ */
+export async function terminalNotice(
+  store: Store,
+  turn: TurnRecord,
+  callback: DeliveryRecord | null,
+): Promise<TerminalNotice> {
+  const lanes: string[] = [];
+  if (callback) lanes.push(callback.destinationConversationId);
+  if (turn.submittedAt !== null && (await laneHasWork(store, turn.conversationId, turn.id)))
+    lanes.push(turn.conversationId);
+  return { waiters: await openWaiters(store, turn.id), lanes: [...new Set(lanes)] };
+}
+
+/**
+ * Fails the turn durably with a typed error (no-op when the claim is gone). A turn that is
+ * suspended waiting (claim released) is taken back by its own run first, so a root timeout
+ * during a join fails it instead of leaving it waiting.
+ */
 export async function failTurn(
   runtime: Runtime,
   input: { turnId: string; claimToken: string; error: TurnErrorDigest },
-): Promise<{ status: string }> {
+): Promise<{ status: string; notice?: TerminalNotice }> {
   try {
+    const current = await runtime.store.loadTurn(input.turnId);
+    if (current.status === 'waiting' || (current.status === 'pending' && current.claimToken === null)) {
+      await runtime.store.claimTurn(input.turnId, {
+        from: current.status,
+        to: 'running',
+        claimToken: input.claimToken,
+        heartbeatAt: nowIso(),
+      });
+    }
     const store = await runtime.fenced(input.turnId, input.claimToken);
     const error = { class: input.error.class, message: input.error.message };
-    const { turn } = await writeTerminal(
+    const { turn, callback } = await writeTerminal(
       runtime,
       store,
       input.turnId,
@@ -157,7 +217,7 @@ export async function failTurn(
       `turn failed: ${error.message}`,
     );
     await runtime.emit(turn, 'turn.failed', { error });
-    return { status: turn.status };
+    return { status: turn.status, notice: await terminalNotice(runtime.store, turn, callback) };
   } catch (error) {
     if (error instanceof LostClaim) return { status: (await runtime.store.loadTurn(input.turnId)).status };
     throw error;

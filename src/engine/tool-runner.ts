@@ -12,6 +12,9 @@ import type {
   TurnRecord,
 } from '../store/types.js';
 import { Budget } from './budget.js';
+import { isLaunchAgentTool } from '../agents/coordination.js';
+import type { CoordinationOutcome } from './coordination.js';
+import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
 import { turnDigest } from './claim.js';
 import type { ToolCallOutcome, TurnDigest } from './digest.js';
@@ -232,7 +235,24 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
       };
     }
     if (tool.kind !== 'ordinary') {
-      throw new ToolError(`${tool.name}: ${tool.kind} tools are not available in this version of the engine`);
+      const outcome = await coordinate(run, execution);
+      if (outcome.kind === 'waiting') {
+        return { ...run.outcome(execution), waiting: true, waitTargets: outcome.targets };
+      }
+      const row = await run.finish(execution, 'completed', outcome.payload);
+      if (outcome.kind === 'launched') {
+        return {
+          ...run.outcome(row),
+          launched: {
+            turnId: outcome.child.id,
+            agent: outcome.child.agentName,
+            conversationId: outcome.child.conversationId,
+          },
+        };
+      }
+      if (outcome.kind === 'sent')
+        return { ...run.outcome(row), wakeLanes: [outcome.destinationConversationId] };
+      return run.outcome(row);
     }
     const args = validateToolArguments(tool, call.arguments);
     const context: ToolContext = {
@@ -263,6 +283,17 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
     return run.outcome(await run.fail(execution, message, errorDetails(error)));
   }
   return run.outcome(await run.finish(execution, 'completed', payload));
+}
+
+/** Runs a coordination tool (launch_agent, send_message, wait_for) for this execution. */
+function coordinate(run: ToolRun, execution: ToolExecutionRecord): Promise<CoordinationOutcome> {
+  const { runtime, store, turn, tool, call } = run;
+  if (tool && isLaunchAgentTool(tool))
+    return launchAgent(runtime, store, turn, tool, execution, call.arguments);
+  if (tool?.kind === 'sendMessage')
+    return sendMessageCall(runtime, store, turn, tool, execution, call.arguments);
+  if (tool?.kind === 'waitFor') return waitForCall(runtime, store, turn, tool, call.arguments);
+  throw new ToolError(`${call.name}: this ${tool?.kind ?? 'unknown'} tool cannot run here`);
 }
 
 /** Skips every call after a completed terminal tool (spec §4.7). */

@@ -1,2 +1,3 @@
 // The workflow bundle's entry point: every workflow TurnKit workers run.
 export { turnWorkflow } from './turn-workflow.js';
+export { laneWorkflow } from './lane-workflow.js';

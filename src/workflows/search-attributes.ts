@@ -17,3 +17,21 @@ export const TURN_WORKFLOW_ID_PREFIX = 'turnkit-turn-';
 export function turnWorkflowId(turnId: string): string {
   return `${TURN_WORKFLOW_ID_PREFIX}${turnId}`;
 }
+
+export const LANE_WORKFLOW_ID_PREFIX = 'turnkit-lane-';
+
+/** One lane workflow per conversation: it delivers messages and starts the next turn. */
+export function laneWorkflowId(conversationId: string): string {
+  return `${LANE_WORKFLOW_ID_PREFIX}${conversationId}`;
+}
+
+/** Signal names, shared by workflows, activities and the client. */
+export const SIGNALS = {
+  cancel: 'cancel',
+  /** To a turn waiting for its conversation's lane: it may be free now. */
+  laneFree: 'laneFree',
+  /** To a turn waiting on others: one of its targets finished. */
+  targetFinished: 'targetFinished',
+  /** To a conversation's lane: look at deliveries and queued turns. */
+  wake: 'wake',
+} as const;

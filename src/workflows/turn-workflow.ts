@@ -9,7 +9,9 @@ import {
   getExternalWorkflowHandle,
   startChild,
   CancellationScope,
+  condition,
   defineSignal,
+  patched,
   isCancellation,
   setHandler,
   proxyActivities,
@@ -23,13 +25,14 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { TurnActivities } from '../activities/turn-activities.js';
 import type { CancelRequest } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
-import type { TurnDigest, TurnErrorDigest } from '../engine/digest.js';
+import type { TerminalNotice, TurnDigest, TurnErrorDigest } from '../engine/digest.js';
 import { NON_RETRYABLE_ERROR_TYPES } from '../errors.js';
 import {
   TURNKIT_AGENT,
   TURNKIT_CONVERSATION_ID,
   TURNKIT_ROOT_TURN_ID,
   TURNKIT_STATUS,
+  SIGNALS,
   turnWorkflowId,
 } from './search-attributes.js';
 
@@ -37,7 +40,21 @@ import {
  * `cancel` with `{descendants: 'retain' | 'cascade', principal}`: authorized, then the
  * in-flight model request or tool is aborted and the turn is cancelled (spec §5.9).
  */
-export const cancelSignal = defineSignal<[unknown]>('cancel');
+export const cancelSignal = defineSignal<[unknown]>(SIGNALS.cancel);
+/** From the conversation's lane: the lane may be free now (claim again). */
+export const laneFreeSignal = defineSignal<[]>(SIGNALS.laneFree);
+/** From a turn this one waits on: it finished (check the join again). */
+export const targetFinishedSignal = defineSignal<[string?]>(SIGNALS.targetFinished);
+
+/**
+ * Patch ids (`patched()`): every change to the command sequence of the released workflow is
+ * guarded, and CI replays the recorded histories of the earlier version.
+ */
+const PATCH_SIGNALLED_WAITS = 'turnkit-signalled-waits-1';
+const PATCH_NOTIFY = 'turnkit-terminal-notice-1';
+const PATCH_COORDINATION = 'turnkit-coordination-tools-1';
+/** Backstop re-check while waiting on signals, should one be lost. */
+const RECHECK = '30 seconds';
 
 /** Per-kind activity settings; heartbeat timeout, retries and the root timeout are separate. */
 export interface ActivitySettings {
@@ -132,6 +149,77 @@ interface TurnContext {
   settings: TurnSettings | undefined;
   /** Child turns started by this run, for a cascading cancel. */
   children: Set<string>;
+  /** Bumped by `laneFree` and `targetFinished` signals. */
+  nudges: () => number;
+}
+
+/** Waits for a nudge signal, or the backstop re-check, or `until` (ms since epoch). */
+async function awaitNudge(turn: TurnContext, until?: number | null): Promise<void> {
+  const seen = turn.nudges();
+  const backstop = 30_000;
+  const timeout = until ? Math.min(Math.max(until - Date.now(), 0), backstop) : RECHECK;
+  await condition(() => turn.nudges() !== seen, timeout);
+}
+
+/** Starts a child turn's workflow (a sub-agent or a launched agent) that outlives this run. */
+async function startTurnChild(
+  turn: TurnContext,
+  call: { childTurnId: string; agent: string; conversationId: string },
+  summary: string,
+) {
+  turn.children.add(call.childTurnId);
+  return startChild(turnWorkflow, {
+    workflowId: turnWorkflowId(call.childTurnId),
+    args: [{ turnId: call.childTurnId, ...(turn.settings ? { settings: turn.settings } : {}) }],
+    parentClosePolicy: 'ABANDON',
+    staticSummary: `${call.agent}: ${summary}`,
+    typedSearchAttributes: [
+      { key: TURNKIT_AGENT, value: call.agent },
+      { key: TURNKIT_CONVERSATION_ID, value: call.conversationId },
+      {
+        key: TURNKIT_ROOT_TURN_ID,
+        value: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? turn.turnId,
+      },
+      { key: TURNKIT_STATUS, value: 'pending' },
+    ],
+  });
+}
+
+/** Launched agents run detached: started, never awaited. A start that already happened is fine. */
+async function launchChild(
+  turn: TurnContext,
+  launched: { turnId: string; agent: string; conversationId: string },
+) {
+  await CancellationScope.nonCancellable(async () => {
+    try {
+      await startTurnChild(
+        turn,
+        { childTurnId: launched.turnId, agent: launched.agent, conversationId: launched.conversationId },
+        `launched by ${turn.turnId}`,
+      );
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+  });
+}
+
+/** Tells waiters that this turn finished and wakes the lanes that have work. */
+async function notify(
+  acts: Activities,
+  settings: TurnSettings | undefined,
+  notice: TerminalNotice | undefined,
+) {
+  if (!notice || (notice.waiters.length === 0 && notice.lanes.length === 0) || !patched(PATCH_NOTIFY)) return;
+  await CancellationScope.nonCancellable(async () => {
+    for (const waiter of notice.waiters) {
+      await getExternalWorkflowHandle(turnWorkflowId(waiter))
+        .signal(targetFinishedSignal, workflowInfo().workflowId)
+        .catch(() => undefined);
+    }
+    if (notice.lanes.length > 0) {
+      await acts.store.wakeLanes({ conversationIds: notice.lanes, ...(settings ? { settings } : {}) });
+    }
+  });
 }
 
 const FINISHED = new Set(['completed', 'failed', 'cancelled']);
@@ -148,63 +236,64 @@ async function runChildren(
   const results = await CancellationScope.nonCancellable(() =>
     Promise.all(
       calls.map(async (call) => {
-        turn.children.add(call.childTurnId);
         try {
-          const child = await startChild(turnWorkflow, {
-            workflowId: turnWorkflowId(call.childTurnId),
-            args: [{ turnId: call.childTurnId, ...(turn.settings ? { settings: turn.settings } : {}) }],
-            parentClosePolicy: 'ABANDON',
-            staticSummary: `${call.agent}: sub-agent of ${turn.turnId}`,
-            typedSearchAttributes: [
-              { key: TURNKIT_AGENT, value: call.agent },
-              { key: TURNKIT_CONVERSATION_ID, value: call.conversationId },
-              {
-                key: TURNKIT_ROOT_TURN_ID,
-                value: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? turn.turnId,
-              },
-              { key: TURNKIT_STATUS, value: 'pending' },
-            ],
-          });
-          return child.result().then(() => undefined);
+          const child = await startTurnChild(turn, call, `sub-agent of ${turn.turnId}`);
+          // Wrapped: an async function returning a promise would wait for it, and the join
+          // below (which a cancel must be able to interrupt) would never be reached.
+          return { done: child.result().then(() => undefined) };
         } catch (error) {
           if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
           // Started by an earlier run of this turn: follow it through the store instead.
-          return (async () => {
-            for (
-              let wait = 1;
-              !FINISHED.has((await turn.acts.store.turnStatus({ turnId: call.childTurnId })).status);
-            ) {
-              await sleep(`${wait} seconds`);
-              wait = Math.min(wait * 2, 30);
-            }
-          })();
+          return {
+            done: (async () => {
+              for (
+                let wait = 1;
+                !FINISHED.has((await turn.acts.store.turnStatus({ turnId: call.childTurnId })).status);
+              ) {
+                await sleep(`${wait} seconds`);
+                wait = Math.min(wait * 2, 30);
+              }
+            })(),
+          };
         }
       }),
     ),
   );
-  await Promise.race([Promise.all(results), CancellationScope.current().cancelRequested]);
+  await Promise.race([
+    Promise.all(results.map((result) => result.done)),
+    CancellationScope.current().cancelRequested,
+  ]);
+}
+
+/** Waits, without holding a worker, until every `wait_for` target of the turn is finished. */
+async function awaitTargets(turn: TurnContext): Promise<void> {
+  while (!(await turn.acts.store.waitsReady({ turnId: turn.turnId })).ready) await awaitNudge(turn);
 }
 
 /**
  * The tools phase (spec §4.1): calls run in order; a contiguous group of sub-agent calls
- * fans out in parallel; an ordinary tool never jumps ahead of an unresolved group; a
- * completed terminal tool stops everything after it. After a group resolves, dispatch walks
- * the calls again, which appends the children's results in call order.
+ * fans out in parallel; an ordinary tool never jumps ahead of an unresolved group or an
+ * unfinished `wait_for`; a completed terminal tool stops everything after it. After the
+ * group resolves, dispatch walks the calls again, which appends results in call order.
  */
 async function runTools(turn: TurnContext, digest: TurnDigest): Promise<TurnDigest> {
   const { acts, turnId, claimToken } = turn;
   for (;;) {
     let terminalToolCallId: string | null = null;
     const waiting: { childTurnId: string; agent: string; conversationId: string }[] = [];
+    let joining = false;
+    const lanes = new Set<string>();
     for (const call of digest.toolCalls) {
-      if (waiting.length > 0 && call.kind !== 'subAgent') break;
+      if ((waiting.length > 0 || joining) && call.kind !== 'subAgent') break;
       const outcome = await acts.tool.toolCall({
         turnId,
         claimToken,
         toolCallId: call.id,
-        deferResult: waiting.length > 0,
+        deferResult: waiting.length > 0 || joining,
         maxAttempts: acts.toolMaxAttempts,
       });
+      if (outcome.launched && patched(PATCH_COORDINATION)) await launchChild(turn, outcome.launched);
+      for (const lane of outcome.wakeLanes ?? []) lanes.add(lane);
       if (outcome.waiting && outcome.childTurnId) {
         waiting.push({
           childTurnId: outcome.childTurnId,
@@ -213,22 +302,39 @@ async function runTools(turn: TurnContext, digest: TurnDigest): Promise<TurnDige
         });
         continue;
       }
+      if (outcome.waiting && outcome.waitTargets) {
+        joining = true;
+        continue;
+      }
       if (outcome.terminal) {
         terminalToolCallId = call.id;
         break;
       }
     }
-    if (waiting.length === 0) return acts.store.finishTools({ turnId, claimToken, terminalToolCallId });
-    // Waiting holds no worker: the workflow sleeps on its children.
+    if (lanes.size > 0 && patched(PATCH_COORDINATION)) {
+      await acts.store.wakeLanes({
+        conversationIds: [...lanes],
+        ...(turn.settings ? { settings: turn.settings } : {}),
+      });
+    }
+    if (waiting.length === 0 && !joining)
+      return acts.store.finishTools({ turnId, claimToken, terminalToolCallId });
+    // Waiting holds no worker: the workflow sleeps on its children and its join targets.
     await acts.store.suspendTurn({ turnId, claimToken });
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'waiting' }]);
-    await runChildren(turn, waiting);
+    await Promise.all([
+      waiting.length > 0 ? runChildren(turn, waiting) : undefined,
+      joining ? awaitTargets(turn) : undefined,
+    ]);
     digest = await acts.store.resumeTurn({ turnId, claimToken });
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
   }
 }
 
-async function phaseLoop(turn: TurnContext, start: TurnDigest): Promise<string> {
+async function phaseLoop(
+  turn: TurnContext,
+  start: TurnDigest,
+): Promise<{ status: string; notice?: TerminalNotice }> {
   const { acts, turnId, claimToken } = turn;
   let digest = start;
   let step = 0;
@@ -240,7 +346,8 @@ async function phaseLoop(turn: TurnContext, start: TurnDigest): Promise<string> 
       digest = await runTools(turn, digest);
     } else {
       const output = await acts.store.outputStep({ turnId, claimToken });
-      if (output.done) return output.status;
+      if (output.done)
+        return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
       digest = { ...digest, phase: 'model', toolCalls: [] };
     }
   }
@@ -254,6 +361,12 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   let cancel: CancelRequest | null = null;
   let timedOut = false;
   const children = new Set<string>();
+  let nudges = 0;
+  const nudge = () => {
+    nudges += 1;
+  };
+  setHandler(laneFreeSignal, nudge);
+  setHandler(targetFinishedSignal, nudge);
 
   setHandler(cancelSignal, async (payload: unknown) => {
     const parsed = parseCancelRequest(payload);
@@ -270,10 +383,31 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   // The claim token is bound to this run: a retried claim by the same run is recognized,
   // and a reset or any other run gets a different token, which fences this one out.
   const claimToken = workflowInfo().runId.replace(/-/g, '');
+  const turn: TurnContext = {
+    acts,
+    turnId,
+    claimToken,
+    settings: input.settings,
+    children,
+    nudges: () => nudges,
+  };
+  let notice: TerminalNotice | undefined;
   const work = scope.run(async (): Promise<TurnWorkflowResult> => {
     let claim = await acts.store.claimTurn({ turnId, claimToken });
-    for (let wait = 1; !claim.claimed && claim.reason === 'lane_busy'; wait = Math.min(wait * 2, 30)) {
-      await sleep(`${wait} seconds`);
+    for (
+      let wait = 1;
+      !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
+      wait = Math.min(wait * 2, 30)
+    ) {
+      if (patched(PATCH_SIGNALLED_WAITS)) {
+        // Woken by the lane (its predecessor finished) or by a join target; a timer backs it up.
+        await awaitNudge(
+          turn,
+          claim.reason === 'waiting' && claim.deadline ? Date.parse(claim.deadline) : null,
+        );
+      } else {
+        await sleep(`${wait} seconds`);
+      }
       claim = await acts.store.claimTurn({ turnId, claimToken });
     }
     if (!claim.claimed) return { turnId, status: claim.status, claimed: false };
@@ -286,8 +420,9 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         scope.cancel();
       });
     }
-    const status = await phaseLoop({ acts, turnId, claimToken, settings: input.settings, children }, claim);
-    return { turnId, status, claimed: true };
+    const done = await phaseLoop(turn, claim);
+    notice = done.notice;
+    return { turnId, status: done.status, claimed: true };
   });
 
   let result: TurnWorkflowResult;
@@ -310,6 +445,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         }
         return done;
       });
+      notice = cancelled.notice;
       result = { turnId, status: cancelled.status, claimed: true };
     } else {
       const failure: TurnErrorDigest = timedOut
@@ -318,9 +454,11 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
       const failed = await CancellationScope.nonCancellable(() =>
         acts.store.failTurn({ turnId, claimToken, error: failure }),
       );
+      notice = failed.notice;
       result = { turnId, status: failed.status, claimed: true, error: failure };
     }
   }
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: result.status }]);
+  await notify(acts, input.settings, notice);
   return result;
 }
