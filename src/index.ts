@@ -29,3 +29,4 @@ export { turnWorkflowId } from './workflows/search-attributes.js';
 export * from './errors.js';
 export * from './store/index.js';
 export * from './models/index.js';
+export * from './specialists/index.js';
