@@ -36,3 +36,4 @@ export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/search-attr
 export * from './errors.js';
 export * from './store/index.js';
 export * from './models/index.js';
+export * from './specialists/index.js';

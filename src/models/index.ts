@@ -22,3 +22,14 @@ export { createModelClient, modelClientFromEnv } from './providers.js';
 export type { ProviderConfig } from './providers.js';
 export { addUsage, costFromUsage } from './cost.js';
 export type { Cost, CostConfig, CostRates } from './cost.js';
+export { AiSdkImageModel, ScriptedImageModel, TINY_PNG_BASE64 } from './image.js';
+export type {
+  AiSdkImageModelOptions,
+  GeneratedImage,
+  ImageCallOptions,
+  ImageModel,
+  ImageRequest,
+  ImageResult,
+  ImageScript,
+  ImageUsage,
+} from './image.js';
