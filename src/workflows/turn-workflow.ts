@@ -165,24 +165,31 @@ async function runChildren(
               { key: TURNKIT_STATUS, value: 'pending' },
             ],
           });
-          return child.result().then(() => undefined);
+          // Wrapped: an async function returning a promise would wait for it, and the join
+          // below (which a cancel must be able to interrupt) would never be reached.
+          return { done: child.result().then(() => undefined) };
         } catch (error) {
           if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
           // Started by an earlier run of this turn: follow it through the store instead.
-          return (async () => {
-            for (
-              let wait = 1;
-              !FINISHED.has((await turn.acts.store.turnStatus({ turnId: call.childTurnId })).status);
-            ) {
-              await sleep(`${wait} seconds`);
-              wait = Math.min(wait * 2, 30);
-            }
-          })();
+          return {
+            done: (async () => {
+              for (
+                let wait = 1;
+                !FINISHED.has((await turn.acts.store.turnStatus({ turnId: call.childTurnId })).status);
+              ) {
+                await sleep(`${wait} seconds`);
+                wait = Math.min(wait * 2, 30);
+              }
+            })(),
+          };
         }
       }),
     ),
   );
-  await Promise.race([Promise.all(results), CancellationScope.current().cancelRequested]);
+  await Promise.race([
+    Promise.all(results.map((result) => result.done)),
+    CancellationScope.current().cancelRequested,
+  ]);
 }
 
 /**
