@@ -65,7 +65,7 @@ beforeAll(async () => {
   kit = await startKit({
     agents: [
       defineAgent({ name: 'multi', tools: [fast, hang, later] }),
-      defineAgent({ name: 'timed', tools: [fast, hang, later], limits: { timeout: 2 } }),
+      defineAgent({ name: 'timed', tools: [fast, hang, later], limits: { timeout: 5 } }),
       defineAgent({ name: 'budgeted', tools: [fast, later], limits: { maxToolExecutions: 2 } }),
     ],
     model,
