@@ -23,10 +23,15 @@ export async function messagesForTurn(store: Store, turn: TurnRecord): Promise<M
   });
 }
 
+/** Text parts as they are; an image part as a short placeholder (never its bytes). */
 function textOf(message: MessageRecord): string {
   return message.content
-    .filter((part) => part.type === 'text')
-    .map((part) => (part as { text: string }).text)
+    .flatMap((part) => {
+      if (part.type === 'text') return [part.text];
+      if (part.type === 'image')
+        return [`[image ${part.mime_type}${part.url ? ` ${part.url}` : ''} message ${message.id}]`];
+      return [];
+    })
     .join('\n');
 }
 
