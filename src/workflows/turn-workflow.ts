@@ -225,6 +225,18 @@ async function notify(
 const FINISHED = new Set(['completed', 'failed', 'cancelled']);
 
 /**
+ * Runs a short store step (a local activity) so that cancelling the turn's scope never
+ * cancels it: a cancel signal whose authorization resolves in the same activation as a
+ * store step of the cancelled scope would otherwise ask core to cancel a local activity
+ * whose marker is already recorded, a nondeterminism error ("Invalid transition in state
+ * machine") that fails every retry of the workflow task. The cancellation still takes
+ * effect at the next model/tool activity or timer of the scope.
+ */
+function storeStep<T>(fn: () => Promise<T>): Promise<T> {
+  return CancellationScope.nonCancellable(fn);
+}
+
+/**
  * Runs the children of a sub-agent group as child workflows, in parallel, and waits for all
  * of them. They are started outside the cancellable scope: a `retain` cancel leaves them
  * running, a `cascade` cancel signals each one.
@@ -267,7 +279,8 @@ async function runChildren(
 
 /** Waits, without holding a worker, until every `wait_for` target of the turn is finished. */
 async function awaitTargets(turn: TurnContext): Promise<void> {
-  while (!(await turn.acts.store.waitsReady({ turnId: turn.turnId })).ready) await awaitNudge(turn);
+  while (!(await storeStep(() => turn.acts.store.waitsReady({ turnId: turn.turnId }))).ready)
+    await awaitNudge(turn);
 }
 
 /**
@@ -318,15 +331,15 @@ async function runTools(turn: TurnContext, digest: TurnDigest): Promise<TurnDige
       });
     }
     if (waiting.length === 0 && !joining)
-      return acts.store.finishTools({ turnId, claimToken, terminalToolCallId });
+      return storeStep(() => acts.store.finishTools({ turnId, claimToken, terminalToolCallId }));
     // Waiting holds no worker: the workflow sleeps on its children and its join targets.
-    await acts.store.suspendTurn({ turnId, claimToken });
+    await storeStep(() => acts.store.suspendTurn({ turnId, claimToken }));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'waiting' }]);
     await Promise.all([
       waiting.length > 0 ? runChildren(turn, waiting) : undefined,
       joining ? awaitTargets(turn) : undefined,
     ]);
-    digest = await acts.store.resumeTurn({ turnId, claimToken });
+    digest = await storeStep(() => acts.store.resumeTurn({ turnId, claimToken }));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
   }
 }
@@ -345,7 +358,7 @@ async function phaseLoop(
     } else if (digest.phase === 'tools') {
       digest = await runTools(turn, digest);
     } else {
-      const output = await acts.store.outputStep({ turnId, claimToken });
+      const output = await storeStep(() => acts.store.outputStep({ turnId, claimToken }));
       if (output.done)
         return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
       digest = { ...digest, phase: 'model', toolCalls: [] };
@@ -393,7 +406,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   };
   let notice: TerminalNotice | undefined;
   const work = scope.run(async (): Promise<TurnWorkflowResult> => {
-    let claim = await acts.store.claimTurn({ turnId, claimToken });
+    let claim = await storeStep(() => acts.store.claimTurn({ turnId, claimToken }));
     for (
       let wait = 1;
       !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
@@ -408,7 +421,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
       } else {
         await sleep(`${wait} seconds`);
       }
-      claim = await acts.store.claimTurn({ turnId, claimToken });
+      claim = await storeStep(() => acts.store.claimTurn({ turnId, claimToken }));
     }
     if (!claim.claimed) return { turnId, status: claim.status, claimed: false };
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
