@@ -137,6 +137,18 @@ interface TurnContext {
 const FINISHED = new Set(['completed', 'failed', 'cancelled']);
 
 /**
+ * Runs a short store step (a local activity) so that cancelling the turn's scope never
+ * cancels it: a cancel signal whose authorization resolves in the same activation as a
+ * store step of the cancelled scope would otherwise ask core to cancel a local activity
+ * whose marker is already recorded, a nondeterminism error ("Invalid transition in state
+ * machine") that fails every retry of the workflow task. The cancellation still takes
+ * effect at the next model/tool activity or timer of the scope.
+ */
+function storeStep<T>(fn: () => Promise<T>): Promise<T> {
+  return CancellationScope.nonCancellable(fn);
+}
+
+/**
  * Runs the children of a sub-agent group as child workflows, in parallel, and waits for all
  * of them. They are started outside the cancellable scope: a `retain` cancel leaves them
  * running, a `cascade` cancel signals each one.
@@ -218,12 +230,13 @@ async function runTools(turn: TurnContext, digest: TurnDigest): Promise<TurnDige
         break;
       }
     }
-    if (waiting.length === 0) return acts.store.finishTools({ turnId, claimToken, terminalToolCallId });
+    if (waiting.length === 0)
+      return storeStep(() => acts.store.finishTools({ turnId, claimToken, terminalToolCallId }));
     // Waiting holds no worker: the workflow sleeps on its children.
-    await acts.store.suspendTurn({ turnId, claimToken });
+    await storeStep(() => acts.store.suspendTurn({ turnId, claimToken }));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'waiting' }]);
     await runChildren(turn, waiting);
-    digest = await acts.store.resumeTurn({ turnId, claimToken });
+    digest = await storeStep(() => acts.store.resumeTurn({ turnId, claimToken }));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
   }
 }
@@ -239,7 +252,7 @@ async function phaseLoop(turn: TurnContext, start: TurnDigest): Promise<string> 
     } else if (digest.phase === 'tools') {
       digest = await runTools(turn, digest);
     } else {
-      const output = await acts.store.outputStep({ turnId, claimToken });
+      const output = await storeStep(() => acts.store.outputStep({ turnId, claimToken }));
       if (output.done) return output.status;
       digest = { ...digest, phase: 'model', toolCalls: [] };
     }
@@ -271,10 +284,10 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   // and a reset or any other run gets a different token, which fences this one out.
   const claimToken = workflowInfo().runId.replace(/-/g, '');
   const work = scope.run(async (): Promise<TurnWorkflowResult> => {
-    let claim = await acts.store.claimTurn({ turnId, claimToken });
+    let claim = await storeStep(() => acts.store.claimTurn({ turnId, claimToken }));
     for (let wait = 1; !claim.claimed && claim.reason === 'lane_busy'; wait = Math.min(wait * 2, 30)) {
       await sleep(`${wait} seconds`);
-      claim = await acts.store.claimTurn({ turnId, claimToken });
+      claim = await storeStep(() => acts.store.claimTurn({ turnId, claimToken }));
     }
     if (!claim.claimed) return { turnId, status: claim.status, claimed: false };
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
