@@ -1,0 +1,306 @@
+/**
+ * Fault-injection matrix (issue 5 item 5): a worker process is SIGKILLed (or SIGSTOPped) at
+ * each step boundary of a turn; a replacement worker process finishes the run; after every
+ * case the store invariants of test/helpers/fault.ts hold. The fault is injected by the worker
+ * itself (test/fixtures/fault-agents.ts) at the boundary named by TURNKIT_FAULT_AT.
+ * TURNKIT_FAULT_RUNS (default 2) repeats each case.
+ */
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AgentRegistry } from '../../src/agents/registry.js';
+import type { RunHandle } from '../../src/client/run-handle.js';
+import { TurnKitClient } from '../../src/client/turnkit-client.js';
+import { iterationsOf, phaseOf } from '../../src/engine/turn-state.js';
+import { openStore } from '../../src/store/index.js';
+import type { Store, TurnRecord } from '../../src/store/types.js';
+import type { FaultMode, FaultPoint } from '../fixtures/fault-agents.js';
+import { faultFixture } from '../fixtures/fault-agents.js';
+import type { FaultWorker, TreeSnapshot } from '../helpers/fault.js';
+import {
+  effectsByKey,
+  expectInvariants,
+  logLines,
+  sleep,
+  spawnFaultWorker,
+  waitUntil,
+  withTimeout,
+} from '../helpers/fault.js';
+import { requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
+import { temporalConnections } from '../helpers/turnkit.js';
+
+// Short heartbeat timeouts: a dead or paused worker's activity is retried elsewhere within seconds.
+const turnSettings = {
+  model: { heartbeatTimeout: '2 seconds' },
+  tool: { heartbeatTimeout: '2 seconds' },
+};
+const stopSettings = {
+  model: { heartbeatTimeout: '2 seconds', maximumAttempts: 8 },
+  tool: { heartbeatTimeout: '2 seconds', maximumAttempts: 8 },
+};
+const RUNS = Math.max(1, Number(process.env['TURNKIT_FAULT_RUNS'] ?? 2));
+const repeat = Array.from({ length: RUNS }, (_, i) => i + 1);
+
+const temporalUp = await requireTemporal();
+
+interface CaseResult {
+  run: RunHandle;
+  turn: TurnRecord;
+  afterFault: TurnRecord;
+  lines: string[];
+  tree: TreeSnapshot;
+}
+
+describe.skipIf(!temporalUp)('fault injection at every step boundary (worker processes)', () => {
+  let dir: string;
+  let store: Store;
+  const workers: FaultWorker[] = [];
+  let counter = 0;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'turnkit-fault-'));
+    store = await openStore(join(dir, 'turnkit.sqlite'));
+  });
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    await store?.close();
+  });
+
+  async function faultCase(options: {
+    agent: string;
+    faultAt: FaultPoint;
+    mode?: FaultMode;
+    /** Runs after the run started, before the fault is awaited (e.g. sends the cancel). */
+    duringRun?: (run: RunHandle) => Promise<void>;
+  }): Promise<CaseResult> {
+    const mode = options.mode ?? 'kill';
+    const name = `${options.faultAt}-${mode}-${++counter}`;
+    const log = join(dir, `${name}.log`);
+    const marker = join(dir, `${name}.fault`);
+    const taskQueue = uniqueTaskQueue(`turnkit-fault-${name}`);
+    const client = new TurnKitClient({
+      store,
+      agents: new AgentRegistry(faultFixture({ log, flavor: 'client' }).agents),
+      temporal: (await temporalConnections()).client,
+      taskQueue,
+      // A paused worker's open polls may swallow a few retry attempts (each then times out).
+      turnSettings: mode === 'stop' ? stopSettings : turnSettings,
+    });
+    const env = {
+      TURNKIT_TEST_DATABASE_URL: join(dir, 'turnkit.sqlite'),
+      TURNKIT_TEST_LOG: log,
+      TURNKIT_TEST_TASK_QUEUE: taskQueue,
+    };
+    const first = spawnFaultWorker({
+      ...env,
+      TURNKIT_TEST_FLAVOR: 'first',
+      TURNKIT_FAULT_AT: options.faultAt,
+      TURNKIT_FAULT_MODE: mode,
+      TURNKIT_FAULT_MARKER: marker,
+    });
+    // Boots while the first one works; it polls only after go().
+    const replacement = spawnFaultWorker({ ...env, TURNKIT_TEST_FLAVOR: 'replacement' }, { hold: true });
+    workers.push(first, replacement);
+    await first.ready;
+    expect(first.alive(), first.output()).toBe(true);
+    const run = await client.run(options.agent, `Fault case ${name}`);
+    await options.duringRun?.(run);
+    await waitUntil(`the ${options.faultAt} fault`, () => existsSync(marker) || !first.alive());
+    expect(existsSync(marker), first.output()).toBe(true);
+    if (mode === 'kill') {
+      const exit = await first.exited;
+      expect(exit.signal, first.output()).toBe('SIGKILL');
+    } else {
+      await sleep(200);
+      expect(first.alive(), 'a stopped worker is still a process').toBe(true);
+    }
+    const afterFault = await run.turn();
+    await replacement.ready;
+    replacement.go();
+    const turn = await withTimeout(run.result(), 90_000, () =>
+      [
+        `log:\n${logLines(log).join('\n')}`,
+        `first:\n${first.output()}`,
+        `replacement:\n${replacement.output()}`,
+      ].join('\n'),
+    );
+    if (mode === 'stop') {
+      // The zombie wakes up with its attempt still in hand; whatever it tries must not land.
+      first.child.kill('SIGCONT');
+      await waitUntil('the zombie to resume', () =>
+        logLines(log).some((l) => l.startsWith(`resumed:${options.faultAt}:first`)),
+      );
+      await sleep(2_000);
+    }
+    await Promise.all([first.stop(), replacement.stop()]);
+    const lines = logLines(log);
+    const tree = await expectInvariants(store, run.rootTurnId, log);
+    return { run, turn, afterFault, lines, tree };
+  }
+
+  const count = (lines: string[], prefix: string) => lines.filter((l) => l.startsWith(prefix)).length;
+
+  const cancelWhileHolding = async (run: RunHandle) => {
+    await waitUntil('the hold tool to run', async () =>
+      (await run.toolExecutions()).some((e) => e.toolName === 'hold' && e.status === 'running'),
+    );
+    await run.cancel();
+  };
+
+  describe.each(repeat)('run %i', () => {
+    it('FI before-model-call: the reserved iteration is reused and the request re-sent; every effect once', async () => {
+      const { turn, afterFault, lines, tree } = await faultCase({
+        agent: 'ledger',
+        faultAt: 'before-model-call',
+      });
+      expect(afterFault.status).toBe('running');
+      expect(phaseOf(afterFault)).toBe('model');
+      expect(turn.status).toBe('completed');
+      expect(turn.outputText).toBe('replacement done');
+      expect(count(lines, 'model:ledger:first')).toBe(1);
+      expect(count(lines, 'model:ledger:replacement')).toBe(2);
+      // Temporal retried the same step: no second reservation for the lost call.
+      expect(iterationsOf(turn)).toBe(2);
+      expect(tree.executions.map((e) => [e.toolName, e.status])).toEqual([
+        ['charge', 'completed'],
+        ['upsert', 'completed'],
+      ]);
+    }, 120_000);
+
+    it('FI after-model-commit BG-05 DB-08: the stored response is reused; the replacement makes only the final call', async () => {
+      const { turn, afterFault, lines, tree } = await faultCase({
+        agent: 'ledger',
+        faultAt: 'after-model-commit',
+      });
+      expect(afterFault.status).toBe('running');
+      expect(phaseOf(afterFault)).toBe('tools');
+      expect(turn.status).toBe('completed');
+      expect(turn.outputText).toBe('replacement done');
+      expect(count(lines, 'model:ledger:first')).toBe(1);
+      expect(count(lines, 'model:ledger:replacement')).toBe(1);
+      expect(count(lines, 'attempt:charge:')).toBe(1);
+      expect(tree.executions.map((e) => e.status)).toEqual(['completed', 'completed']);
+      expect(tree.messages.filter((m) => m.kind === 'tool_call')).toHaveLength(1);
+    }, 120_000);
+
+    it('FI before-tool-commit BG-16: the unsafe tool is interrupted, never re-run, and its result says the outcome is unknown', async () => {
+      const { turn, lines, tree } = await faultCase({ agent: 'ledger', faultAt: 'before-tool-commit' });
+      expect(turn.status).toBe('completed');
+      const [charge, upsert] = tree.executions;
+      expect(charge!.status).toBe('interrupted');
+      expect(count(lines, 'attempt:charge:')).toBe(1);
+      expect(count(lines, 'effect:charge:')).toBe(1);
+      expect(upsert!.status).toBe('completed');
+      const result = tree.messages.find((m) => m.toolExecutionId === charge!.id)!;
+      expect(JSON.stringify(result.content)).toContain('unknown');
+      expect(count(lines, 'model:ledger:')).toBe(2);
+    }, 120_000);
+
+    it('FI before-replay-safe-commit BG-35: the replay-safe tool is retried under the same key; its effect happened once', async () => {
+      const { turn, lines, tree } = await faultCase({
+        agent: 'ledger',
+        faultAt: 'before-replay-safe-commit',
+      });
+      expect(turn.status).toBe('completed');
+      const [charge, upsert] = tree.executions;
+      expect(charge!.status).toBe('completed');
+      expect(upsert!.status).toBe('completed');
+      const key = `turnkit:tool:${upsert!.id}`;
+      expect(lines.filter((l) => l.startsWith('attempt:upsert:'))).toEqual([
+        `attempt:upsert:${key}:first`,
+        `attempt:upsert:${key}:replacement`,
+      ]);
+      expect(effectsByKey(lines, 'upsert')).toEqual(new Map([[key, 1]]));
+      expect(count(lines, 'attempt:charge:')).toBe(1);
+    }, 120_000);
+
+    it('FI after-tool-commit BG-15: the committed result is kept; the tool is not re-run; one result per call', async () => {
+      const { turn, lines, tree } = await faultCase({ agent: 'ledger', faultAt: 'after-tool-commit' });
+      expect(turn.status).toBe('completed');
+      expect(tree.executions.map((e) => e.status)).toEqual(['completed', 'completed']);
+      expect(count(lines, 'attempt:charge:')).toBe(1);
+      expect(count(lines, 'attempt:upsert:')).toBe(1);
+      expect(count(lines, 'model:ledger:')).toBe(2);
+      expect(tree.messages.filter((m) => m.kind === 'tool_result')).toHaveLength(2);
+    }, 120_000);
+
+    it('FI fan-out BG-11 BG-12: killed while the children run, the group finishes with exactly two children and the parent completes after them', async () => {
+      const { turn, lines, tree } = await faultCase({ agent: 'fanout', faultAt: 'fan-out' });
+      expect(turn.status).toBe('completed');
+      expect(turn.outputText).toBe('joined');
+      const children = tree.turns.filter((t) => t.parentTurnId === turn.id);
+      expect(children.map((c) => c.agentName).sort()).toEqual(['child_a', 'child_b']);
+      expect(children.map((c) => c.status)).toEqual(['completed', 'completed']);
+      expect(tree.turns).toHaveLength(3);
+      expect(count(lines, 'model:fanout:')).toBe(2);
+      const upserts = tree.executions.filter((e) => e.toolName === 'upsert');
+      expect(upserts.map((e) => e.status)).toEqual(['completed', 'completed']);
+      const results = tree.messages.filter((m) => m.turnId === turn.id && m.kind === 'tool_result');
+      expect(results.map((m) => m.metadata['tool_name'])).toEqual(['child_a', 'child_b']);
+    }, 120_000);
+
+    it('FI during-cancel BG-42: killed between the cancel signal and the cancelled status, the replacement cancels; the held tool is interrupted with one result', async () => {
+      const { turn, afterFault, tree } = await faultCase({
+        agent: 'holder',
+        faultAt: 'during-cancel',
+        duringRun: cancelWhileHolding,
+      });
+      expect(afterFault.status).toBe('running');
+      expect(turn.status).toBe('cancelled');
+      expect(turn.outputText).toBeNull();
+      expect(turn.error).toEqual({ class: 'Cancelled', message: 'cancelled by application' });
+      expect(tree.executions.map((e) => e.status)).toEqual(['interrupted']);
+    }, 120_000);
+
+    it('FI after-cancel-commit: killed right after the cancelled status committed, the turn stays cancelled and nothing is appended later', async () => {
+      const { turn, afterFault, tree } = await faultCase({
+        agent: 'holder',
+        faultAt: 'after-cancel-commit',
+        duringRun: cancelWhileHolding,
+      });
+      expect(afterFault.status).toBe('cancelled');
+      expect(turn.status).toBe('cancelled');
+      expect(tree.executions.map((e) => e.status)).toEqual(['interrupted']);
+      expect(tree.messages.filter((m) => m.kind === 'tool_result')).toHaveLength(1);
+    }, 120_000);
+  });
+
+  describe('SIGSTOP instead of SIGKILL (the paused worker wakes up after the replacement finished)', () => {
+    it('FI after-model-commit SIGSTOP BG-17: the zombie cannot add a second response or re-run a tool', async () => {
+      const { turn, lines, tree } = await faultCase({
+        agent: 'ledger',
+        faultAt: 'after-model-commit',
+        mode: 'stop',
+      });
+      expect(turn.status).toBe('completed');
+      expect(count(lines, 'resumed:after-model-commit:first')).toBe(1);
+      expect(tree.messages.filter((m) => m.role === 'assistant')).toHaveLength(2);
+      expect(count(lines, 'attempt:charge:')).toBe(1);
+    }, 120_000);
+
+    it('FI before-tool-commit SIGSTOP BG-16 DB-05: the zombie tool returns after the turn completed; its result is refused (LostClaim)', async () => {
+      const { turn, lines, tree } = await faultCase({
+        agent: 'ledger',
+        faultAt: 'before-tool-commit',
+        mode: 'stop',
+      });
+      expect(turn.status).toBe('completed');
+      expect(count(lines, 'returned:charge:')).toBe(1);
+      expect(lines).toContain('activity:toolCall:1:first:error:LostClaim');
+      expect(tree.executions[0]!.status).toBe('interrupted');
+      expect(count(lines, 'effect:charge:')).toBe(1);
+    }, 120_000);
+
+    it('FI during-cancel SIGSTOP: the zombie that was authorizing the cancel wakes after the replacement cancelled; nothing changes', async () => {
+      const { turn, tree } = await faultCase({
+        agent: 'holder',
+        faultAt: 'during-cancel',
+        mode: 'stop',
+        duringRun: cancelWhileHolding,
+      });
+      expect(turn.status).toBe('cancelled');
+      expect(tree.executions.map((e) => e.status)).toEqual(['interrupted']);
+    }, 120_000);
+  });
+});
