@@ -12,6 +12,7 @@ import type { ModelRequest } from '../../src/models/types.js';
 import type { TurnRecord } from '../../src/store/types.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
+import { waitUntil } from '../helpers/wait.js';
 import type { TurnWorkflowResult } from '../../src/workflows/turn-workflow.js';
 
 const toolMessages = (request: ModelRequest) => request.messages.filter((m) => m.role === 'tool');
@@ -121,14 +122,6 @@ afterAll(async () => {
   for (const entry of gates.values()) entry.open();
   await kit?.stop();
 });
-
-async function waitUntil(predicate: () => Promise<boolean>, timeoutMs = 30_000) {
-  const until = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const modelRequested = async (turnId: string) =>
   (await kit.store.listEvents(turnId)).some((e) => e.type === 'model.requested');

@@ -13,6 +13,7 @@ import type { ModelRequest } from '../../src/models/types.js';
 import type { ContentPart, MessageRecord } from '../../src/store/types.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
+import { gate, waitUntil } from '../helpers/wait.js';
 
 type ToolResult = Extract<ContentPart, { type: 'tool_result' }>;
 const resultsOf = (messages: MessageRecord[]): ToolResult[] =>
@@ -21,12 +22,6 @@ const toolMessages = (request: ModelRequest) => request.messages.filter((m) => m
 const taskOf = (request: ModelRequest) => String(request.messages[0]?.content ?? '');
 /** The id the test put on the task's last line. */
 const idIn = (request: ModelRequest) => taskOf(request).trim().split(/\s+/).at(-1)!;
-
-function gate() {
-  let open: () => void = () => undefined;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
 
 let cycleTarget = '';
 const gates = new Map<string, ReturnType<typeof gate>>();
@@ -126,14 +121,6 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => kit?.stop());
-
-async function waitUntil(predicate: () => Promise<boolean>, timeoutMs = 45_000) {
-  const until = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('coordination tools', () => {
   it('BG-23 E2E-03 launch_agent with a callback: the parent completes at once; the child result arrives as a delivery that wakes the parent conversation', async () => {

@@ -14,12 +14,8 @@ import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
+import { gate, waitUntil } from '../helpers/wait.js';
 
-function gate() {
-  let open: () => void = () => undefined;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
 const gates = new Map<string, ReturnType<typeof gate>>();
 const blocker = defineTool({
   name: 'block',
@@ -82,14 +78,6 @@ const client = () =>
     taskQueue: kit.taskQueue,
     authorization,
   });
-
-async function waitUntil(predicate: () => Promise<boolean>, timeoutMs = 45_000) {
-  const until = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('deliveries and the conversation lane', () => {
   it('BG-13 E2E-03 a message to a busy conversation (sent twice, one key) is one delivery; the running turn never sees it; the next turn consumes it', async () => {

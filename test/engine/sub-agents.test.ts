@@ -7,6 +7,7 @@ import type { ModelRequest } from '../../src/models/types.js';
 import type { ContentPart, MessageRecord } from '../../src/store/types.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
+import { waitUntil } from '../helpers/wait.js';
 
 const resultsOf = (messages: MessageRecord[]) =>
   messages.flatMap((m) =>
@@ -95,14 +96,6 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => kit?.stop());
-
-async function waitUntil(predicate: () => Promise<boolean>, timeoutMs = 30_000) {
-  const until = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('sub-agents as child workflows', () => {
   it('BG-12 E2E-01 two children run in parallel while the parent waits; one finishing does not release it; results come in call order', async () => {
