@@ -1,7 +1,8 @@
 /**
  * Records the turn workflow's histories that CI replays (test/workflows/replay.test.ts).
  * Re-record only on purpose: a change that breaks replay of a released history needs
- * `patched()`. Run with the dev server up: `npx tsx scripts/record-histories.ts`.
+ * `patched()`. Run with the dev server up: `npx tsx scripts/record-histories.ts [name ...]`
+ * (no names: all of them; give names to add a new history without re-recording the others).
  */
 import { writeFileSync } from 'node:fs';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
@@ -9,7 +10,9 @@ import { z } from 'zod';
 import { defineAgent } from '../src/agents/agent.js';
 import { defineTool } from '../src/agents/tool.js';
 import { ScriptedModel } from '../src/models/scripted-model.js';
+import { resetWorkflow } from '../test/helpers/reset.js';
 import { startKit } from '../test/helpers/turnkit.js';
+import { gate } from '../test/helpers/wait.js';
 
 const finish = defineTool({
   name: 'finish',
@@ -23,6 +26,16 @@ const echo = defineTool({
   description: 'Echoes.',
   input: z.object({ text: z.string() }),
   execute: ({ text }) => ({ text }),
+});
+const held = gate();
+const hold = defineTool({
+  name: 'hold',
+  description: 'Holds until released.',
+  input: z.object({}),
+  execute: async () => {
+    await held.promise;
+    return { held: true };
+  },
 });
 const reviewer = defineAgent({ name: 'reviewer' });
 const model = new ScriptedModel({
@@ -48,6 +61,10 @@ const model = new ScriptedModel({
   reviewer: () => 'reviewed',
   failing: [{ error: { status: 400, message: 'rejected' } }],
   cancelled: () => ({ text: 'never', delayMs: 60_000 }),
+  reclaimed: (request) =>
+    request.messages.some((m) => m.role === 'tool')
+      ? 'taken over'
+      : { toolCalls: [{ name: 'hold', arguments: {} }] },
 });
 const kit = await startKit({
   agents: [
@@ -56,6 +73,7 @@ const kit = await startKit({
     defineAgent({ name: 'fanout', subAgents: [reviewer] }),
     defineAgent({ name: 'failing' }),
     defineAgent({ name: 'cancelled' }),
+    defineAgent({ name: 'reclaimed', tools: [hold] }),
   ],
   model,
 });
@@ -67,15 +85,31 @@ const save = async (name: string, workflowId: string) => {
   );
   console.log(`recorded ${name}: ${history.events?.length} events`);
 };
-for (const name of ['terminal', 'looping', 'fanout', 'failing']) {
+const only = process.argv.slice(2);
+const wanted = (name: string) => only.length === 0 || only.includes(name);
+const until = async (predicate: () => Promise<boolean>) => {
+  while (!(await predicate())) await new Promise((r) => setTimeout(r, 50));
+};
+for (const name of ['terminal', 'looping', 'fanout', 'failing'].filter(wanted)) {
   const run = await kit.client.run(name, `record ${name}`);
   await run.result();
   await save(name, run.workflowId);
 }
-const run = await kit.client.run('cancelled', 'record cancel');
-while (!(await run.events()).some((e) => e.type === 'model.requested'))
-  await new Promise((r) => setTimeout(r, 50));
-await run.cancel({ descendants: 'cascade' });
-await run.result();
-await save('cancelled', run.workflowId);
+if (wanted('cancelled')) {
+  const run = await kit.client.run('cancelled', 'record cancel');
+  await until(async () => (await run.events()).some((e) => e.type === 'model.requested'));
+  await run.cancel({ descendants: 'cascade' });
+  await run.result();
+  await save('cancelled', run.workflowId);
+}
+if (wanted('reclaimed')) {
+  // Reset at the last workflow task while the tool runs: the new run's first write meets the
+  // old claim (LostClaim), it claims the turn again and finishes it.
+  const run = await kit.client.run('reclaimed', 'record reset');
+  await until(async () => (await run.toolExecutions()).some((e) => e.status === 'running'));
+  await resetWorkflow(kit.client.temporal, run.workflowId, 'last');
+  await run.result();
+  held.open();
+  await save('reclaimed', run.workflowId);
+}
 await kit.stop();

@@ -26,7 +26,7 @@ import type { ToolCallInput } from '../engine/tool-runner.js';
 import { TurnKitError } from '../errors.js';
 import { laneStep } from '../engine/messaging.js';
 import { waitsReady } from '../store/wait-graph.js';
-import { laneWorkflowId, SIGNALS, turnWorkflowId } from '../workflows/search-attributes.js';
+import { claimTokenOf, laneWorkflowId, SIGNALS, turnWorkflowId } from '../workflows/search-attributes.js';
 import type { TurnWorkflowInput } from '../workflows/turn-workflow.js';
 
 /** Heartbeat period of long activities; the workflow's heartbeatTimeout is a few of these. */
@@ -131,7 +131,12 @@ export function createTurnActivities(runtime: Runtime) {
     },
 
     async claimTurn(input: { turnId: string; claimToken: string }): Promise<ClaimDigest> {
-      return mapped(() => claimTurn(runtime, input.turnId, input.claimToken));
+      // Only the open run of the turn's own workflow, whose run id is the token, may take over
+      // a claim that an ended run (reset, terminated) still holds.
+      const run = Context.current().info.workflowExecution;
+      const supersede =
+        run?.workflowId === turnWorkflowId(input.turnId) && claimTokenOf(run.runId) === input.claimToken;
+      return mapped(() => claimTurn(runtime, input.turnId, input.claimToken, { supersede }));
     },
 
     async modelStep(input: ModelStepInput): Promise<ModelStepDigest> {

@@ -1,4 +1,5 @@
 import type { Agent } from '../agents/agent.js';
+import { nowIso } from '../store/records.js';
 import { claimInLane, rootConversationId } from '../store/tree.js';
 import { waitsReady } from '../store/wait-graph.js';
 import { isFinished, subAgentResult } from './delegation.js';
@@ -81,13 +82,58 @@ async function injectWaitResults(
   return updated;
 }
 
+export interface ClaimOptions {
+  /**
+   * The caller is the current run of the turn's own workflow (`turnkit-turn-<turnId>`).
+   * Temporal keeps at most one run of a workflow id open, and only that workflow claims the
+   * turn, so a claim held under another token belongs to a run that a reset (or an operator's
+   * terminate) ended: this run takes the turn over from its committed phase, and every write
+   * of the old run fails with LostClaim from then on.
+   */
+  supersede?: boolean;
+}
+
+/**
+ * Takes over a turn that a superseded run of its workflow left `running` under another
+ * token, or suspended (`waiting`, token cleared) in its tools phase. Under the same locks as
+ * the lane claim; null when the turn is in neither state.
+ */
+async function supersedeClaim(
+  store: Store,
+  turn: TurnRecord,
+  claimToken: string,
+): Promise<TurnRecord | null> {
+  const held = (row: TurnRecord) =>
+    (row.status === 'running' && row.claimToken !== claimToken) ||
+    (row.status === 'waiting' && turnState(row).phase === 'tools');
+  if (!held(turn)) return null;
+  return store.atomic(await rootConversationId(store, turn), () =>
+    store.atomic(turn.conversationId, async () => {
+      const fresh = await store.loadTurn(turn.id);
+      if (!held(fresh)) return null;
+      return store.claimTurn(turn.id, {
+        from: fresh.status,
+        to: 'running',
+        claimToken,
+        heartbeatAt: nowIso(),
+      });
+    }),
+  );
+}
+
 /**
  * Claims a pending turn for the workflow run that owns `claimToken` (spec §5.3): the lane
  * rules live in the store's `claimInLane`; a retry by the same run gets the same claim. A
  * fresh turn whose join is still open is refused with `waiting` (and the deadline, for the
  * workflow's timer); once the join opens, a `waiting` turn goes back to `pending` first.
+ * With `supersede`, a turn held by an ended run of the same workflow is taken over.
  */
-export async function claimTurn(runtime: Runtime, turnId: string, claimToken: string): Promise<ClaimDigest> {
+export async function claimTurn(
+  runtime: Runtime,
+  turnId: string,
+  claimToken: string,
+  options: ClaimOptions = {},
+): Promise<ClaimDigest> {
   const store = runtime.store;
   const initial = await store.loadTurn(turnId);
   const agent = runtime.agents.resolve(initial.agentName);
@@ -107,6 +153,11 @@ export async function claimTurn(runtime: Runtime, turnId: string, claimToken: st
         store.claimTurn(turnId, { from: 'waiting', to: 'pending' }),
       );
     }
+  }
+  const taken = options.supersede ? await supersedeClaim(store, initial, claimToken) : null;
+  if (taken) {
+    await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
+    return { claimed: true, ...(await turnDigest(runtime, store, taken, { withDeadline: true })) };
   }
   const outcome = await claimInLane(store, turnId, claimToken);
   if (!outcome.claimed) return { claimed: false, reason: outcome.reason, status: outcome.turn.status };

@@ -18,6 +18,14 @@ export function turnWorkflowId(turnId: string): string {
   return `${TURN_WORKFLOW_ID_PREFIX}${turnId}`;
 }
 
+/**
+ * The claim token of a turn-workflow run: its run id without dashes. A reset, a re-run or any
+ * other run has another one, so the store fences every write of the run it superseded.
+ */
+export function claimTokenOf(runId: string): string {
+  return runId.replace(/-/g, '');
+}
+
 export const LANE_WORKFLOW_ID_PREFIX = 'turnkit-lane-';
 
 /** One lane workflow per conversation: it delivers messages and starts the next turn. */

@@ -33,6 +33,7 @@ import {
   TURNKIT_ROOT_TURN_ID,
   TURNKIT_STATUS,
   SIGNALS,
+  claimTokenOf,
   turnWorkflowId,
 } from './search-attributes.js';
 
@@ -53,6 +54,9 @@ export const targetFinishedSignal = defineSignal<[string?]>(SIGNALS.targetFinish
 const PATCH_SIGNALLED_WAITS = 'turnkit-signalled-waits-1';
 const PATCH_NOTIFY = 'turnkit-terminal-notice-1';
 const PATCH_COORDINATION = 'turnkit-coordination-tools-1';
+const PATCH_RECLAIM = 'turnkit-reclaim-after-reset-1';
+/** How often one run takes its turn back after a LostClaim before it lets go. */
+const MAX_RECLAIMS = 3;
 /** Backstop re-check while waiting on signals, should one be lost. */
 const RECHECK = '30 seconds';
 
@@ -151,6 +155,8 @@ interface TurnContext {
   children: Set<string>;
   /** Bumped by `laneFree` and `targetFinished` signals. */
   nudges: () => number;
+  /** Model calls this run started: the step keys stay unique across a reclaim. */
+  modelSteps: number;
 }
 
 /** Waits for a nudge signal, or the backstop re-check, or `until` (ms since epoch). */
@@ -350,11 +356,11 @@ async function phaseLoop(
 ): Promise<{ status: string; notice?: TerminalNotice }> {
   const { acts, turnId, claimToken } = turn;
   let digest = start;
-  let step = 0;
   for (;;) {
     if (digest.phase === 'model') {
-      step += 1;
-      digest = await acts.model.modelStep({ turnId, claimToken, step: `${claimToken.slice(0, 12)}:${step}` });
+      turn.modelSteps += 1;
+      const step = `${claimToken.slice(0, 12)}:${turn.modelSteps}`;
+      digest = await acts.model.modelStep({ turnId, claimToken, step });
     } else if (digest.phase === 'tools') {
       digest = await runTools(turn, digest);
     } else {
@@ -362,6 +368,33 @@ async function phaseLoop(
       if (output.done)
         return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
       digest = { ...digest, phase: 'model', toolCalls: [] };
+    }
+  }
+}
+
+/**
+ * Runs `loop` from the claimed digest. A reset run replays the claim its predecessor made,
+ * so its first write with its own token fails with LostClaim: it then claims again (the
+ * activity takes over a turn that an ended run of this workflow still holds) and resumes
+ * from the committed phase. A LostClaim the claim cannot undo (the turn was cancelled or
+ * finished by someone else) ends the run.
+ */
+async function reclaiming<T>(
+  turn: TurnContext,
+  claimed: TurnDigest,
+  loop: (digest: TurnDigest) => Promise<T>,
+): Promise<T> {
+  let digest = claimed;
+  for (let reclaims = 0; ; reclaims += 1) {
+    try {
+      return await loop(digest);
+    } catch (error) {
+      if (!isLostClaim(error) || reclaims >= MAX_RECLAIMS || !patched(PATCH_RECLAIM)) throw error;
+      const again = await storeStep(() =>
+        turn.acts.store.claimTurn({ turnId: turn.turnId, claimToken: turn.claimToken }),
+      );
+      if (!again.claimed) throw error;
+      digest = again;
     }
   }
 }
@@ -395,7 +428,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
 
   // The claim token is bound to this run: a retried claim by the same run is recognized,
   // and a reset or any other run gets a different token, which fences this one out.
-  const claimToken = workflowInfo().runId.replace(/-/g, '');
+  const claimToken = claimTokenOf(workflowInfo().runId);
   const turn: TurnContext = {
     acts,
     turnId,
@@ -403,6 +436,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     settings: input.settings,
     children,
     nudges: () => nudges,
+    modelSteps: 0,
   };
   let notice: TerminalNotice | undefined;
   const work = scope.run(async (): Promise<TurnWorkflowResult> => {
@@ -433,7 +467,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         scope.cancel();
       });
     }
-    const done = await phaseLoop(turn, claim);
+    const done = await reclaiming(turn, claim, (digest) => phaseLoop(turn, digest));
     notice = done.notice;
     return { turnId, status: done.status, claimed: true };
   });
