@@ -348,9 +348,25 @@ export async function finishToolsPhase(
   const turn = await store.loadTurn(input.turnId);
   const agent = runtime.agents.resolve(turn.agentName);
   if (turnState(turn).phase !== 'tools') return turnDigest(runtime, store, turn);
+  const calls = toolCallParts(turnState(turn).parts);
   const terminal = input.terminalToolCallId
-    ? toolCallParts(turnState(turn).parts).find((call) => call.id === input.terminalToolCallId)
+    ? calls.find((call) => call.id === input.terminalToolCallId)
     : undefined;
+  // Every call up to the terminal one (all of them otherwise) must have run to an end: a
+  // stale workflow task (its worker paused past the task timeout) shares this run's claim and
+  // must not close a phase the live task is still working through.
+  const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
+  const finished = new Set(
+    (await store.listToolExecutions({ turnId: turn.id }))
+      .filter((row) => row.status !== 'pending' && row.status !== 'running')
+      .map((row) => row.toolCallId),
+  );
+  const open = ran.filter((call) => !finished.has(call.id));
+  if (open.length > 0) {
+    throw new TurnKitError(
+      `turn ${turn.id}: the tools phase cannot close while calls are still open (${open.map((c) => c.id).join(', ')})`,
+    );
+  }
   if (!terminal) {
     return turnDigest(runtime, store, await updateState(store, turn.id, { phase: 'model', parts: null }));
   }
