@@ -65,6 +65,12 @@ export class RecordNotFound extends StoreError {
  * longer owns the turn and must stop. Never retried.
  */
 export class LostClaim extends TurnKitError {}
+/**
+ * A store step of a workflow task that a newer task of the same run has overtaken: a worker
+ * paused past the workflow-task timeout still holds the run's claim token, so its local
+ * activities are fenced by the task's history length instead. Never retried.
+ */
+export class StaleTask extends LostClaim {}
 
 /** Error class names that a Temporal retry can never fix. */
 export const NON_RETRYABLE_ERROR_TYPES = [
@@ -79,4 +85,5 @@ export const NON_RETRYABLE_ERROR_TYPES = [
   'CompactionError',
   'RecordNotFound',
   'LostClaim',
+  'StaleTask',
 ] as const;

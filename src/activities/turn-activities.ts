@@ -11,6 +11,7 @@ import type {
   ClaimDigest,
   ModelStepDigest,
   OutputStepDigest,
+  StepInput,
   TerminalNotice,
   ToolCallOutcome,
   TurnDigest,
@@ -130,13 +131,18 @@ export function createTurnActivities(runtime: Runtime) {
       return mapped(async () => ({ ready: await waitsReady(runtime.store, input.turnId) }));
     },
 
-    async claimTurn(input: { turnId: string; claimToken: string }): Promise<ClaimDigest> {
+    async claimTurn(input: StepInput): Promise<ClaimDigest> {
       // Only the open run of the turn's own workflow, whose run id is the token, may take over
       // a claim that an ended run (reset, terminated) still holds.
       const run = Context.current().info.workflowExecution;
       const supersede =
         run?.workflowId === turnWorkflowId(input.turnId) && claimTokenOf(run.runId) === input.claimToken;
-      return mapped(() => claimTurn(runtime, input.turnId, input.claimToken, { supersede }));
+      return mapped(() =>
+        claimTurn(runtime, input.turnId, input.claimToken, {
+          supersede,
+          ...(input.progress !== undefined ? { progress: input.progress } : {}),
+        }),
+      );
     },
 
     async modelStep(input: ModelStepInput): Promise<ModelStepDigest> {
@@ -159,19 +165,15 @@ export function createTurnActivities(runtime: Runtime) {
       );
     },
 
-    async finishTools(input: {
-      turnId: string;
-      claimToken: string;
-      terminalToolCallId: string | null;
-    }): Promise<TurnDigest> {
+    async finishTools(input: StepInput & { terminalToolCallId: string | null }): Promise<TurnDigest> {
       return mapped(() => finishToolsPhase(runtime, input));
     },
 
-    async suspendTurn(input: { turnId: string; claimToken: string }): Promise<void> {
+    async suspendTurn(input: StepInput): Promise<void> {
       return mapped(() => suspendTurn(runtime, input));
     },
 
-    async resumeTurn(input: { turnId: string; claimToken: string }): Promise<TurnDigest> {
+    async resumeTurn(input: StepInput): Promise<TurnDigest> {
       return mapped(() => resumeTurn(runtime, input));
     },
 
@@ -179,7 +181,7 @@ export function createTurnActivities(runtime: Runtime) {
       return mapped(() => turnStatus(runtime, input));
     },
 
-    async outputStep(input: { turnId: string; claimToken: string }): Promise<OutputStepDigest> {
+    async outputStep(input: StepInput): Promise<OutputStepDigest> {
       return mapped(() => runOutputStep(runtime, input));
     },
 
@@ -200,11 +202,9 @@ export function createTurnActivities(runtime: Runtime) {
       return mapped(() => cancelTurn(runtime, input));
     },
 
-    async failTurn(input: {
-      turnId: string;
-      claimToken: string;
-      error: TurnErrorDigest;
-    }): Promise<{ status: string; notice?: TerminalNotice }> {
+    async failTurn(
+      input: StepInput & { error: TurnErrorDigest },
+    ): Promise<{ status: string; notice?: TerminalNotice }> {
       return mapped(() => failTurn(runtime, input));
     },
   };

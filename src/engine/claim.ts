@@ -3,9 +3,10 @@ import { nowIso } from '../store/records.js';
 import { claimInLane, rootConversationId } from '../store/tree.js';
 import { waitsReady } from '../store/wait-graph.js';
 import { isFinished, subAgentResult } from './delegation.js';
-import type { Store, TurnRecord } from '../store/types.js';
+import { checkTaskMark } from '../store/fenced-store.js';
+import type { Store, TurnRecord, TurnStatus } from '../store/types.js';
 import { Budget } from './budget.js';
-import type { ClaimDigest, ToolCallDigest, TurnDigest } from './digest.js';
+import type { ClaimDigest, StepInput, ToolCallDigest, TurnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { phaseOf, toolCallParts, turnState, updateState } from './turn-state.js';
 
@@ -60,11 +61,12 @@ async function injectWaitResults(
   runtime: Runtime,
   turn: TurnRecord,
   claimToken: string,
+  progress: number | undefined,
 ): Promise<TurnRecord> {
   if (turnState(turn).phase || turnState(turn).wait_input) return turn;
   const edges = await runtime.store.listWaits({ turnId: turn.id });
   if (edges.length === 0) return turn;
-  const store = await runtime.fenced(turn.id, claimToken);
+  const store = await runtime.fenced(turn.id, claimToken, progress);
   const targets = await Promise.all(edges.map((edge) => store.loadTurn(edge.targetTurnId)));
   if (!targets.every(isFinished)) return turn;
   const { message, updated } = await store.atomic(null, async () => {
@@ -82,6 +84,32 @@ async function injectWaitResults(
   return updated;
 }
 
+/**
+ * Takes a turn its run released (suspended `waiting`, or in one of `from`) back for that run,
+ * under the root lock: running under the same token already, it is returned as is; a stale
+ * workflow task of the run may not (StaleTask); in any other state, null.
+ */
+export async function takeBack(
+  runtime: Runtime,
+  input: StepInput,
+  from: readonly TurnStatus[],
+): Promise<TurnRecord | null> {
+  const store = runtime.store;
+  const initial = await store.loadTurn(input.turnId);
+  return store.atomic(await rootConversationId(store, initial), async () => {
+    const turn = await store.loadTurn(input.turnId);
+    if (input.progress !== undefined) checkTaskMark(turn, input.claimToken, input.progress);
+    if (turn.status === 'running' && turn.claimToken === input.claimToken) return turn;
+    if (!from.includes(turn.status) || turn.claimToken !== null) return null;
+    return store.claimTurn(turn.id, {
+      from: turn.status,
+      to: 'running',
+      claimToken: input.claimToken,
+      heartbeatAt: nowIso(),
+    });
+  });
+}
+
 export interface ClaimOptions {
   /**
    * The caller is the current run of the turn's own workflow (`turnkit-turn-<turnId>`).
@@ -91,6 +119,8 @@ export interface ClaimOptions {
    * of the old run fails with LostClaim from then on.
    */
   supersede?: boolean;
+  /** The claiming workflow task's history length (see StepInput). */
+  progress?: number;
 }
 
 /**
@@ -167,6 +197,6 @@ export async function claimTurn(
       model: runtime.modelFor(agent, outcome.turn),
     });
   }
-  const turn = await injectWaitResults(runtime, outcome.turn, claimToken);
+  const turn = await injectWaitResults(runtime, outcome.turn, claimToken, options.progress);
   return { claimed: true, ...(await turnDigest(runtime, store, turn, { withDeadline: true })) };
 }

@@ -6,6 +6,15 @@ import type { ToolKind } from '../agents/tool.js';
 import type { TurnStatus } from '../store/types.js';
 import type { Phase } from './turn-state.js';
 
+/** What a step that writes as the turn's owner is given: the turn, the claim, and for store
+ * steps (local activities) the history length of the workflow task that runs it. */
+export interface StepInput {
+  turnId: string;
+  claimToken: string;
+  /** `workflowInfo().historyLength`: fences a stale workflow task of the same run (StaleTask). */
+  progress?: number;
+}
+
 export interface ToolCallDigest {
   id: string;
   name: string;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { ModelError } from '../errors.js';
 import { addUsage, costFromUsage } from '../models/cost.js';
 import type { ModelResult } from '../models/types.js';
@@ -89,7 +90,8 @@ export async function runModelStep(
       retryable: true,
     });
   }
-  const parts = Array.isArray(result?.parts) ? result.parts : [];
+  const taken = new Set((await store.listToolExecutions({ turnId: turn.id })).map((row) => row.toolCallId));
+  const { parts, renamed } = uniqueToolCallIds(Array.isArray(result?.parts) ? result.parts : [], taken);
   const calls = toolCallParts(parts);
   const text = responseText(parts);
   if (
@@ -117,6 +119,7 @@ export async function runModelStep(
     const metadata: JsonObject = {};
     if (result.outputData !== undefined && result.outputData !== null)
       metadata['output_data'] = result.outputData;
+    if (Object.keys(renamed).length > 0) metadata['renamed_tool_call_ids'] = renamed;
     const appended = await store.appendMessage({
       conversationId: fresh.conversationId,
       turnId: fresh.id,
@@ -169,6 +172,33 @@ export async function runModelStep(
     cost: cost.total,
     reused: false,
   };
+}
+
+/**
+ * Tool-call ids key the turn's executions and pair each result with its call, so they must
+ * be unique within the turn. Hosted providers make them so, but some OpenAI-compatible
+ * servers number them per response (`call_0` every time) or send none: such an id is
+ * replaced by a fresh one, and the message's metadata maps it back to the provider's.
+ */
+export function uniqueToolCallIds(
+  parts: readonly ContentPart[],
+  taken: ReadonlySet<string>,
+): { parts: ContentPart[]; renamed: JsonObject } {
+  const seen = new Set(taken);
+  const renamed: JsonObject = {};
+  const unique = parts.map((part) => {
+    if (part.type !== 'tool_call') return part;
+    const id = typeof part.id === 'string' ? part.id.trim() : '';
+    if (id !== '' && !seen.has(id)) {
+      seen.add(id);
+      return part;
+    }
+    const fresh = `call_${randomBytes(8).toString('hex')}`;
+    seen.add(fresh);
+    renamed[fresh] = id;
+    return { ...part, id: fresh };
+  });
+  return { parts: unique, renamed };
 }
 
 function usageDigest(usage: { input_tokens?: number; output_tokens?: number; total_tokens?: number } | null) {

@@ -82,9 +82,13 @@ export class Runtime {
     return turn.model ?? agent.model ?? this.defaultModel;
   }
 
-  /** A store bound to the turn's claim: every write raises LostClaim once the token changed. */
-  async fenced(turnId: string, claimToken: string): Promise<Store> {
-    return FencedStore.forTurn(this.store, await this.store.loadTurn(turnId), claimToken);
+  /**
+   * A store bound to the turn's claim: every write raises LostClaim once the token changed,
+   * and, given the workflow task's history length (store steps), StaleTask once a newer task
+   * of the same run has written.
+   */
+  async fenced(turnId: string, claimToken: string, progress?: number): Promise<Store> {
+    return FencedStore.forTurn(this.store, await this.store.loadTurn(turnId), claimToken, progress);
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */

@@ -10,7 +10,8 @@ import type {
   TurnRecord,
   TurnUpdate,
 } from '../store/types.js';
-import type { TerminalNotice, TurnErrorDigest } from './digest.js';
+import { takeBack } from './claim.js';
+import type { StepInput, TerminalNotice, TurnErrorDigest } from './digest.js';
 import { completionCallback, laneHasWork, openWaiters } from './messaging.js';
 import type { Runtime } from './runtime.js';
 import { toolCallParts } from './turn-state.js';
@@ -195,19 +196,11 @@ export async function terminalNotice(
  */
 export async function failTurn(
   runtime: Runtime,
-  input: { turnId: string; claimToken: string; error: TurnErrorDigest },
+  input: StepInput & { error: TurnErrorDigest },
 ): Promise<{ status: string; notice?: TerminalNotice }> {
   try {
-    const current = await runtime.store.loadTurn(input.turnId);
-    if (current.status === 'waiting' || (current.status === 'pending' && current.claimToken === null)) {
-      await runtime.store.claimTurn(input.turnId, {
-        from: current.status,
-        to: 'running',
-        claimToken: input.claimToken,
-        heartbeatAt: nowIso(),
-      });
-    }
-    const store = await runtime.fenced(input.turnId, input.claimToken);
+    await takeBack(runtime, input, ['waiting', 'pending']);
+    const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
     const error = { class: input.error.class, message: input.error.message };
     const { turn, callback } = await writeTerminal(
       runtime,

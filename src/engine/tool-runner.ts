@@ -16,8 +16,8 @@ import { isLaunchAgentTool } from '../agents/coordination.js';
 import type { CoordinationOutcome } from './coordination.js';
 import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
-import { turnDigest } from './claim.js';
-import type { ToolCallOutcome, TurnDigest } from './digest.js';
+import { takeBack, turnDigest } from './claim.js';
+import type { StepInput, ToolCallOutcome, TurnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
 import { contextOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
@@ -342,9 +342,9 @@ async function skipRemaining(
  */
 export async function finishToolsPhase(
   runtime: Runtime,
-  input: { turnId: string; claimToken: string; terminalToolCallId: string | null },
+  input: StepInput & { terminalToolCallId: string | null },
 ): Promise<TurnDigest> {
-  const store = await runtime.fenced(input.turnId, input.claimToken);
+  const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
   const turn = await store.loadTurn(input.turnId);
   const agent = runtime.agents.resolve(turn.agentName);
   if (turnState(turn).phase !== 'tools') return turnDigest(runtime, store, turn);
@@ -397,31 +397,19 @@ export async function finishToolsPhase(
 }
 
 /** The turn waits for its children: status `waiting`, claim cleared, no worker held. */
-export async function suspendTurn(
-  runtime: Runtime,
-  input: { turnId: string; claimToken: string },
-): Promise<void> {
-  const store = await runtime.fenced(input.turnId, input.claimToken);
+export async function suspendTurn(runtime: Runtime, input: StepInput): Promise<void> {
+  const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
   await store.atomic(null, () => store.updateTurn(input.turnId, { status: 'waiting', claimToken: null }));
 }
 
 /** Takes the turn back after its children resolved; fails with LostClaim if it was cancelled meanwhile. */
-export async function resumeTurn(
-  runtime: Runtime,
-  input: { turnId: string; claimToken: string },
-): Promise<TurnDigest> {
-  const store = runtime.store;
-  const turn = await store.loadTurn(input.turnId);
-  if (turn.status === 'running' && turn.claimToken === input.claimToken)
-    return turnDigest(runtime, store, turn);
-  const resumed = await store.claimTurn(input.turnId, {
-    from: 'waiting',
-    to: 'running',
-    claimToken: input.claimToken,
-    heartbeatAt: nowIso(),
-  });
-  if (!resumed) throw new LostClaim(`turn ${input.turnId} is ${turn.status}: it can no longer resume`);
-  return turnDigest(runtime, store, resumed);
+export async function resumeTurn(runtime: Runtime, input: StepInput): Promise<TurnDigest> {
+  const resumed = await takeBack(runtime, input, ['waiting']);
+  if (!resumed) {
+    const { status } = await runtime.store.loadTurn(input.turnId);
+    throw new LostClaim(`turn ${input.turnId} is ${status}: it can no longer resume`);
+  }
+  return turnDigest(runtime, runtime.store, resumed);
 }
 
 /** A turn's status, for a workflow waiting on a child it could not start itself. */

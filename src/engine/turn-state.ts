@@ -44,9 +44,13 @@ export async function updateState(
   turnId: string,
   patch: Partial<TurnState>,
 ): Promise<TurnRecord> {
-  const turn = await store.loadTurn(turnId);
-  const state = { ...turnState(turn), ...patch } as JsonObject;
-  return store.updateTurn(turnId, { options: { ...turn.options, state } });
+  // Read and write in one transaction: a concurrent write of another key (a fenced store's
+  // task mark, for one) is never overwritten by a stale copy of the options.
+  return store.atomic(null, async () => {
+    const turn = await store.loadTurn(turnId);
+    const state = { ...turnState(turn), ...patch } as JsonObject;
+    return store.updateTurn(turnId, { options: { ...turn.options, state } });
+  });
 }
 
 export function toolCallParts(parts: readonly ContentPart[] | null | undefined) {

@@ -1,4 +1,4 @@
-import { LostClaim } from '../errors.js';
+import { LostClaim, StaleTask } from '../errors.js';
 import { rootConversationId } from './tree.js';
 import type {
   ClaimToolExecutionOptions,
@@ -25,6 +25,50 @@ export interface Fence {
   turnId: string;
   claimToken: string;
   rootConversationId: string;
+  /**
+   * The history length of the workflow task whose local activity writes (store steps only).
+   * The highest one seen under the token is kept in the turn's state (`task_mark`); a write
+   * from an older task of the same run, one a newer task has overtaken, raises StaleTask.
+   */
+  progress?: number | undefined;
+}
+
+interface TaskMark {
+  token: string;
+  progress: number;
+}
+
+function taskMarkOf(turn: TurnRecord): TaskMark | null {
+  const state = turn.options['state'];
+  const mark = state && typeof state === 'object' && !Array.isArray(state) ? state['task_mark'] : null;
+  if (!mark || typeof mark !== 'object' || Array.isArray(mark)) return null;
+  const { token, progress } = mark;
+  return typeof token === 'string' && typeof progress === 'number' ? { token, progress } : null;
+}
+
+/**
+ * Raises StaleTask when a newer workflow task of the run holding `claimToken` has already
+ * written to `turn`; returns whether this task is newer than any that wrote (so it should
+ * raise the mark). Call it under the turn's root lock.
+ */
+export function checkTaskMark(turn: TurnRecord, claimToken: string, progress: number): boolean {
+  const mark = taskMarkOf(turn);
+  const current = mark?.token === claimToken ? mark.progress : -1;
+  if (current > progress) {
+    throw new StaleTask(
+      `a newer workflow task of this run has moved turn ${turn.id} on (history ${current} > ${progress})`,
+    );
+  }
+  return current < progress;
+}
+
+/** The turn's options with the task mark raised to `progress` under `claimToken`. */
+export function withTaskMark(turn: TurnRecord, claimToken: string, progress: number): JsonObject {
+  const state = {
+    ...(turn.options['state'] as JsonObject | undefined),
+    task_mark: { token: claimToken, progress },
+  };
+  return { ...turn.options, state };
 }
 
 /**
@@ -37,6 +81,7 @@ export interface Fence {
  */
 export class FencedStore implements Store {
   readonly backend: StoreBackend;
+  #marked = false;
 
   constructor(
     readonly base: Store,
@@ -46,11 +91,17 @@ export class FencedStore implements Store {
   }
 
   /** Binds `claimToken` of `turn`, resolving the tree's root conversation. */
-  static async forTurn(base: Store, turn: TurnRecord, claimToken: string): Promise<FencedStore> {
+  static async forTurn(
+    base: Store,
+    turn: TurnRecord,
+    claimToken: string,
+    progress?: number,
+  ): Promise<FencedStore> {
     return new FencedStore(base, {
       turnId: turn.id,
       claimToken,
       rootConversationId: await rootConversationId(base, turn),
+      progress,
     });
   }
 
@@ -59,8 +110,19 @@ export class FencedStore implements Store {
       const turn = await this.base.loadTurn(this.fence.turnId);
       // Checked under the root lock, which every revocation (cancel, reconcile, completion) holds.
       if (turn.claimToken !== this.fence.claimToken) throw new LostClaim('turn ownership was revoked');
+      await this.#checkTask(turn);
       return fn();
     });
+  }
+
+  /** Refuses a stale workflow task's write; the first write of a newer task raises the mark. */
+  async #checkTask(turn: TurnRecord): Promise<void> {
+    const { progress, claimToken } = this.fence;
+    if (progress === undefined) return;
+    if (checkTaskMark(turn, claimToken, progress) && !this.#marked) {
+      await this.base.updateTurn(turn.id, { options: withTaskMark(turn, claimToken, progress) });
+    }
+    this.#marked = true;
   }
 
   atomicGraph<T>(fn: () => Promise<T>): Promise<T> {

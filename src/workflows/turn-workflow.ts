@@ -25,7 +25,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { TurnActivities } from '../activities/turn-activities.js';
 import type { CancelRequest } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
-import type { TerminalNotice, TurnDigest, TurnErrorDigest } from '../engine/digest.js';
+import type { StepInput, TerminalNotice, TurnDigest, TurnErrorDigest } from '../engine/digest.js';
 import { NON_RETRYABLE_ERROR_TYPES } from '../errors.js';
 import {
   TURNKIT_AGENT,
@@ -132,10 +132,14 @@ function failureOf(error: unknown): unknown {
   return error instanceof ActivityFailure && error.cause ? error.cause : error;
 }
 
-function isLostClaim(error: unknown): boolean {
+function failureType(error: unknown): string | null {
   const cause = failureOf(error);
-  return cause instanceof ApplicationFailure && cause.type === 'LostClaim';
+  return cause instanceof ApplicationFailure ? (cause.type ?? null) : null;
 }
+
+const isLostClaim = (error: unknown) => failureType(error) === 'LostClaim';
+/** Only a stale workflow task of this run sees this; whatever it does next is discarded. */
+const isStaleTask = (error: unknown) => failureType(error) === 'StaleTask';
 
 function turnError(error: unknown): TurnErrorDigest {
   const cause = failureOf(error);
@@ -157,6 +161,12 @@ interface TurnContext {
   nudges: () => number;
   /** Model calls this run started: the step keys stay unique across a reclaim. */
   modelSteps: number;
+  /**
+   * The owner's input for a store step (a local activity), with the running workflow task's
+   * history length: a stale task of this run (its worker paused past the task timeout) still
+   * has the claim token, and this is what fences its store steps (StaleTask).
+   */
+  step: () => StepInput;
 }
 
 /** Waits for a nudge signal, or the backstop re-check, or `until` (ms since epoch). */
@@ -337,15 +347,15 @@ async function runTools(turn: TurnContext, digest: TurnDigest): Promise<TurnDige
       });
     }
     if (waiting.length === 0 && !joining)
-      return storeStep(() => acts.store.finishTools({ turnId, claimToken, terminalToolCallId }));
+      return storeStep(() => acts.store.finishTools({ ...turn.step(), terminalToolCallId }));
     // Waiting holds no worker: the workflow sleeps on its children and its join targets.
-    await storeStep(() => acts.store.suspendTurn({ turnId, claimToken }));
+    await storeStep(() => acts.store.suspendTurn(turn.step()));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'waiting' }]);
     await Promise.all([
       waiting.length > 0 ? runChildren(turn, waiting) : undefined,
       joining ? awaitTargets(turn) : undefined,
     ]);
-    digest = await storeStep(() => acts.store.resumeTurn({ turnId, claimToken }));
+    digest = await storeStep(() => acts.store.resumeTurn(turn.step()));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
   }
 }
@@ -364,7 +374,7 @@ async function phaseLoop(
     } else if (digest.phase === 'tools') {
       digest = await runTools(turn, digest);
     } else {
-      const output = await storeStep(() => acts.store.outputStep({ turnId, claimToken }));
+      const output = await storeStep(() => acts.store.outputStep(turn.step()));
       if (output.done)
         return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
       digest = { ...digest, phase: 'model', toolCalls: [] };
@@ -390,9 +400,7 @@ async function reclaiming<T>(
       return await loop(digest);
     } catch (error) {
       if (!isLostClaim(error) || reclaims >= MAX_RECLAIMS || !patched(PATCH_RECLAIM)) throw error;
-      const again = await storeStep(() =>
-        turn.acts.store.claimTurn({ turnId: turn.turnId, claimToken: turn.claimToken }),
-      );
+      const again = await storeStep(() => turn.acts.store.claimTurn(turn.step()));
       if (!again.claimed) throw error;
       digest = again;
     }
@@ -437,10 +445,11 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     children,
     nudges: () => nudges,
     modelSteps: 0,
+    step: () => ({ turnId, claimToken, progress: workflowInfo().historyLength }),
   };
   let notice: TerminalNotice | undefined;
   const work = scope.run(async (): Promise<TurnWorkflowResult> => {
-    let claim = await storeStep(() => acts.store.claimTurn({ turnId, claimToken }));
+    let claim = await storeStep(() => acts.store.claimTurn(turn.step()));
     for (
       let wait = 1;
       !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
@@ -455,7 +464,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
       } else {
         await sleep(`${wait} seconds`);
       }
-      claim = await storeStep(() => acts.store.claimTurn({ turnId, claimToken }));
+      claim = await storeStep(() => acts.store.claimTurn(turn.step()));
     }
     if (!claim.claimed) return { turnId, status: claim.status, claimed: false };
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
@@ -476,7 +485,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   try {
     result = await work;
   } catch (error) {
-    if (isLostClaim(error)) return { turnId, status: 'lost', claimed: true };
+    if (isLostClaim(error) || isStaleTask(error)) return { turnId, status: 'lost', claimed: true };
     if (isCancellation(error) && !timedOut) {
       // A cancel signal, or Temporal's own cancellation request (an operator's: treated as authorized).
       const request: CancelRequest = cancel ?? { descendants: 'retain', principal: null };
@@ -499,7 +508,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         ? { class: 'BudgetError', message: 'turn timed out' }
         : turnError(error);
       const failed = await CancellationScope.nonCancellable(() =>
-        acts.store.failTurn({ turnId, claimToken, error: failure }),
+        acts.store.failTurn({ ...turn.step(), error: failure }),
       );
       notice = failed.notice;
       result = { turnId, status: failed.status, claimed: true, error: failure };

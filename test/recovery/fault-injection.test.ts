@@ -5,7 +5,7 @@
  * itself (test/fixtures/fault-agents.ts) at the boundary named by TURNKIT_FAULT_AT.
  * TURNKIT_FAULT_RUNS (default 2) repeats each case.
  */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -73,11 +73,17 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
     mode?: FaultMode;
     /** Runs after the run started, before the fault is awaited (e.g. sends the cancel). */
     duringRun?: (run: RunHandle) => Promise<void>;
+    /**
+     * When a stopped worker gets SIGCONT: after the run finished (default), or mid-run, while
+     * the replacement holds the turn in the `gate` tool (the gate opens a little later).
+     */
+    wake?: 'after' | 'mid-run';
   }): Promise<CaseResult> {
     const mode = options.mode ?? 'kill';
     const name = `${options.faultAt}-${mode}-${++counter}`;
     const log = join(dir, `${name}.log`);
     const marker = join(dir, `${name}.fault`);
+    const gateFile = join(dir, `${name}.gate`);
     const taskQueue = uniqueTaskQueue(`turnkit-fault-${name}`);
     const client = new TurnKitClient({
       store,
@@ -91,6 +97,7 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       TURNKIT_TEST_DATABASE_URL: join(dir, 'turnkit.sqlite'),
       TURNKIT_TEST_LOG: log,
       TURNKIT_TEST_TASK_QUEUE: taskQueue,
+      TURNKIT_TEST_GATE: gateFile,
     };
     const first = spawnFaultWorker({
       ...env,
@@ -118,6 +125,19 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
     const afterFault = await run.turn();
     await replacement.ready;
     replacement.go();
+    const resumed = () => logLines(log).some((l) => l.startsWith(`resumed:${options.faultAt}:first`));
+    if (options.wake === 'mid-run') {
+      // The paused worker's open polls swallow a few retry attempts first (each must time out).
+      await waitUntil(
+        'the replacement to hold the gate',
+        () => logLines(log).some((l) => l.startsWith('attempt:gate:') && l.endsWith(':replacement')),
+        150_000,
+      );
+      first.child.kill('SIGCONT');
+      await waitUntil('the zombie to resume', resumed);
+      await sleep(2_000);
+    }
+    writeFileSync(gateFile, 'open');
     const turn = await withTimeout(run.result(), 90_000, () =>
       [
         `log:\n${logLines(log).join('\n')}`,
@@ -125,16 +145,16 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
         `replacement:\n${replacement.output()}`,
       ].join('\n'),
     );
-    if (mode === 'stop') {
+    if (mode === 'stop' && options.wake !== 'mid-run') {
       // The zombie wakes up with its attempt still in hand; whatever it tries must not land.
       first.child.kill('SIGCONT');
-      await waitUntil('the zombie to resume', () =>
-        logLines(log).some((l) => l.startsWith(`resumed:${options.faultAt}:first`)),
-      );
+      await waitUntil('the zombie to resume', resumed);
       await sleep(2_000);
     }
     await Promise.all([first.stop(), replacement.stop()]);
     const lines = logLines(log);
+    if (turn.status === 'failed')
+      console.error(`${name} failed: ${JSON.stringify(turn.error)}\n${lines.join('\n')}`);
     const tree = await expectInvariants(store, run.rootTurnId, log);
     return { run, turn, afterFault, lines, tree };
   }
@@ -292,6 +312,88 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       expect(count(lines, 'effect:charge:')).toBe(1);
     }, 120_000);
 
+    it('FI model-in-flight SIGSTOP BG-17: the zombie’s late model response, after the turn completed, writes nothing (LostClaim)', async () => {
+      const { turn, lines, tree } = await faultCase({
+        agent: 'zmodel',
+        faultAt: 'model-in-flight',
+        mode: 'stop',
+      });
+      expect(turn.status).toBe('completed');
+      expect(turn.outputText).toBe('replacement done');
+      expect(count(lines, 'answered:zmodel:first')).toBe(1);
+      expect(lines).toContain('activity:modelStep:1:first:error:LostClaim');
+      expect(tree.messages.filter((m) => m.role === 'assistant')).toHaveLength(2);
+      expect(iterationsOf(turn)).toBe(2);
+    }, 120_000);
+
+    it('FI before-tool-commit SIGSTOP, woken after the turn completed: the late result of an unsafe tool is refused (LostClaim)', async () => {
+      const { turn, lines, tree } = await faultCase({
+        agent: 'late',
+        faultAt: 'before-tool-commit',
+        mode: 'stop',
+      });
+      expect(turn.status).toBe('completed');
+      expect(lines).toContain('activity:toolCall:1:first:error:LostClaim');
+      expect(tree.executions.map((e) => [e.toolName, e.status])).toEqual([['charge', 'interrupted']]);
+      expect(count(lines, 'effect:charge:')).toBe(1);
+    }, 120_000);
+  });
+
+  describe('SIGSTOP, woken mid-run (the replacement is still working: same run, same claim token)', () => {
+    it('FI model-in-flight SIGSTOP mid-run: the replacement stored the response of the same step; the zombie’s copy is not stored again', async () => {
+      const { turn, lines, tree } = await faultCase({
+        agent: 'zmodel',
+        faultAt: 'model-in-flight',
+        mode: 'stop',
+        wake: 'mid-run',
+      });
+      expect(turn.status).toBe('completed');
+      expect(turn.outputText).toBe('replacement done');
+      expect(count(lines, 'answered:zmodel:first')).toBe(1);
+      // The step key kept the zombie's response out: one tool-call response, one answer.
+      expect(tree.messages.filter((m) => m.role === 'assistant')).toHaveLength(2);
+      expect(tree.executions.map((e) => [e.toolName, e.status])).toEqual([['gate', 'completed']]);
+      expect(iterationsOf(turn)).toBe(2);
+    }, 240_000);
+
+    it('FI before-tool-commit SIGSTOP mid-run BG-16: the unsafe tool was interrupted; its late result does not replace the outcome-unknown one', async () => {
+      const { turn, lines, tree } = await faultCase({
+        agent: 'ztool',
+        faultAt: 'before-tool-commit',
+        mode: 'stop',
+        wake: 'mid-run',
+      });
+      expect(turn.status).toBe('completed');
+      expect(count(lines, 'returned:charge:')).toBe(1);
+      expect(count(lines, 'effect:charge:')).toBe(1);
+      const [charge, gateRow] = tree.executions;
+      expect([charge!.status, gateRow!.status]).toEqual(['interrupted', 'completed']);
+      const result = tree.messages.find((m) => m.toolExecutionId === charge!.id)!;
+      expect(JSON.stringify(result.content)).toContain('unknown');
+      expect(JSON.stringify(result.content)).not.toContain('charged');
+    }, 240_000);
+
+    it('FI before-replay-safe-commit SIGSTOP mid-run BG-35: the replacement re-ran the tool under the same key; the zombie’s return changes nothing', async () => {
+      const { turn, lines, tree } = await faultCase({
+        agent: 'zupsert',
+        faultAt: 'before-replay-safe-commit',
+        mode: 'stop',
+        wake: 'mid-run',
+      });
+      expect(turn.status).toBe('completed');
+      const [upsert] = tree.executions;
+      expect(upsert!.status).toBe('completed');
+      const key = `turnkit:tool:${upsert!.id}`;
+      expect(lines.filter((l) => l.startsWith('attempt:upsert:'))).toEqual([
+        `attempt:upsert:${key}:first`,
+        `attempt:upsert:${key}:replacement`,
+      ]);
+      expect(count(lines, 'returned:upsert:')).toBe(2);
+      expect(effectsByKey(lines, 'upsert')).toEqual(new Map([[key, 1]]));
+    }, 240_000);
+  });
+
+  describe('SIGSTOP during the cancel', () => {
     it('FI during-cancel SIGSTOP: the zombie that was authorizing the cancel wakes after the replacement cancelled; nothing changes', async () => {
       const { turn, tree } = await faultCase({
         agent: 'holder',

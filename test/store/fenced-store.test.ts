@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LostClaim } from '../../src/errors.js';
+import { LostClaim, StaleTask } from '../../src/errors.js';
+import { phaseOf, updateState } from '../../src/engine/turn-state.js';
 import { FencedStore } from '../../src/store/fenced-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { Store } from '../../src/store/types.js';
@@ -239,5 +240,50 @@ describe('FencedStore', () => {
     const s = await setup();
     await s.fenced.close();
     expect((await s.base.loadTurn(s.child.id)).id).toBe(s.child.id);
+  });
+});
+
+describe('FencedStore: stale workflow tasks of the same run (task marks)', () => {
+  const taskMark = async (s: Setup) =>
+    ((await s.base.loadTurn(s.child.id)).options['state'] as { task_mark?: unknown } | undefined)?.task_mark;
+  const at = (s: Setup, progress: number, token = TOKEN) =>
+    new FencedStore(s.base, { ...s.fenced.fence, claimToken: token, progress });
+  const append = (store: Store, s: Setup, content: string) =>
+    store.appendMessage({ conversationId: s.childConversation.id, role: 'assistant', content });
+
+  it('a store step raises the mark to its task’s history length; a newer task raises it again', async () => {
+    const s = await setup();
+    await append(at(s, 10), s, 'task 10');
+    expect(await taskMark(s)).toEqual({ token: TOKEN, progress: 10 });
+    await append(at(s, 10), s, 'task 10 again');
+    await append(at(s, 25), s, 'task 25');
+    expect(await taskMark(s)).toEqual({ token: TOKEN, progress: 25 });
+    // A task whose first write replaces the options (a state update) keeps the mark it raised.
+    await updateState(at(s, 30), s.child.id, { phase: 'model' });
+    expect(await taskMark(s)).toEqual({ token: TOKEN, progress: 30 });
+    expect(phaseOf(await s.base.loadTurn(s.child.id))).toBe('model');
+  });
+
+  it('an older task of the same run raises StaleTask (a LostClaim) and writes nothing', async () => {
+    const s = await setup();
+    await append(at(s, 25), s, 'live');
+    const before = await s.base.listMessages(s.childConversation.id);
+    const stale = append(at(s, 12), s, 'stale');
+    await expect(stale).rejects.toBeInstanceOf(StaleTask);
+    await expect(append(at(s, 12), s, 'stale')).rejects.toBeInstanceOf(LostClaim);
+    await expect(at(s, 12).updateTurn(s.child.id, { outputText: 'stale' })).rejects.toThrow(
+      /history 25 > 12/,
+    );
+    expect(await s.base.listMessages(s.childConversation.id)).toEqual(before);
+    expect((await s.base.loadTurn(s.child.id)).outputText).toBeNull();
+  });
+
+  it('activities without a task (model, tool) are not fenced by marks; a new token (a reset run) starts its own', async () => {
+    const s = await setup();
+    await append(at(s, 40), s, 'old run');
+    await expect(append(s.fenced, s, 'model step')).resolves.toBeDefined();
+    await s.base.updateTurn(s.child.id, { claimToken: OTHER });
+    await append(at(s, 5, OTHER), s, 'reset run');
+    expect(await taskMark(s)).toEqual({ token: OTHER, progress: 5 });
   });
 });
