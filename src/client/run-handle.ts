@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import { isGrpcServiceError, ServiceError } from '@temporalio/client';
 import type { TurnPreview } from '../engine/model-request.js';
 import type {
   EventRecord,
@@ -85,10 +86,26 @@ export class RunHandle {
     return this;
   }
 
-  /** Waits for the turn's workflow to finish, then returns the stored turn. */
-  async result(): Promise<TurnRecord> {
-    await this.deps.temporal.workflow.getHandle(this.workflowId).result();
-    return this.turn();
+  /**
+   * Waits for the turn's workflow to finish, then returns the stored turn. The turn goes on
+   * while the Temporal frontend is unreachable (a restart, a failover), so the wait does too:
+   * it retries with backoff until the frontend has been unreachable for `unavailableForMs` in
+   * all (default 5 minutes), then throws the client's last error.
+   */
+  async result(options: { unavailableForMs?: number } = {}): Promise<TurnRecord> {
+    const limit = options.unavailableForMs ?? 5 * 60_000;
+    let since: number | null = null;
+    for (let wait = 250; ; wait = Math.min(wait * 2, 5_000)) {
+      try {
+        await this.deps.temporal.workflow.getHandle(this.workflowId).result();
+        return await this.turn();
+      } catch (error) {
+        if (!unavailable(error)) throw error;
+        since ??= Date.now();
+        if (Date.now() - since >= limit) throw error;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
   }
 
   async status(): Promise<TurnRecord['status']> {
@@ -142,3 +159,10 @@ export class RunHandle {
     return this.deps.preview(this.turnId);
   }
 }
+
+/** The Temporal frontend did not answer (gRPC UNAVAILABLE), directly or as a ServiceError's cause. */
+function unavailable(error: unknown): boolean {
+  const cause = error instanceof ServiceError ? error.cause : error;
+  return isGrpcServiceError(cause) && cause.code === GRPC_UNAVAILABLE;
+}
+const GRPC_UNAVAILABLE = 14;

@@ -8,9 +8,9 @@
  * runs; then the gate opens. The worker process is neither restarted nor told anything: its SDK
  * reconnects by itself. Afterwards the fault-suite invariants (test/helpers/fault.ts) hold.
  *
- * The outage lasts a few seconds (stop, 2 s, start). The worker's polls are retried for as long
- * as the server is away, but the client's `run.result()` (a @temporalio/client call) gives up
- * with UNAVAILABLE once its gRPC retries run out, after some 20 to 30 s without a server.
+ * The outage lasts a few seconds (stop, 2 s, start), or 40 s in the last case. The worker's
+ * polls are retried for as long as the server is away; a bare @temporalio/client wait gives up
+ * with UNAVAILABLE after some 20 to 30 s without a server, so `RunHandle.result()` retries it.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -77,7 +77,7 @@ describe.skipIf(!serverAvailable())('FI temporal-restart: the Temporal server re
    * `openGate` says when the tool may finish: while the server is down (its completion must wait
    * for the restart) or after the restart.
    */
-  async function restartCase(name: string, openGate: 'while-down' | 'after-restart') {
+  async function restartCase(name: string, openGate: 'while-down' | 'after-restart', downMs = 2_000) {
     const srv = server!;
     const log = join(dir, `${name}.log`);
     const gate = join(dir, `${name}.gate`);
@@ -130,7 +130,7 @@ describe.skipIf(!serverAvailable())('FI temporal-restart: the Temporal server re
         logLines(log).some((l) => l.startsWith('activity:toolCall:')),
       );
     }
-    await sleep(2_000);
+    await sleep(downMs);
     const whileDown = await run.toolExecutions();
     expect(worker.alive(), `the worker outlives the server\n${details()}`).toBe(true);
     await srv.start();
@@ -170,4 +170,9 @@ describe.skipIf(!serverAvailable())('FI temporal-restart: the Temporal server re
       details(),
     ).toEqual(['completed']);
   }, 120_000);
+
+  it('FI temporal-restart: a 40 s outage, longer than the client’s own gRPC retries: run.result() waits it out and the turn completes', async () => {
+    const { whileDown } = await restartCase('long-outage', 'after-restart', 40_000);
+    expect(whileDown.map((e) => e.status)).toEqual(['running']);
+  }, 180_000);
 });
