@@ -20,6 +20,7 @@ import type {
 import { runModelStep } from '../engine/model-step.js';
 import type { ModelStepInput } from '../engine/model-step.js';
 import { runOutputStep } from '../engine/output-step.js';
+import { retryWhileStoreDown } from '../engine/store-outage.js';
 import type { Runtime } from '../engine/runtime.js';
 import { failTurn } from '../engine/terminal.js';
 import { finishToolsPhase, resumeTurn, runToolCall, suspendTurn, turnStatus } from '../engine/tool-runner.js';
@@ -147,20 +148,33 @@ export function createTurnActivities(runtime: Runtime) {
 
     async modelStep(input: ModelStepInput): Promise<ModelStepDigest> {
       const signal = Context.current().cancellationSignal;
-      return mapped(() => withHeartbeat((heartbeat) => runModelStep(runtime, input, { signal, heartbeat })));
+      // A store outage waits inside the attempt instead of using up the model's attempts.
+      return mapped(() =>
+        withHeartbeat((heartbeat) =>
+          retryWhileStoreDown(() => runModelStep(runtime, input, { signal, heartbeat }), { signal }),
+        ),
+      );
     },
 
     async toolCall(input: ToolCallInput & { maxAttempts: number }): Promise<ToolCallOutcome> {
       const context = Context.current();
       const attempt = context.info.attempt;
+      const signal = context.cancellationSignal;
+      // A store outage re-dispatches the call inside this attempt (a finished execution keeps
+      // its result; a running one is re-run only if replay-safe) instead of using up the
+      // tool's few attempts.
       return mapped(() =>
         withHeartbeat((heartbeat) =>
-          runToolCall(runtime, input, {
-            signal: context.cancellationSignal,
-            heartbeat,
-            attempt,
-            canRetry: attempt < input.maxAttempts,
-          }),
+          retryWhileStoreDown(
+            () =>
+              runToolCall(runtime, input, {
+                signal,
+                heartbeat,
+                attempt,
+                canRetry: attempt < input.maxAttempts,
+              }),
+            { signal },
+          ),
         ),
       );
     },

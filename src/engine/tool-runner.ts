@@ -19,6 +19,7 @@ import { delegate, isFinished, subAgentResult } from './delegation.js';
 import { takeBack, turnDigest } from './claim.js';
 import type { StepInput, ToolCallOutcome, TurnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
+import { retryWhileStoreDown } from './store-outage.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
 import { contextOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
 
@@ -282,7 +283,12 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
     const message = error instanceof Error ? error.message : String(error);
     return run.outcome(await run.fail(execution, message, errorDetails(error)));
   }
-  return run.outcome(await run.finish(execution, 'completed', payload));
+  // The tool ran and its outcome is in hand: while the store is down, wait to commit it rather
+  // than leave it to a retry, which could only re-run the tool or record its outcome as unknown.
+  // The compare-and-set makes a retry after a commit that did land a no-op.
+  return run.outcome(
+    await retryWhileStoreDown(() => run.finish(execution, 'completed', payload), { signal: hooks.signal }),
+  );
 }
 
 /** Runs a coordination tool (launch_agent, send_message, wait_for) for this execution. */
