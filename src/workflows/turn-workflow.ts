@@ -114,12 +114,14 @@ function activities(settings: TurnSettings = {}) {
     }),
     toolMaxAttempts: tool.maximumAttempts,
     // Short store transactions run as local activities: no task-queue round trip per step.
+    // Their retries wait out a store outage of about five minutes (a database restart or
+    // failover) before the turn fails; errors no retry can fix stop them at once.
     store: proxyLocalActivities<TurnActivities>({
       startToCloseTimeout: '30 seconds',
       retry: {
-        maximumAttempts: 10,
+        maximumAttempts: 40,
         initialInterval: '200 milliseconds',
-        maximumInterval: '5 seconds',
+        maximumInterval: '10 seconds',
         nonRetryableErrorTypes,
       },
     }),

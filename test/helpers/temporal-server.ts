@@ -33,7 +33,7 @@ export function temporalCliProblem(): string | null {
  * A port nothing listens on, below the ephemeral range (32768–60999 on Linux) so that no
  * outgoing connection takes it while the server is down.
  */
-async function freePort(taken: number[] = []): Promise<number> {
+export async function freePort(taken: number[] = []): Promise<number> {
   for (;;) {
     const port = 20_000 + Math.floor(Math.random() * 10_000);
     if (taken.includes(port)) continue;

@@ -24,7 +24,6 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -48,6 +47,7 @@ import {
   withTimeout,
 } from '../helpers/fault.js';
 import { requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
+import { freePort } from '../helpers/temporal-server.js';
 import { temporalConnections } from '../helpers/turnkit.js';
 
 const execFileAsync = promisify(execFile);
@@ -63,17 +63,6 @@ function postgresBin(): string | null {
     .filter((v) => ['initdb', 'pg_ctl', 'postgres'].every((b) => existsSync(join(root, v, 'bin', b))))
     .sort((a, b) => Number.parseFloat(b) - Number.parseFloat(a));
   return versions[0] ? join(root, versions[0], 'bin') : null;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
-    });
-  });
 }
 
 /** A throwaway PostgreSQL cluster of this test file, on a port of its own. */
