@@ -6,12 +6,51 @@
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Client } from '@temporalio/client';
 import { expect } from 'vitest';
+import { AgentRegistry } from '../../src/agents/registry.js';
+import type { TurnSettings } from '../../src/workflows/turn-workflow.js';
+import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { iterationsOf, toolCallParts } from '../../src/engine/turn-state.js';
 import type { MessageRecord, Store, ToolExecutionRecord, TurnRecord } from '../../src/store/types.js';
 import { TERMINAL_TURN_STATUSES } from '../../src/store/types.js';
-import { EFFECT_TOOLS, REPLAY_SAFE_TOOLS } from '../fixtures/fault-agents.js';
+import { EFFECT_TOOLS, REPLAY_SAFE_TOOLS, faultFixture } from '../fixtures/fault-agents.js';
+import { uniqueTaskQueue } from './temporal.js';
+
+export interface FaultCaseSetup {
+  /** The side-effect log every process of the case appends to. */
+  log: string;
+  /** The `gate` tool opens once this file exists. */
+  gate: string;
+  /** Written when the fault fires (it fires once). */
+  marker: string;
+  taskQueue: string;
+  /** A client in the test process whose agents are the fixture's. */
+  client: TurnKitClient;
+}
+
+/** The files, task queue and client of one fault case named `name`, under `dir`. */
+export function faultCaseSetup(options: {
+  dir: string;
+  name: string;
+  store: Store;
+  temporal: Client;
+  turnSettings?: TurnSettings;
+}): FaultCaseSetup {
+  const { dir, name } = options;
+  const log = join(dir, `${name}.log`);
+  const taskQueue = uniqueTaskQueue(`turnkit-fault-${name}`);
+  const client = new TurnKitClient({
+    store: options.store,
+    agents: new AgentRegistry(faultFixture({ log, flavor: 'client' }).agents),
+    temporal: options.temporal,
+    taskQueue,
+    ...(options.turnSettings ? { turnSettings: options.turnSettings } : {}),
+  });
+  return { log, gate: join(dir, `${name}.gate`), marker: join(dir, `${name}.fault`), taskQueue, client };
+}
 
 const script = fileURLToPath(new URL('../fixtures/fault-worker.ts', import.meta.url));
 

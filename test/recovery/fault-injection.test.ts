@@ -9,25 +9,23 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRegistry } from '../../src/agents/registry.js';
 import type { RunHandle } from '../../src/client/run-handle.js';
-import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { iterationsOf, phaseOf } from '../../src/engine/turn-state.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store, TurnRecord } from '../../src/store/types.js';
 import type { FaultMode, FaultPoint } from '../fixtures/fault-agents.js';
-import { faultFixture } from '../fixtures/fault-agents.js';
 import type { FaultWorker, TreeSnapshot } from '../helpers/fault.js';
 import {
   effectsByKey,
   expectInvariants,
+  faultCaseSetup,
   logLines,
   sleep,
   spawnFaultWorker,
   waitUntil,
   withTimeout,
 } from '../helpers/fault.js';
-import { requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
+import { requireTemporal } from '../helpers/temporal.js';
 import { temporalConnections } from '../helpers/turnkit.js';
 
 // Short heartbeat timeouts: a dead or paused worker's activity is retried elsewhere within seconds.
@@ -81,15 +79,17 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
   }): Promise<CaseResult> {
     const mode = options.mode ?? 'kill';
     const name = `${options.faultAt}-${mode}-${++counter}`;
-    const log = join(dir, `${name}.log`);
-    const marker = join(dir, `${name}.fault`);
-    const gateFile = join(dir, `${name}.gate`);
-    const taskQueue = uniqueTaskQueue(`turnkit-fault-${name}`);
-    const client = new TurnKitClient({
-      store,
-      agents: new AgentRegistry(faultFixture({ log, flavor: 'client' }).agents),
-      temporal: (await temporalConnections()).client,
+    const {
+      log,
+      marker,
+      gate: gateFile,
       taskQueue,
+      client,
+    } = faultCaseSetup({
+      dir,
+      name,
+      store,
+      temporal: (await temporalConnections()).client,
       // A paused worker's open polls may swallow a few retry attempts (each then times out).
       turnSettings: mode === 'stop' ? stopSettings : turnSettings,
     });

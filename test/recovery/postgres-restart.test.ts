@@ -29,24 +29,22 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRegistry } from '../../src/agents/registry.js';
 import type { RunHandle } from '../../src/client/run-handle.js';
-import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store, TurnRecord } from '../../src/store/types.js';
 import type { FaultPoint } from '../fixtures/fault-agents.js';
-import { faultFixture } from '../fixtures/fault-agents.js';
 import type { FaultWorker, TreeSnapshot } from '../helpers/fault.js';
 import {
   effectsByKey,
   expectInvariants,
+  faultCaseSetup,
   logLines,
   sleep,
   spawnFaultWorker,
   waitUntil,
   withTimeout,
 } from '../helpers/fault.js';
-import { requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
+import { requireTemporal } from '../helpers/temporal.js';
 import { freePort } from '../helpers/temporal-server.js';
 import { temporalConnections } from '../helpers/turnkit.js';
 
@@ -235,15 +233,11 @@ describeWithPrivateCluster('PostgreSQL restarted mid-run (private cluster, worke
     outage: (ctx: CaseContext) => Promise<void>;
   }): Promise<CaseResult> {
     const name = `${options.agent}-${++counter}`;
-    const log = join(dir, `${name}.log`);
-    const gate = join(dir, `${name}.gate`);
-    const marker = join(dir, `${name}.fault`);
-    const taskQueue = uniqueTaskQueue(`turnkit-pgrestart-${name}`);
-    const client = new TurnKitClient({
+    const { log, gate, marker, taskQueue, client } = faultCaseSetup({
+      dir,
+      name: `pgrestart-${name}`,
       store,
-      agents: new AgentRegistry(faultFixture({ log, flavor: 'client' }).agents),
       temporal: (await temporalConnections()).client,
-      taskQueue,
     });
     const worker = spawnFaultWorker({
       TURNKIT_TEST_DATABASE_URL: cluster.url,

@@ -17,15 +17,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRegistry } from '../../src/agents/registry.js';
-import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { phaseOf } from '../../src/engine/turn-state.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
-import { faultFixture } from '../fixtures/fault-agents.js';
 import type { FaultWorker } from '../helpers/fault.js';
 import {
   expectInvariants,
+  faultCaseSetup,
   logLines,
   sleep,
   spawnFaultWorker,
@@ -33,7 +31,6 @@ import {
   withTimeout,
 } from '../helpers/fault.js';
 import { PrivateTemporalServer, temporalCliProblem } from '../helpers/temporal-server.js';
-import { uniqueTaskQueue } from '../helpers/temporal.js';
 
 function serverAvailable(): boolean {
   const problem = temporalCliProblem();
@@ -79,14 +76,11 @@ describe.skipIf(!serverAvailable())('FI temporal-restart: the Temporal server re
    */
   async function restartCase(name: string, openGate: 'while-down' | 'after-restart', downMs = 2_000) {
     const srv = server!;
-    const log = join(dir, `${name}.log`);
-    const gate = join(dir, `${name}.gate`);
-    const taskQueue = uniqueTaskQueue(`turnkit-temporal-restart-${name}`);
-    const client = new TurnKitClient({
+    const { log, gate, taskQueue, client } = faultCaseSetup({
+      dir,
+      name: `temporal-restart-${name}`,
       store,
-      agents: new AgentRegistry(faultFixture({ log, flavor: 'client' }).agents),
       temporal,
-      taskQueue,
     });
     const worker = spawnFaultWorker({
       TEMPORAL_ADDRESS: srv.address,
