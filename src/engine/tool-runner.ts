@@ -1,7 +1,7 @@
 import type { Agent } from '../agents/agent.js';
 import type { ToolContext, ToolDefinition } from '../agents/tool.js';
 import { normalizeToolPayload, validateToolArguments } from '../agents/tool.js';
-import { AuthorizationError, BudgetError, LostClaim, ToolError, TurnKitError } from '../errors.js';
+import { AuthorizationError, BudgetError, LostClaim, StaleTask, ToolError, TurnKitError } from '../errors.js';
 import { nowIso } from '../store/records.js';
 import type {
   Json,
@@ -358,9 +358,10 @@ export async function finishToolsPhase(
   const terminal = input.terminalToolCallId
     ? calls.find((call) => call.id === input.terminalToolCallId)
     : undefined;
-  // Every call up to the terminal one (all of them otherwise) must have run to an end: a
-  // stale workflow task (its worker paused past the task timeout) shares this run's claim and
-  // must not close a phase the live task is still working through.
+  // Every call up to the terminal one (all of them otherwise) must have run to an end. The
+  // workflow closes the phase only after every call returned, so a caller that finds one
+  // open is a stale workflow task of this run (its worker paused past the task timeout),
+  // behind a live task that is still working through the phase: it must stop, not fail.
   const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
   const finished = new Set(
     (await store.listToolExecutions({ turnId: turn.id }))
@@ -369,7 +370,7 @@ export async function finishToolsPhase(
   );
   const open = ran.filter((call) => !finished.has(call.id));
   if (open.length > 0) {
-    throw new TurnKitError(
+    throw new StaleTask(
       `turn ${turn.id}: the tools phase cannot close while calls are still open (${open.map((c) => c.id).join(', ')})`,
     );
   }

@@ -9,7 +9,7 @@ import { AgentRegistry } from '../../src/agents/registry.js';
 import { Runtime } from '../../src/engine/runtime.js';
 import { finishToolsPhase } from '../../src/engine/tool-runner.js';
 import { phaseOf } from '../../src/engine/turn-state.js';
-import { TurnKitError } from '../../src/errors.js';
+import { StaleTask } from '../../src/errors.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
 async function turnInToolsPhase() {
@@ -29,14 +29,15 @@ async function turnInToolsPhase() {
 }
 
 describe('closing the tools phase', () => {
-  it('refuses while a call is still open (a stale workflow task) and leaves the phase as it was', async () => {
+  it('refuses with StaleTask while a call is still open and leaves the phase as it was', async () => {
     const { store, runtime, turn, execution } = await turnInToolsPhase();
     await execution('call_1', 'completed');
     const second = await execution('call_2', 'running');
     const close = () =>
       finishToolsPhase(runtime, { turnId: turn.id, claimToken: 'token', terminalToolCallId: null });
 
-    await expect(close()).rejects.toThrow(TurnKitError);
+    // Only a stale workflow task can get here: it must stop (StaleTask), not fail the turn.
+    await expect(close()).rejects.toThrow(StaleTask);
     await expect(close()).rejects.toThrow(/calls are still open \(call_2\)/);
     expect(phaseOf(await store.loadTurn(turn.id))).toBe('tools');
 
