@@ -55,6 +55,7 @@ const PATCH_SIGNALLED_WAITS = 'turnkit-signalled-waits-1';
 const PATCH_NOTIFY = 'turnkit-terminal-notice-1';
 const PATCH_COORDINATION = 'turnkit-coordination-tools-1';
 const PATCH_RECLAIM = 'turnkit-reclaim-after-reset-1';
+const PATCH_FAIL_ACTIVITY = 'turnkit-fail-as-activity-1';
 /** How often one run takes its turn back after a LostClaim before it lets go. */
 const MAX_RECLAIMS = 3;
 /** Backstop re-check while waiting on signals, should one be lost. */
@@ -113,6 +114,18 @@ function activities(settings: TurnSettings = {}) {
       retry: { maximumAttempts: tool.maximumAttempts, initialInterval: '1 second', nonRetryableErrorTypes },
     }),
     toolMaxAttempts: tool.maximumAttempts,
+    // Failing a turn is a scheduled activity, not a local one: the server runs it only for a
+    // workflow task it accepted, so a stale task of this run (a worker paused past the task
+    // timeout, erring on its out-of-date view) can never fail the turn the live task runs.
+    terminal: proxyActivities<TurnActivities>({
+      startToCloseTimeout: '1 minute',
+      retry: {
+        maximumAttempts: 40,
+        initialInterval: '200 milliseconds',
+        maximumInterval: '10 seconds',
+        nonRetryableErrorTypes,
+      },
+    }),
     // Short store transactions run as local activities: no task-queue round trip per step.
     // Their retries wait out a store outage of about five minutes (a database restart or
     // failover) before the turn fails; errors no retry can fix stop them at once.
@@ -510,7 +523,10 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         ? { class: 'BudgetError', message: 'turn timed out' }
         : turnError(error);
       const failed = await CancellationScope.nonCancellable(() =>
-        acts.store.failTurn({ ...turn.step(), error: failure }),
+        (patched(PATCH_FAIL_ACTIVITY) ? acts.terminal : acts.store).failTurn({
+          ...turn.step(),
+          error: failure,
+        }),
       );
       notice = failed.notice;
       result = { turnId, status: failed.status, claimed: true, error: failure };
