@@ -1,9 +1,13 @@
 # shellcheck shell=bash
-# Sourced by scripts/test.sh, scripts/demo.sh and .ci/run: installs dependencies and brings up
-# the services the project needs (Temporal dev server; PostgreSQL for the tests).
+# Sourced by scripts/test.sh, scripts/demo.sh and .ci/run: puts Node >= 22 on PATH, installs
+# dependencies and brings up the services the project needs (Temporal dev server; PostgreSQL for
+# the tests).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+# shellcheck source=scripts/node.sh
+source "$ROOT/scripts/node.sh"
+ensure_node
 
 ensure_node_modules() {
   if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then

@@ -5,4 +5,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/services.sh"
 ensure_node_modules
 ensure_temporal
 ensure_postgres
+echo "turnkit: running the tests on Node $(node -v)"
 exec npx vitest run "$@"

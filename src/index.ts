@@ -1,4 +1,6 @@
-// TurnKit's public API. Internal modules are not re-exported.
+// `turnkit`: what an application defines (agents, tools, model clients, specialists) and the
+// client it starts and watches runs with. The worker is `turnkit/worker`, stores and migrations
+// are `turnkit/store`, the scripted models are `turnkit/testing`; internals are not exported.
 export { defineAgent, DEFAULT_LIMITS } from './agents/agent.js';
 export type {
   Agent,
@@ -13,7 +15,6 @@ export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordina
 export type { LaunchAgentTool } from './agents/coordination.js';
 export type { ToolContext, ToolDefinition, ToolOptions, ToolRecovery } from './agents/tool.js';
 export { AgentRegistry } from './agents/registry.js';
-export { Runtime } from './engine/runtime.js';
 export type {
   AuthorizationAction,
   AuthorizationPolicy,
@@ -30,10 +31,9 @@ export type {
   SendMessageOptions,
 } from './client/turnkit-client.js';
 export { RunHandle } from './client/run-handle.js';
-export { createWorker, bundleTurnWorkflows, DEFAULT_TASK_QUEUE } from './worker.js';
-export type { TurnKitWorker, TurnKitWorkerOptions } from './worker.js';
 export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/search-attributes.js';
 export * from './errors.js';
-export * from './store/index.js';
+export type * from './store/types.js';
+export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';
 export * from './models/index.js';
 export * from './specialists/index.js';

@@ -58,15 +58,16 @@ export interface TurnKitWorker {
  */
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
   const runtime = new Runtime(options);
-  const connection =
-    options.connection ??
-    (await NativeConnection.connect({
-      address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
-    }));
+  const owned = options.connection
+    ? undefined
+    : await NativeConnection.connect({
+        address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
+      });
+  const connection = options.connection ?? owned!;
   const worker = await Worker.create({
     connection,
     namespace: options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default',
-    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    taskQueue: options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE),
     workflowBundle: await bundleTurnWorkflows(),
     activities: createTurnActivities(runtime),
     // Cancellation reaches an activity through its heartbeat: keep the round trip short.
@@ -77,7 +78,9 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
   return {
     worker,
     runtime,
-    run: (until) => (until ? worker.runUntil(until).then(() => undefined) : worker.run()),
+    // A connection this worker opened closes with it, so a process can end once the worker has.
+    run: (until) =>
+      (until ? worker.runUntil(until).then(() => undefined) : worker.run()).finally(() => owned?.close()),
     shutdown: () => worker.shutdown(),
   };
 }

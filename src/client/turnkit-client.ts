@@ -96,12 +96,13 @@ export class TurnKitClient {
   readonly taskQueue: string;
   readonly turnSettings: TurnSettings | undefined;
   readonly #runtime: Runtime;
+  #ownedConnection: Connection | undefined;
 
   constructor(options: TurnKitClientOptions & { temporal: Client }) {
     this.store = options.store;
     this.agents = options.agents;
     this.temporal = options.temporal;
-    this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
+    this.taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
     this.turnSettings = options.turnSettings;
     this.#runtime = new Runtime({
       store: options.store,
@@ -112,15 +113,20 @@ export class TurnKitClient {
   }
 
   static async connect(options: TurnKitClientOptions): Promise<TurnKitClient> {
-    const temporal =
-      options.temporal ??
-      new Client({
-        connection: await Connection.connect({
-          address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
-        }),
-        namespace: options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default',
-      });
-    return new TurnKitClient({ ...options, temporal });
+    if (options.temporal) return new TurnKitClient({ ...options, temporal: options.temporal });
+    const connection = await Connection.connect({
+      address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
+    });
+    const namespace = options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default';
+    const client = new TurnKitClient({ ...options, temporal: new Client({ connection, namespace }) });
+    client.#ownedConnection = connection;
+    return client;
+  }
+
+  /** Closes the Temporal connection that `connect` opened (a client passed in stays open). */
+  async close(): Promise<void> {
+    await this.#ownedConnection?.close();
+    this.#ownedConnection = undefined;
   }
 
   #agent(agent: Agent | string): Agent {

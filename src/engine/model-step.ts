@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { ModelError } from '../errors.js';
+import { ConfigError, ModelError } from '../errors.js';
 import { addUsage, costFromUsage } from '../models/cost.js';
 import type { ModelResult } from '../models/types.js';
 import { nowIso } from '../store/records.js';
@@ -84,7 +84,7 @@ export async function runModelStep(
     result = await client.chat(request, { signal: hooks.signal, onProgress: hooks.heartbeat });
   } catch (error) {
     if (hooks.signal.aborted) throw error;
-    if (error instanceof ModelError) throw error;
+    if (error instanceof ModelError || error instanceof ConfigError) throw error;
     throw new ModelError(`model call failed: ${error instanceof Error ? error.message : String(error)}`, {
       cause: error,
       retryable: true,

@@ -1,11 +1,11 @@
 /**
- * Any Vercel AI SDK (v6) language model behind TurnKit's ModelClient. The SDK never runs a
+ * Any Vercel AI SDK (v7) language model behind TurnKit's ModelClient. The SDK never runs a
  * tool: tools are declared without `execute`, and the engine runs them as activities.
  */
 import { APICallError } from '@ai-sdk/provider';
 import type { LanguageModel, ModelMessage as SdkMessage, ToolSet } from 'ai';
 import { generateText, jsonSchema, Output, tool as sdkTool } from 'ai';
-import { ModelAccessError, ModelError } from '../errors.js';
+import { ConfigError, ModelAccessError, ModelError } from '../errors.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
 import type { ModelCallOptions, ModelClient, ModelMessage, ModelRequest, ModelResult } from './types.js';
 
@@ -54,6 +54,25 @@ function toSdkMessages(messages: readonly ModelMessage[]): SdkMessage[] {
   });
 }
 
+/** The language-model specifications `ai@7` runs, and the AI SDK major that introduced each. */
+const SUPPORTED_SPECIFICATIONS: Record<string, string> = { v4: 'AI SDK 7', v3: 'AI SDK 6', v2: 'AI SDK 5' };
+
+/** A provider model from an AI SDK major that `ai@7` cannot run is a ConfigError, found before any call. */
+export function checkModelSpecification(model: LanguageModel, modelId: string): LanguageModel {
+  if (typeof model === 'string') return model;
+  const version = (model as { specificationVersion?: unknown } | null)?.specificationVersion;
+  if (typeof version === 'string' && version in SUPPORTED_SPECIFICATIONS) return model;
+  const provider = (model as { provider?: unknown } | null)?.provider;
+  throw new ConfigError(
+    `model ${JSON.stringify(modelId)}${typeof provider === 'string' ? ` from provider ${provider}` : ''} ` +
+      `implements language-model specification ${JSON.stringify(version ?? 'none')}; TurnKit runs ai@7, ` +
+      `which accepts ${Object.entries(SUPPORTED_SPECIFICATIONS)
+        .map(([spec, major]) => `${spec} (${major})`)
+        .join(', ')}. Install a provider package of the AI SDK 7 line (e.g. @ai-sdk/openai@4).`,
+    { details: { modelId, specificationVersion: version ?? null } },
+  );
+}
+
 function isAbort(error: unknown, signal: AbortSignal): boolean {
   return signal.aborted || (error instanceof Error && error.name === 'AbortError');
 }
@@ -84,12 +103,17 @@ export class AiSdkModel implements ModelClient {
   }
 
   validate(model: string): void {
+    this.#resolve(model);
+  }
+
+  #resolve(model: string): LanguageModel {
     if (!model) throw new ModelAccessError(`${this.name}: no model id configured`);
     this.#options.validate?.(model);
+    return checkModelSpecification(this.#options.provider(model), model);
   }
 
   async chat(request: ModelRequest, options: ModelCallOptions): Promise<ModelResult> {
-    this.validate(request.model);
+    const model = this.#resolve(request.model);
     const tools: ToolSet = Object.fromEntries(
       request.tools.map((spec) => [
         spec.name,
@@ -114,7 +138,7 @@ export class AiSdkModel implements ModelClient {
     const progress = setInterval(() => options.onProgress?.(), 1_000);
     try {
       const result = await generateText({
-        model: this.#options.provider(request.model),
+        model,
         messages: [...system, ...toSdkMessages(request.messages)],
         allowSystemInMessages: true,
         ...(request.tools.length ? { tools, toolChoice: 'auto' as const } : {}),

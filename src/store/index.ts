@@ -4,14 +4,16 @@ import { PostgresStore } from './postgres-store.js';
 import { SqliteStore } from './sqlite-store.js';
 import type { Store } from './types.js';
 
-export { FencedStore } from './fenced-store.js';
+// `turnkit/store`: the store contract, its backends and migrations. Fencing, the wait graph and
+// delivery internals are the engine's and stay unexported.
 export { MemoryStore } from './memory-store.js';
 export { SqliteStore } from './sqlite-store.js';
 export type { SqliteStoreOptions } from './sqlite-store.js';
 export { PostgresStore } from './postgres-store.js';
 export type { PostgresStoreOptions } from './postgres-store.js';
-export { addWaits, waitsReady } from './wait-graph.js';
-export { deliver } from './maintenance.js';
+export { MIGRATIONS_TABLE } from './sql/migrate.js';
+export type { MigrationResult } from './sql/migrate.js';
+export { LATEST_SCHEMA_VERSION } from './sql/schema.js';
 export type * from './types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './types.js';
 

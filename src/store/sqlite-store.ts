@@ -18,7 +18,7 @@
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
-import { StoreError } from '../errors.js';
+import { ConfigError, StoreError } from '../errors.js';
 import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
@@ -106,12 +106,26 @@ function describeSqliteError(path: string, error: unknown): unknown {
   return error;
 }
 
+/** The oldest Node on which better-sqlite3 13's prebuilt binary runs (older ones segfault on open). */
+const SQLITE_MIN_NODE = [22, 14] as const;
+
+function assertSqliteRuns(version = process.versions.node): void {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  const [needMajor, needMinor] = SQLITE_MIN_NODE;
+  if (major > needMajor || (major === needMajor && minor >= needMinor)) return;
+  throw new ConfigError(
+    `the SQLite store needs Node >= ${needMajor}.${needMinor} (this is ${version}): better-sqlite3 13's ` +
+      'prebuilt binary crashes on older Node. Upgrade Node (24 LTS), or use PostgreSQL (TURNKIT_DATABASE_URL=postgres://…).',
+  );
+}
+
 /** One better-sqlite3 connection with a prepared-statement cache. */
 class Connection {
   readonly db: Database.Database;
   readonly #statements = new Map<string, Database.Statement>();
 
   constructor(path: string, busyTimeoutMs: number) {
+    assertSqliteRuns();
     this.db = new Database(path, { timeout: busyTimeoutMs });
   }
 

@@ -134,7 +134,9 @@ class PrivateCluster {
       return String(stdout);
     } catch (error) {
       const { stdout, stderr } = error as { stdout?: string; stderr?: string };
-      throw new Error(`${name} ${args.join(' ')} failed: ${String(error)}\n${stdout ?? ''}${stderr ?? ''}`);
+      throw new Error(`${name} ${args.join(' ')} failed: ${String(error)}\n${stdout ?? ''}${stderr ?? ''}`, {
+        cause: error,
+      });
     }
   }
 
