@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# `npm run bench`: on Node >= 22 (provisioned if need be), with the dev server up, runs the
+# benchmarks; each writes its keys into bench-results.json.
+# shellcheck source=scripts/services.sh
+source "$(dirname "${BASH_SOURCE[0]}")/services.sh"
+ensure_node_modules
+ensure_temporal
+echo "turnkit: benchmarks on Node $(node -v)"
+npx tsx bench/turn-bench.ts
+npx tsx bench/cancel-bench.ts
