@@ -109,7 +109,7 @@ function dimension<T extends string>(value: unknown, pattern: RegExp, name: stri
 }
 
 /**
- * Any Vercel AI SDK (v6) image model behind `ImageModel`, through `generateImage`. Only the
+ * Any Vercel AI SDK (v7) image model behind `ImageModel`, through `generateImage`. Only the
  * provider-neutral params are mapped; `provider_options` is passed as the SDK's
  * `providerOptions` (keyed by provider, e.g. `{ openai: { quality: 'high' } }`).
  */
