@@ -32,7 +32,7 @@ export type {
 export { RunHandle } from './client/run-handle.js';
 export { createWorker, bundleTurnWorkflows, DEFAULT_TASK_QUEUE } from './worker.js';
 export type { TurnKitWorker, TurnKitWorkerOptions } from './worker.js';
-export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/search-attributes.js';
+export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/contract.js';
 export * from './errors.js';
 export * from './store/index.js';
 export * from './models/index.js';

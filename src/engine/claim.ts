@@ -6,7 +6,7 @@ import { isFinished, subAgentResult } from './delegation.js';
 import { checkTaskMark } from '../store/fenced-store.js';
 import type { Store, TurnRecord, TurnStatus } from '../store/types.js';
 import { Budget } from './budget.js';
-import type { ClaimDigest, StepInput, ToolCallDigest, TurnDigest } from './digest.js';
+import type { ClaimDigest, OwnerInput, ToolCallDigest, TurnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { phaseOf, toolCallParts, turnState, updateState } from './turn-state.js';
 
@@ -61,12 +61,12 @@ async function injectWaitResults(
   runtime: Runtime,
   turn: TurnRecord,
   claimToken: string,
-  progress: number | undefined,
+  taskHistoryLength: number | undefined,
 ): Promise<TurnRecord> {
   if (turnState(turn).phase || turnState(turn).wait_input) return turn;
   const edges = await runtime.store.listWaits({ turnId: turn.id });
   if (edges.length === 0) return turn;
-  const store = await runtime.fenced(turn.id, claimToken, progress);
+  const store = await runtime.fenced(turn.id, claimToken, taskHistoryLength);
   const targets = await Promise.all(edges.map((edge) => store.loadTurn(edge.targetTurnId)));
   if (!targets.every(isFinished)) return turn;
   const { message, updated } = await store.atomic(null, async () => {
@@ -91,14 +91,14 @@ async function injectWaitResults(
  */
 export async function takeBack(
   runtime: Runtime,
-  input: StepInput,
+  input: OwnerInput,
   from: readonly TurnStatus[],
 ): Promise<TurnRecord | null> {
   const store = runtime.store;
   const initial = await store.loadTurn(input.turnId);
   return store.atomic(await rootConversationId(store, initial), async () => {
     const turn = await store.loadTurn(input.turnId);
-    if (input.progress !== undefined) checkTaskMark(turn, input.claimToken, input.progress);
+    if (input.taskHistoryLength !== undefined) checkTaskMark(turn, input.claimToken, input.taskHistoryLength);
     if (turn.status === 'running' && turn.claimToken === input.claimToken) return turn;
     if (!from.includes(turn.status) || turn.claimToken !== null) return null;
     return store.claimTurn(turn.id, {
@@ -119,8 +119,8 @@ export interface ClaimOptions {
    * of the old run fails with LostClaim from then on.
    */
   supersede?: boolean;
-  /** The claiming workflow task's history length (see StepInput). */
-  progress?: number;
+  /** The claiming workflow task's history length (see OwnerInput). */
+  taskHistoryLength?: number;
 }
 
 /**
@@ -197,6 +197,6 @@ export async function claimTurn(
       model: runtime.modelFor(agent, outcome.turn),
     });
   }
-  const turn = await injectWaitResults(runtime, outcome.turn, claimToken, options.progress);
+  const turn = await injectWaitResults(runtime, outcome.turn, claimToken, options.taskHistoryLength);
   return { claimed: true, ...(await turnDigest(runtime, store, turn, { withDeadline: true })) };
 }

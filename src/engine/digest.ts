@@ -8,11 +8,11 @@ import type { Phase } from './turn-state.js';
 
 /** What a step that writes as the turn's owner is given: the turn, the claim, and for store
  * steps (local activities) the history length of the workflow task that runs it. */
-export interface StepInput {
+export interface OwnerInput {
   turnId: string;
   claimToken: string;
   /** `workflowInfo().historyLength`: fences a stale workflow task of the same run (StaleTask). */
-  progress?: number;
+  taskHistoryLength?: number;
 }
 
 export interface ToolCallDigest {

@@ -87,8 +87,8 @@ export class Runtime {
    * and, given the workflow task's history length (store steps), StaleTask once a newer task
    * of the same run has written.
    */
-  async fenced(turnId: string, claimToken: string, progress?: number): Promise<Store> {
-    return FencedStore.forTurn(this.store, await this.store.loadTurn(turnId), claimToken, progress);
+  async fenced(turnId: string, claimToken: string, taskHistoryLength?: number): Promise<Store> {
+    return FencedStore.forTurn(this.store, await this.store.loadTurn(turnId), claimToken, taskHistoryLength);
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */

@@ -17,7 +17,7 @@ import type { CoordinationOutcome } from './coordination.js';
 import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
 import { takeBack, turnDigest } from './claim.js';
-import type { StepInput, ToolCallOutcome, TurnDigest } from './digest.js';
+import type { OwnerInput, ToolCallOutcome, TurnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { retryWhileStoreDown } from './store-outage.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
@@ -348,9 +348,9 @@ async function skipRemaining(
  */
 export async function finishToolsPhase(
   runtime: Runtime,
-  input: StepInput & { terminalToolCallId: string | null },
+  input: OwnerInput & { terminalToolCallId: string | null },
 ): Promise<TurnDigest> {
-  const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
+  const store = await runtime.fenced(input.turnId, input.claimToken, input.taskHistoryLength);
   const turn = await store.loadTurn(input.turnId);
   const agent = runtime.agents.resolve(turn.agentName);
   if (turnState(turn).phase !== 'tools') return turnDigest(runtime, store, turn);
@@ -404,13 +404,13 @@ export async function finishToolsPhase(
 }
 
 /** The turn waits for its children: status `waiting`, claim cleared, no worker held. */
-export async function suspendTurn(runtime: Runtime, input: StepInput): Promise<void> {
-  const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
+export async function suspendTurn(runtime: Runtime, input: OwnerInput): Promise<void> {
+  const store = await runtime.fenced(input.turnId, input.claimToken, input.taskHistoryLength);
   await store.atomic(null, () => store.updateTurn(input.turnId, { status: 'waiting', claimToken: null }));
 }
 
 /** Takes the turn back after its children resolved; fails with LostClaim if it was cancelled meanwhile. */
-export async function resumeTurn(runtime: Runtime, input: StepInput): Promise<TurnDigest> {
+export async function resumeTurn(runtime: Runtime, input: OwnerInput): Promise<TurnDigest> {
   const resumed = await takeBack(runtime, input, ['waiting']);
   if (!resumed) {
     const { status } = await runtime.store.loadTurn(input.turnId);
