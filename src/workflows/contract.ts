@@ -21,7 +21,6 @@ import type {
 } from '../engine/digest.js';
 import type { ModelStepInput } from '../engine/model-step.js';
 import type { ToolCallInput } from '../engine/tool-runner.js';
-import type { TurnStatus } from '../store/types.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
 
@@ -166,7 +165,7 @@ export interface TurnStart {
   agent: string;
   conversationId: string;
   rootTurnId: string;
-  status: TurnStatus;
+  status: string;
   /** What the turn is about, for the summary shown in the Temporal UI. */
   task: string;
   settings?: TurnSettings | undefined;

@@ -12,7 +12,6 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { TurnDigest } from '../engine/digest.js';
-import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import { TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS, turnStartOptions } from './contract.js';
 import { PATCH_COORDINATION } from './patches.js';
 import type { TurnRun } from './turn-run.js';
@@ -54,13 +53,13 @@ async function launchChild(run: TurnRun, launched: ChildTurn) {
   });
 }
 
+const FINISHED = new Set(['completed', 'failed', 'cancelled']);
+
 /** Follows a child that an earlier run of this turn started, through the store. */
 async function childFinished(run: TurnRun, childTurnId: string): Promise<void> {
   for (
     let wait = 1;
-    !(TERMINAL_TURN_STATUSES as readonly string[]).includes(
-      (await run.activities.store.turnStatus({ turnId: childTurnId })).status,
-    );
+    !FINISHED.has((await run.activities.store.turnStatus({ turnId: childTurnId })).status);
   ) {
     await sleep(`${wait} seconds`);
     wait = Math.min(wait * 2, 30);
