@@ -14,7 +14,8 @@ import { runOutputStep } from '../engine/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { retryWhileStoreDown } from '../engine/store-outage.js';
 import { failTurn } from '../engine/terminal.js';
-import { finishToolsPhase, resumeTurn, runToolCall, suspendTurn, turnStatus } from '../engine/tool-runner.js';
+import { runToolCall } from '../engine/tool-runner.js';
+import { finishToolsPhase, resumeTurn, suspendTurn, turnStatus } from '../engine/tools-phase.js';
 import { TurnKitError } from '../errors.js';
 import type { TurnRecord } from '../store/types.js';
 import { waitsReady } from '../store/wait-graph.js';
@@ -84,15 +85,7 @@ async function startOrNudgeTurn(
   const client: Client = context.client;
   await client.workflow
     .signalWithStart<typeof turnWorkflow, []>('turnWorkflow', {
-      ...turnStartOptions({
-        turnId: turn.id,
-        agent: turn.agentName,
-        conversationId: turn.conversationId,
-        rootTurnId: turn.rootTurnId,
-        status: turn.status,
-        task: await taskOf(runtime.store, turn),
-        settings,
-      }),
+      ...turnStartOptions({ turn, task: await taskOf(runtime.store, turn), settings }),
       taskQueue: context.info.taskQueue,
       signal: laneFreeSignal,
       signalArgs: [],

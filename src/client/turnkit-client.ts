@@ -241,15 +241,7 @@ export class TurnKitClient {
   async #startWorkflow(turn: TurnRecord, task: string): Promise<void> {
     try {
       await this.temporal.workflow.start<typeof turnWorkflow>('turnWorkflow', {
-        ...turnStartOptions({
-          turnId: turn.id,
-          agent: turn.agentName,
-          conversationId: turn.conversationId,
-          rootTurnId: turn.rootTurnId,
-          status: turn.status,
-          task,
-          settings: this.turnSettings,
-        }),
+        ...turnStartOptions({ turn, task, settings: this.turnSettings }),
         taskQueue: this.taskQueue,
         workflowIdConflictPolicy: 'USE_EXISTING',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',

@@ -70,9 +70,7 @@ function revisionPrompt(audit: OutputAudit, terminalToolName: string | null | un
  * request and go back to the model; otherwise write the terminal status with the output.
  */
 export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promise<OutputStepDigest> {
-  const store = await runtime.fenced(input.turnId, input.claimToken, input.taskHistoryLength);
-  const turn = await store.loadTurn(input.turnId);
-  const agent = runtime.agents.resolve(turn.agentName);
+  const { store, turn, agent } = await runtime.ownTurn(input);
   const state = turnState(turn);
   const candidate = state.candidate ?? '';
   const outputData = state.output_data ?? null;

@@ -10,7 +10,7 @@ import type {
   TurnRecord,
   TurnUpdate,
 } from '../store/types.js';
-import { takeBack } from './claim.js';
+import { retakeClaim } from './claim.js';
 import type { OwnerInput, TerminalNotice, TurnErrorDigest } from './digest.js';
 import { completionCallback, laneHasWork, openWaiters } from './messaging.js';
 import type { Runtime } from './runtime.js';
@@ -199,8 +199,8 @@ export async function failTurn(
   input: OwnerInput & { error: TurnErrorDigest },
 ): Promise<{ status: string; notice?: TerminalNotice }> {
   try {
-    await takeBack(runtime, input, ['waiting', 'pending']);
-    const store = await runtime.fenced(input.turnId, input.claimToken, input.taskHistoryLength);
+    const retaken = await retakeClaim(runtime, input, ['waiting', 'pending']);
+    const { store } = await runtime.ownTurn(input, retaken ?? undefined);
     const error = { class: input.error.class, message: input.error.message };
     const { turn, callback } = await writeTerminal(
       runtime,

@@ -159,13 +159,9 @@ export const TURNKIT_STATUS = defineSearchAttributeKey('TurnKitStatus', SearchAt
 
 // --- Starting a turn ---------------------------------------------------------------------
 
-/** What every start of a turn workflow needs to know about the turn. */
+/** What every start of a turn workflow needs to know about the turn (a turn row fits). */
 export interface TurnStart {
-  turnId: string;
-  agent: string;
-  conversationId: string;
-  rootTurnId: string;
-  status: string;
+  turn: { id: string; agentName: string; conversationId: string; rootTurnId: string; status: string };
   /** What the turn is about, for the summary shown in the Temporal UI. */
   task: string;
   settings?: TurnSettings | undefined;
@@ -176,21 +172,21 @@ export interface TurnStart {
  * the input, the summary and the search attributes, so a turn is found in the UI by agent,
  * conversation, root and status however it was started.
  */
-export function turnStartOptions(start: TurnStart): {
+export function turnStartOptions({ turn, task, settings }: TurnStart): {
   workflowId: string;
   args: [TurnWorkflowInput];
   staticSummary: string;
   typedSearchAttributes: SearchAttributePair[];
 } {
   return {
-    workflowId: turnWorkflowId(start.turnId),
-    args: [{ turnId: start.turnId, ...(start.settings ? { settings: start.settings } : {}) }],
-    staticSummary: `${start.agent}: ${start.task.replace(/\s+/g, ' ').slice(0, 120)}`,
+    workflowId: turnWorkflowId(turn.id),
+    args: [{ turnId: turn.id, ...(settings ? { settings } : {}) }],
+    staticSummary: `${turn.agentName}: ${task.replace(/\s+/g, ' ').slice(0, 120)}`,
     typedSearchAttributes: [
-      { key: TURNKIT_AGENT, value: start.agent },
-      { key: TURNKIT_CONVERSATION_ID, value: start.conversationId },
-      { key: TURNKIT_ROOT_TURN_ID, value: start.rootTurnId },
-      { key: TURNKIT_STATUS, value: start.status },
+      { key: TURNKIT_AGENT, value: turn.agentName },
+      { key: TURNKIT_CONVERSATION_ID, value: turn.conversationId },
+      { key: TURNKIT_ROOT_TURN_ID, value: turn.rootTurnId },
+      { key: TURNKIT_STATUS, value: turn.status },
     ],
   };
 }

@@ -30,11 +30,13 @@ async function startChildTurn(run: TurnRun, child: ChildTurn, task: string) {
   run.children.add(child.turnId);
   return startChild<typeof turnWorkflow>('turnWorkflow', {
     ...turnStartOptions({
-      turnId: child.turnId,
-      agent: child.agent,
-      conversationId: child.conversationId,
-      rootTurnId: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? run.turnId,
-      status: 'pending',
+      turn: {
+        id: child.turnId,
+        agentName: child.agent,
+        conversationId: child.conversationId,
+        rootTurnId: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? run.turnId,
+        status: 'pending',
+      },
       task,
       settings: run.settings,
     }),
