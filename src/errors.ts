@@ -71,19 +71,3 @@ export class LostClaim extends TurnKitError {}
  * activities are fenced by the task's history length instead. Never retried.
  */
 export class StaleTask extends LostClaim {}
-
-/** Error class names that a Temporal retry can never fix. */
-export const NON_RETRYABLE_ERROR_TYPES = [
-  'ArgumentError',
-  'ConfigError',
-  'ModelAccessError',
-  'InputError',
-  'BudgetError',
-  'AuthorizationError',
-  'ToolError',
-  'ToolValidationError',
-  'CompactionError',
-  'RecordNotFound',
-  'LostClaim',
-  'StaleTask',
-] as const;

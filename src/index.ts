@@ -31,7 +31,7 @@ export type {
   SendMessageOptions,
 } from './client/turnkit-client.js';
 export { RunHandle } from './client/run-handle.js';
-export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/search-attributes.js';
+export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/contract.js';
 export * from './errors.js';
 export type * from './store/types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';

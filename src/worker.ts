@@ -5,8 +5,9 @@ import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker
 import { createTurnActivities } from './activities/turn-activities.js';
 import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
+import { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 
-export const DEFAULT_TASK_QUEUE = 'turnkit';
+export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 
 /** The workflow entry point, whether running from compiled JavaScript or from source. */
 export function turnWorkflowsPath(): string {

@@ -3,33 +3,33 @@
  * store, and returns a small digest; errors are mapped onto Temporal failures on purpose.
  */
 import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { taskOf } from '../engine/build-turn.js';
 import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
-import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
 import { claimTurn } from '../engine/claim.js';
-import type {
-  ClaimDigest,
-  ModelStepDigest,
-  OutputStepDigest,
-  StepInput,
-  TerminalNotice,
-  ToolCallOutcome,
-  TurnDigest,
-  TurnErrorDigest,
-} from '../engine/digest.js';
-import { runModelStep } from '../engine/model-step.js';
-import type { ModelStepInput } from '../engine/model-step.js';
-import { runOutputStep } from '../engine/output-step.js';
-import { retryWhileStoreDown } from '../engine/store-outage.js';
-import type { Runtime } from '../engine/runtime.js';
-import { failTurn } from '../engine/terminal.js';
-import { finishToolsPhase, resumeTurn, runToolCall, suspendTurn, turnStatus } from '../engine/tool-runner.js';
-import type { ToolCallInput } from '../engine/tool-runner.js';
-import { TurnKitError } from '../errors.js';
 import { laneStep } from '../engine/messaging.js';
+import { runModelStep } from '../engine/model-step.js';
+import { runOutputStep } from '../engine/output-step.js';
+import type { Runtime } from '../engine/runtime.js';
+import { retryWhileStoreDown } from '../engine/store-outage.js';
+import { failTurn } from '../engine/terminal.js';
+import { runToolCall } from '../engine/tool-runner.js';
+import { finishToolsPhase, resumeTurn, suspendTurn, turnStatus } from '../engine/tools-phase.js';
+import { TurnKitError } from '../errors.js';
+import type { TurnRecord } from '../store/types.js';
 import { waitsReady } from '../store/wait-graph.js';
-import { claimTokenOf, laneWorkflowId, SIGNALS, turnWorkflowId } from '../workflows/search-attributes.js';
-import type { TurnWorkflowInput } from '../workflows/turn-workflow.js';
+import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
+import {
+  claimTokenOf,
+  laneFreeSignal,
+  laneWorkflowId,
+  turnStartOptions,
+  turnWorkflowId,
+  wakeSignal,
+} from '../workflows/contract.js';
+import type { laneWorkflow } from '../workflows/lane-workflow.js';
+import type { turnWorkflow } from '../workflows/turn-workflow.js';
 
 /** Heartbeat period of long activities; the workflow's heartbeatTimeout is a few of these. */
 export const HEARTBEAT_INTERVAL_MS = 500;
@@ -51,7 +51,8 @@ export function toFailure(error: unknown): unknown {
   return error;
 }
 
-async function mapped<T>(fn: () => Promise<T>): Promise<T> {
+/** Runs an activity body so that whatever it throws reaches Temporal through `toFailure`. */
+async function mappingFailures<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (error) {
@@ -71,21 +72,22 @@ async function withHeartbeat<T>(fn: (heartbeat: (details?: unknown) => void) => 
   }
 }
 
-/** Settings every turn started from a lane carries (activity timeouts and retries). */
-type LaneSettings = TurnWorkflowInput['settings'];
-
 /**
  * Starts the turn's workflow, or nudges it when it already runs (waiting for its lane):
  * signal-with-start on the fixed workflow id, so a turn never runs twice.
  */
-async function startOrNudgeTurn(turnId: string, settings: LaneSettings): Promise<void> {
+async function startOrNudgeTurn(
+  runtime: Runtime,
+  turn: TurnRecord,
+  settings: TurnSettings | undefined,
+): Promise<void> {
   const context = Context.current();
-  await context.client.workflow
-    .signalWithStart('turnWorkflow', {
-      workflowId: turnWorkflowId(turnId),
+  const client: Client = context.client;
+  await client.workflow
+    .signalWithStart<typeof turnWorkflow, []>('turnWorkflow', {
+      ...turnStartOptions({ turn, task: await taskOf(runtime.store, turn), settings }),
       taskQueue: context.info.taskQueue,
-      args: [{ turnId, ...(settings ? { settings } : {}) }],
-      signal: SIGNALS.laneFree,
+      signal: laneFreeSignal,
       signalArgs: [],
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
     })
@@ -96,74 +98,67 @@ async function startOrNudgeTurn(turnId: string, settings: LaneSettings): Promise
     });
 }
 
-export function createTurnActivities(runtime: Runtime) {
+export function createTurnActivities(runtime: Runtime): TurnActivities {
   return {
-    /** One step of a conversation's lane: deliver, wake, and start the turn whose time it is. */
-    async laneStep(input: { conversationId: string; settings?: LaneSettings }): Promise<{
-      delivered: number;
-      woke: string | null;
-      started: string | null;
-    }> {
-      return mapped(async () => {
+    async laneStep(input) {
+      return mappingFailures(async () => {
         const step = await laneStep(runtime, input.conversationId);
-        if (step.next) await startOrNudgeTurn(step.next.id, input.settings);
+        if (step.next) await startOrNudgeTurn(runtime, step.next, input.settings);
         return { delivered: step.delivered, woke: step.woke, started: step.next?.id ?? null };
       });
     },
 
-    /** Wakes the lanes of these conversations (signal-with-start of their lane workflows). */
-    async wakeLanes(input: { conversationIds: string[]; settings?: LaneSettings }): Promise<void> {
-      return mapped(async () => {
+    async wakeLanes(input) {
+      return mappingFailures(async () => {
         const context = Context.current();
         for (const conversationId of input.conversationIds) {
-          await context.client.workflow.signalWithStart('laneWorkflow', {
+          await context.client.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
             workflowId: laneWorkflowId(conversationId),
             taskQueue: context.info.taskQueue,
             args: [{ conversationId, ...(input.settings ? { settings: input.settings } : {}) }],
-            signal: SIGNALS.wake,
+            signal: wakeSignal,
             signalArgs: [],
           });
         }
       });
     },
 
-    /** Whether every wait target of the turn is finished. */
-    async waitsReady(input: { turnId: string }): Promise<{ ready: boolean }> {
-      return mapped(async () => ({ ready: await waitsReady(runtime.store, input.turnId) }));
+    async waitsReady(input) {
+      return mappingFailures(async () => ({ ready: await waitsReady(runtime.store, input.turnId) }));
     },
 
-    async claimTurn(input: StepInput): Promise<ClaimDigest> {
+    async claimTurn(input) {
       // Only the open run of the turn's own workflow, whose run id is the token, may take over
       // a claim that an ended run (reset, terminated) still holds.
       const run = Context.current().info.workflowExecution;
       const supersede =
         run?.workflowId === turnWorkflowId(input.turnId) && claimTokenOf(run.runId) === input.claimToken;
-      return mapped(() =>
+      return mappingFailures(() =>
         claimTurn(runtime, input.turnId, input.claimToken, {
           supersede,
-          ...(input.progress !== undefined ? { progress: input.progress } : {}),
+          ...(input.taskHistoryLength !== undefined ? { taskHistoryLength: input.taskHistoryLength } : {}),
         }),
       );
     },
 
-    async modelStep(input: ModelStepInput): Promise<ModelStepDigest> {
+    async modelStep(input) {
       const signal = Context.current().cancellationSignal;
       // A store outage waits inside the attempt instead of using up the model's attempts.
-      return mapped(() =>
+      return mappingFailures(() =>
         withHeartbeat((heartbeat) =>
           retryWhileStoreDown(() => runModelStep(runtime, input, { signal, heartbeat }), { signal }),
         ),
       );
     },
 
-    async toolCall(input: ToolCallInput & { maxAttempts: number }): Promise<ToolCallOutcome> {
+    async toolCall(input) {
       const context = Context.current();
       const attempt = context.info.attempt;
       const signal = context.cancellationSignal;
       // A store outage re-dispatches the call inside this attempt (a finished execution keeps
       // its result; a running one is re-run only if replay-safe) instead of using up the
       // tool's few attempts.
-      return mapped(() =>
+      return mappingFailures(() =>
         withHeartbeat((heartbeat) =>
           retryWhileStoreDown(
             () =>
@@ -179,49 +174,40 @@ export function createTurnActivities(runtime: Runtime) {
       );
     },
 
-    async finishTools(input: StepInput & { terminalToolCallId: string | null }): Promise<TurnDigest> {
-      return mapped(() => finishToolsPhase(runtime, input));
+    async finishTools(input) {
+      return mappingFailures(() => finishToolsPhase(runtime, input));
     },
 
-    async suspendTurn(input: StepInput): Promise<void> {
-      return mapped(() => suspendTurn(runtime, input));
+    async suspendTurn(input) {
+      return mappingFailures(() => suspendTurn(runtime, input));
     },
 
-    async resumeTurn(input: StepInput): Promise<TurnDigest> {
-      return mapped(() => resumeTurn(runtime, input));
+    async resumeTurn(input) {
+      return mappingFailures(() => resumeTurn(runtime, input));
     },
 
-    async turnStatus(input: { turnId: string }): Promise<{ status: string }> {
-      return mapped(() => turnStatus(runtime, input));
+    async turnStatus(input) {
+      return mappingFailures(() => turnStatus(runtime, input));
     },
 
-    async outputStep(input: StepInput): Promise<OutputStepDigest> {
-      return mapped(() => runOutputStep(runtime, input));
+    async outputStep(input) {
+      return mappingFailures(() => runOutputStep(runtime, input));
     },
 
-    async authorizeCancel(
-      input: { turnId: string } & CancelRequest,
-    ): Promise<{ allowed: boolean; reason?: string }> {
-      return mapped(() => authorizeCancel(runtime, input));
+    async authorizeCancel(input) {
+      return mappingFailures(() => authorizeCancel(runtime, input));
     },
 
-    async rejectCancel(input: { turnId: string; reason: string }): Promise<void> {
-      return mapped(() => rejectCancel(runtime, input));
+    async rejectCancel(input) {
+      return mappingFailures(() => rejectCancel(runtime, input));
     },
 
-    async cancelTurn(input: {
-      turnId: string;
-      descendants: CancelDescendants;
-    }): Promise<{ status: string; cancelled: string[]; notice: TerminalNotice }> {
-      return mapped(() => cancelTurn(runtime, input));
+    async cancelTurn(input) {
+      return mappingFailures(() => cancelTurn(runtime, input));
     },
 
-    async failTurn(
-      input: StepInput & { error: TurnErrorDigest },
-    ): Promise<{ status: string; notice?: TerminalNotice }> {
-      return mapped(() => failTurn(runtime, input));
+    async failTurn(input) {
+      return mappingFailures(() => failTurn(runtime, input));
     },
   };
 }
-
-export type TurnActivities = ReturnType<typeof createTurnActivities>;

@@ -10,7 +10,7 @@ import type {
   TurnRecord,
   Usage,
 } from '../store/types.js';
-import { turnWorkflowId } from '../workflows/search-attributes.js';
+import { turnWorkflowId } from '../workflows/contract.js';
 
 export function sumUsage(turns: readonly TurnRecord[]): Usage {
   const total: Usage = {

@@ -12,19 +12,19 @@ import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { DeliveryRecord, Json, JsonObject, Store, Subject, TurnRecord } from '../store/types.js';
 import type { CancelDescendants } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
-import { DEFAULT_TASK_QUEUE } from '../worker.js';
+import type { TurnSettings } from '../workflows/contract.js';
 import {
-  TURNKIT_AGENT,
-  TURNKIT_CONVERSATION_ID,
-  TURNKIT_ROOT_TURN_ID,
-  TURNKIT_STATUS,
+  cancelSignal,
+  DEFAULT_TASK_QUEUE,
   laneWorkflowId,
-  SIGNALS,
+  turnStartOptions,
   turnWorkflowId,
-} from '../workflows/search-attributes.js';
-import type { TurnSettings } from '../workflows/turn-workflow.js';
+  wakeSignal,
+} from '../workflows/contract.js';
+import type { laneWorkflow } from '../workflows/lane-workflow.js';
+import type { turnWorkflow } from '../workflows/turn-workflow.js';
 import { RunHandle } from './run-handle.js';
-import { buildTurn } from '../engine/build-turn.js';
+import { buildTurn, taskOf } from '../engine/build-turn.js';
 import { sendMessage } from '../engine/messaging.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { rootConversationId } from '../store/tree.js';
@@ -241,31 +241,16 @@ export class TurnKitClient {
         });
       });
     }
-    const task = (
-      await this.store.listMessages(turn.conversationId, { throughSequence: turn.contextMessageSequence })
-    )
-      .at(-1)
-      ?.content.find((part) => part.type === 'text');
-    await this.#startWorkflow(turn, task && task.type === 'text' ? task.text : turn.id);
+    await this.#startWorkflow(turn, await taskOf(this.store, turn));
   }
 
   async #startWorkflow(turn: TurnRecord, task: string): Promise<void> {
-    const turnId = turn.id;
-    const summary = task.replace(/\s+/g, ' ').slice(0, 120);
     try {
-      await this.temporal.workflow.start('turnWorkflow', {
+      await this.temporal.workflow.start<typeof turnWorkflow>('turnWorkflow', {
+        ...turnStartOptions({ turn, task, settings: this.turnSettings }),
         taskQueue: this.taskQueue,
-        workflowId: turnWorkflowId(turnId),
-        args: [{ turnId, ...(this.turnSettings ? { settings: this.turnSettings } : {}) }],
         workflowIdConflictPolicy: 'USE_EXISTING',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        staticSummary: `${turn.agentName}: ${summary}`,
-        typedSearchAttributes: [
-          { key: TURNKIT_AGENT, value: turn.agentName },
-          { key: TURNKIT_CONVERSATION_ID, value: turn.conversationId },
-          { key: TURNKIT_ROOT_TURN_ID, value: turn.rootTurnId },
-          { key: TURNKIT_STATUS, value: turn.status },
-        ],
       });
     } catch (error) {
       // The workflow ran (or runs) already: the turn is never started twice.
@@ -290,7 +275,7 @@ export class TurnKitClient {
     if (TERMINAL_TURN_STATUSES.includes(turn.status)) {
       throw new ArgumentError(`turn ${turnId} is already ${turn.status}: there is nothing to cancel`);
     }
-    await this.temporal.workflow.getHandle(turnWorkflowId(turnId)).signal('cancel', parsed.value);
+    await this.temporal.workflow.getHandle(turnWorkflowId(turnId)).signal(cancelSignal, parsed.value);
   }
 
   /** The request the turn's next model call would send, without calling the model (CORE-09). */
@@ -368,11 +353,11 @@ export class TurnKitClient {
 
   /** Signal-with-start of the conversation's lane workflow: deliver, wake, run the next turn. */
   async wakeLane(conversationId: string): Promise<void> {
-    await this.temporal.workflow.signalWithStart('laneWorkflow', {
+    await this.temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
       taskQueue: this.taskQueue,
       workflowId: laneWorkflowId(conversationId),
       args: [{ conversationId, ...(this.turnSettings ? { settings: this.turnSettings } : {}) }],
-      signal: SIGNALS.wake,
+      signal: wakeSignal,
       signalArgs: [],
       staticSummary: `lane of ${conversationId}`,
     });

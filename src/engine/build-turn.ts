@@ -49,3 +49,12 @@ export async function buildTurn(
     submittedAt: options.submit ? nowIso() : null,
   });
 }
+
+/** What a turn is about: the text of its trigger (the last message it sees), else its id. */
+export async function taskOf(store: Store, turn: TurnRecord): Promise<string> {
+  const trigger = (
+    await store.listMessages(turn.conversationId, { throughSequence: turn.contextMessageSequence })
+  ).at(-1);
+  const text = trigger?.content.find((part) => part.type === 'text');
+  return text && text.type === 'text' ? text.text : turn.id;
+}

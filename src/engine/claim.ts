@@ -1,4 +1,3 @@
-import type { Agent } from '../agents/agent.js';
 import { nowIso } from '../store/records.js';
 import { claimInLane, rootConversationId } from '../store/tree.js';
 import { waitsReady } from '../store/wait-graph.js';
@@ -6,37 +5,10 @@ import { isFinished, subAgentResult } from './delegation.js';
 import { checkTaskMark } from '../store/fenced-store.js';
 import type { Store, TurnRecord, TurnStatus } from '../store/types.js';
 import { Budget } from './budget.js';
-import type { ClaimDigest, StepInput, ToolCallDigest, TurnDigest } from './digest.js';
+import type { ClaimDigest, OwnerInput } from './digest.js';
+import { turnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
-import { phaseOf, toolCallParts, turnState, updateState } from './turn-state.js';
-
-export function toolCallDigests(agent: Agent, turn: TurnRecord): ToolCallDigest[] {
-  if (phaseOf(turn) !== 'tools') return [];
-  return toolCallParts(turnState(turn).parts).map((call) => {
-    const tool = agent.effectiveTools.find((candidate) => candidate.name === call.name);
-    return { id: call.id, name: call.name, kind: tool?.kind ?? 'unknown', terminal: tool?.terminal ?? false };
-  });
-}
-
-export async function turnDigest(
-  runtime: Runtime,
-  store: Store,
-  turn: TurnRecord,
-  options: { withDeadline?: boolean } = {},
-): Promise<TurnDigest> {
-  const agent = runtime.agents.resolve(turn.agentName);
-  let deadline: string | null = null;
-  if (options.withDeadline) {
-    deadline = (await Budget.load(store, turn.rootTurnId, agent.limits)).deadline?.toISOString() ?? null;
-  }
-  return {
-    turnId: turn.id,
-    status: turn.status,
-    phase: phaseOf(turn),
-    toolCalls: toolCallDigests(agent, turn),
-    deadline,
-  };
-}
+import { phaseOf, turnState, updateState } from './turn-state.js';
 
 /**
  * Spec §5.3 step 2: a fresh turn with application-level waits may start only once every
@@ -57,16 +29,11 @@ async function joinOpen(
  * Spec §5.3 step 4: before its first model call, a joined turn gets one user message with
  * the JSON `{"wait_results": [...]}` of its targets, once (`state.wait_input`).
  */
-async function injectWaitResults(
-  runtime: Runtime,
-  turn: TurnRecord,
-  claimToken: string,
-  progress: number | undefined,
-): Promise<TurnRecord> {
+async function injectWaitResults(runtime: Runtime, turn: TurnRecord, owner: OwnerInput): Promise<TurnRecord> {
   if (turnState(turn).phase || turnState(turn).wait_input) return turn;
   const edges = await runtime.store.listWaits({ turnId: turn.id });
   if (edges.length === 0) return turn;
-  const store = await runtime.fenced(turn.id, claimToken, progress);
+  const { store } = await runtime.ownTurn(owner, turn);
   const targets = await Promise.all(edges.map((edge) => store.loadTurn(edge.targetTurnId)));
   if (!targets.every(isFinished)) return turn;
   const { message, updated } = await store.atomic(null, async () => {
@@ -89,16 +56,16 @@ async function injectWaitResults(
  * under the root lock: running under the same token already, it is returned as is; a stale
  * workflow task of the run may not (StaleTask); in any other state, null.
  */
-export async function takeBack(
+export async function retakeClaim(
   runtime: Runtime,
-  input: StepInput,
+  input: OwnerInput,
   from: readonly TurnStatus[],
 ): Promise<TurnRecord | null> {
   const store = runtime.store;
   const initial = await store.loadTurn(input.turnId);
   return store.atomic(await rootConversationId(store, initial), async () => {
     const turn = await store.loadTurn(input.turnId);
-    if (input.progress !== undefined) checkTaskMark(turn, input.claimToken, input.progress);
+    if (input.taskHistoryLength !== undefined) checkTaskMark(turn, input.claimToken, input.taskHistoryLength);
     if (turn.status === 'running' && turn.claimToken === input.claimToken) return turn;
     if (!from.includes(turn.status) || turn.claimToken !== null) return null;
     return store.claimTurn(turn.id, {
@@ -119,8 +86,8 @@ export interface ClaimOptions {
    * of the old run fails with LostClaim from then on.
    */
   supersede?: boolean;
-  /** The claiming workflow task's history length (see StepInput). */
-  progress?: number;
+  /** The claiming workflow task's history length (see OwnerInput). */
+  taskHistoryLength?: number;
 }
 
 /**
@@ -133,14 +100,14 @@ async function supersedeClaim(
   turn: TurnRecord,
   claimToken: string,
 ): Promise<TurnRecord | null> {
-  const held = (row: TurnRecord) =>
+  const heldByEndedRun = (row: TurnRecord) =>
     (row.status === 'running' && row.claimToken !== claimToken) ||
     (row.status === 'waiting' && turnState(row).phase === 'tools');
-  if (!held(turn)) return null;
+  if (!heldByEndedRun(turn)) return null;
   return store.atomic(await rootConversationId(store, turn), () =>
     store.atomic(turn.conversationId, async () => {
       const fresh = await store.loadTurn(turn.id);
-      if (!held(fresh)) return null;
+      if (!heldByEndedRun(fresh)) return null;
       return store.claimTurn(turn.id, {
         from: fresh.status,
         to: 'running',
@@ -167,8 +134,11 @@ export async function claimTurn(
   const store = runtime.store;
   const initial = await store.loadTurn(turnId);
   const agent = runtime.agents.resolve(initial.agentName);
+  let budget: Promise<Budget> | undefined;
+  // The root's deadline is fixed at submission: the budget is loaded once, when first needed.
+  const deadline = async () =>
+    (await (budget ??= Budget.load(store, initial.rootTurnId, agent.limits))).deadline;
   if (!turnState(initial).phase && (initial.status === 'waiting' || initial.status === 'pending')) {
-    const deadline = async () => (await Budget.load(store, initial.rootTurnId, agent.limits)).deadline;
     if (!(await joinOpen(store, initial, deadline))) {
       const at = await deadline();
       return {
@@ -187,7 +157,7 @@ export async function claimTurn(
   const taken = options.supersede ? await supersedeClaim(store, initial, claimToken) : null;
   if (taken) {
     await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
-    return { claimed: true, ...(await turnDigest(runtime, store, taken, { withDeadline: true })) };
+    return { claimed: true, ...turnDigest(agent, taken, await deadline()) };
   }
   const outcome = await claimInLane(store, turnId, claimToken);
   if (!outcome.claimed) return { claimed: false, reason: outcome.reason, status: outcome.turn.status };
@@ -197,6 +167,10 @@ export async function claimTurn(
       model: runtime.modelFor(agent, outcome.turn),
     });
   }
-  const turn = await injectWaitResults(runtime, outcome.turn, claimToken, options.progress);
-  return { claimed: true, ...(await turnDigest(runtime, store, turn, { withDeadline: true })) };
+  const turn = await injectWaitResults(runtime, outcome.turn, {
+    turnId,
+    claimToken,
+    ...(options.taskHistoryLength !== undefined ? { taskHistoryLength: options.taskHistoryLength } : {}),
+  });
+  return { claimed: true, ...turnDigest(agent, turn, await deadline()) };
 }

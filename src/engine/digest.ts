@@ -2,17 +2,21 @@
  * What activities return to the workflow: small, fixed-size digests. The transcript, model
  * responses and tool outputs stay in the store and never enter Temporal history.
  */
+import type { Agent } from '../agents/agent.js';
 import type { ToolKind } from '../agents/tool.js';
-import type { TurnStatus } from '../store/types.js';
+import type { TurnRecord, TurnStatus } from '../store/types.js';
 import type { Phase } from './turn-state.js';
+import { phaseOf, toolCallParts, turnState } from './turn-state.js';
 
-/** What a step that writes as the turn's owner is given: the turn, the claim, and for store
- * steps (local activities) the history length of the workflow task that runs it. */
-export interface StepInput {
+/**
+ * What an activity that writes as the turn's owner is given: the turn, the claim, and for
+ * store steps (local activities) the history length of the workflow task that runs it.
+ */
+export interface OwnerInput {
   turnId: string;
   claimToken: string;
   /** `workflowInfo().historyLength`: fences a stale workflow task of the same run (StaleTask). */
-  progress?: number;
+  taskHistoryLength?: number;
 }
 
 export interface ToolCallDigest {
@@ -31,6 +35,26 @@ export interface TurnDigest {
   toolCalls: ToolCallDigest[];
   /** The root's deadline (ISO) for the workflow's timer, or null (set by the claim only). */
   deadline: string | null;
+}
+
+/** The tool calls of a turn in its tools phase, as the workflow dispatches them. */
+export function toolCallDigests(agent: Agent, turn: TurnRecord): ToolCallDigest[] {
+  if (phaseOf(turn) !== 'tools') return [];
+  return toolCallParts(turnState(turn).parts).map((call) => {
+    const tool = agent.effectiveTools.find((candidate) => candidate.name === call.name);
+    return { id: call.id, name: call.name, kind: tool?.kind ?? 'unknown', terminal: tool?.terminal ?? false };
+  });
+}
+
+/** Where the turn is, for the workflow; `deadline` only from the claim (the root timer). */
+export function turnDigest(agent: Agent, turn: TurnRecord, deadline: Date | null = null): TurnDigest {
+  return {
+    turnId: turn.id,
+    status: turn.status,
+    phase: phaseOf(turn),
+    toolCalls: toolCallDigests(agent, turn),
+    deadline: deadline?.toISOString() ?? null,
+  };
 }
 
 export type ClaimDigest =

@@ -1,23 +1,23 @@
 import { randomBytes } from 'node:crypto';
 import { ConfigError, ModelError } from '../errors.js';
 import { addUsage, costFromUsage } from '../models/cost.js';
-import type { ModelResult } from '../models/types.js';
+import type { ModelRequest, ModelResult } from '../models/types.js';
 import { nowIso } from '../store/records.js';
-import type { ContentPart, JsonObject, Store } from '../store/types.js';
+import type { ContentPart, JsonObject, MessageRecord, TurnRecord } from '../store/types.js';
 import { Budget } from './budget.js';
-import { turnDigest } from './claim.js';
 import type { ModelStepDigest } from './digest.js';
+import { turnDigest } from './digest.js';
 import { buildModelRequest } from './model-request.js';
-import type { Runtime } from './runtime.js';
+import type { OwnedTurn, Runtime } from './runtime.js';
 import { depthOf, iterationsOf, toolCallParts, turnState, updateState } from './turn-state.js';
 
 export interface ModelStepInput {
   turnId: string;
   claimToken: string;
   /**
-   * Unique per workflow run and model call (`<run>:<n>`): the unit of idempotency of this
-   * activity, so a retry reuses the reservation and the stored response, and a reset run
-   * never mistakes an older run's step for its own.
+   * The step key, unique per workflow run and model call (`<run>:<n>`): the unit of
+   * idempotency of this activity, so a retry reuses the reservation and the stored response,
+   * and a reset run never mistakes an older run's step for its own.
    */
   step: string;
 }
@@ -37,7 +37,7 @@ function responseText(parts: readonly ContentPart[]): string {
 /**
  * One model phase (spec §3.3): reserve an iteration, call the model outside any
  * transaction, then persist usage, cost, the assistant message and the next phase in one
- * transaction. Idempotent per `step`: a retry after the reservation reuses it, and a retry
+ * transaction. Idempotent per step key: a retry after the reservation reuses it, and a retry
  * after the commit reuses the stored response without calling the model (BG-05).
  */
 export async function runModelStep(
@@ -45,31 +45,58 @@ export async function runModelStep(
   input: ModelStepInput,
   hooks: ModelStepHooks,
 ): Promise<ModelStepDigest> {
-  const store: Store = await runtime.fenced(input.turnId, input.claimToken);
-  let turn = await store.loadTurn(input.turnId);
-  const agent = runtime.agents.resolve(turn.agentName);
-  const depth = await depthOf(store, turn);
+  const owned = await runtime.ownTurn(input);
+  if (turnState(owned.turn).model_step === input.step) return reused(owned, owned.turn);
+  const depth = await depthOf(owned.store, owned.turn);
+  const { turn, budget } = await reserveIteration(owned, input.step, depth);
+  const { request, result } = await callModel(runtime, owned, turn, depth, hooks);
+  const stored = await persistResponse(runtime, owned, turn, input.step, request, result);
+  if (!stored) return reused(owned, await owned.store.loadTurn(input.turnId));
+  // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
+  budget.addCost(stored.cost);
+  return {
+    ...turnDigest(owned.agent, stored.committed),
+    usage: usageDigest(stored.committed.usage),
+    cost: stored.cost,
+    reused: false,
+  };
+}
 
-  if (turnState(turn).model_step === input.step) {
-    return {
-      ...(await turnDigest(runtime, store, turn)),
-      usage: usageDigest(null),
-      cost: null,
-      reused: true,
-    };
-  }
+/** The digest of a step whose response is already stored: no model call, no usage. */
+function reused(owned: OwnedTurn, turn: TurnRecord): ModelStepDigest {
+  return { ...turnDigest(owned.agent, turn), usage: usageDigest(null), cost: null, reused: true };
+}
 
+/** Checks the budget and reserves this step's iteration, once per step key. */
+async function reserveIteration(
+  { store, turn, agent }: OwnedTurn,
+  stepKey: string,
+  depth: number,
+): Promise<{ turn: TurnRecord; budget: Budget }> {
   let budget!: Budget;
-  turn = await store.atomic(null, async () => {
-    const fresh = await store.loadTurn(input.turnId);
+  const reserved = await store.atomic(null, async () => {
+    const fresh = await store.loadTurn(turn.id);
     budget = await Budget.load(store, fresh.rootTurnId, agent.limits);
     budget.check(depth);
-    if (turnState(fresh).reserved_step === input.step) return fresh;
+    if (turnState(fresh).reserved_step === stepKey) return fresh;
     // Reserved and committed before the call, so parallel children cannot both take the last one.
     budget.reserveIteration();
-    return updateState(store, fresh.id, { iterations: iterationsOf(fresh) + 1, reserved_step: input.step });
+    return updateState(store, fresh.id, { iterations: iterationsOf(fresh) + 1, reserved_step: stepKey });
   });
+  return { turn: reserved, budget };
+}
 
+/**
+ * Builds the request and calls the model, outside any transaction. A failure the provider
+ * did not classify is a retryable ModelError; an empty response is not retryable.
+ */
+async function callModel(
+  runtime: Runtime,
+  { store, agent }: OwnedTurn,
+  turn: TurnRecord,
+  depth: number,
+  hooks: ModelStepHooks,
+): Promise<{ request: ModelRequest; result: ModelResult }> {
   const { request, report } = await buildModelRequest(runtime, store, agent, turn, depth);
   await runtime.emit(turn, 'model.requested', {
     model: request.model,
@@ -77,11 +104,11 @@ export async function runModelStep(
     message_count: request.messages.length,
     prompt: report as unknown as JsonObject,
   });
-
-  const client = runtime.modelClientFor(agent);
   let result: ModelResult;
   try {
-    result = await client.chat(request, { signal: hooks.signal, onProgress: hooks.heartbeat });
+    result = await runtime
+      .modelClientFor(agent)
+      .chat(request, { signal: hooks.signal, onProgress: hooks.heartbeat });
   } catch (error) {
     if (hooks.signal.aborted) throw error;
     if (error instanceof ModelError || error instanceof ConfigError) throw error;
@@ -90,6 +117,21 @@ export async function runModelStep(
       retryable: true,
     });
   }
+  return { request, result };
+}
+
+/**
+ * Stores the response in one transaction: usage and cost, the assistant message, the next
+ * phase and the step key; then its events. Null when this step's response is stored already.
+ */
+async function persistResponse(
+  runtime: Runtime,
+  { store }: OwnedTurn,
+  turn: TurnRecord,
+  stepKey: string,
+  request: ModelRequest,
+  result: ModelResult,
+): Promise<{ committed: TurnRecord; cost: number | null } | null> {
   const taken = new Set((await store.listToolExecutions({ turnId: turn.id })).map((row) => row.toolCallId));
   const { parts, renamed } = uniqueToolCallIds(Array.isArray(result?.parts) ? result.parts : [], taken);
   const calls = toolCallParts(parts);
@@ -106,50 +148,44 @@ export async function runModelStep(
 
   const cost = costFromUsage(result.usage, result.model ?? request.model, runtime.cost);
   const phase = calls.length > 0 ? 'tools' : 'output';
-  const stored = await store.atomic(null, async () => {
-    const fresh = await store.loadTurn(input.turnId);
-    // A zombie attempt (paused past its heartbeat timeout) shares this run's claim token: the
-    // step key is what keeps its late response from being stored a second time.
-    if (turnState(fresh).model_step === input.step) return null;
-    await store.updateTurn(fresh.id, {
-      usage: addUsage(fresh.usage, result.usage, cost),
-      cost: (fresh.cost ?? 0) + (cost.total ?? 0),
-      heartbeatAt: nowIso(),
-    });
-    const metadata: JsonObject = {};
-    if (result.outputData !== undefined && result.outputData !== null)
-      metadata['output_data'] = result.outputData;
-    if (Object.keys(renamed).length > 0) metadata['renamed_tool_call_ids'] = renamed;
-    const appended = await store.appendMessage({
-      conversationId: fresh.conversationId,
-      turnId: fresh.id,
-      role: 'assistant',
-      kind: calls.length > 0 ? 'tool_call' : 'text',
-      content: parts,
-      providerMessageId: result.providerMessageId ?? null,
-      metadata,
-    });
-    const updated = await updateState(store, fresh.id, {
-      phase,
-      parts,
-      candidate: text,
-      output_data: result.outputData ?? null,
-      terminal_tool_name: null,
-      model_step: input.step,
-    });
-    return { message: appended, committed: updated };
-  });
-  if (!stored) {
-    return {
-      ...(await turnDigest(runtime, store, await store.loadTurn(input.turnId))),
-      usage: usageDigest(null),
-      cost: null,
-      reused: true,
-    };
-  }
+  const stored = await store.atomic(
+    null,
+    async (): Promise<{ message: MessageRecord; committed: TurnRecord } | null> => {
+      const fresh = await store.loadTurn(turn.id);
+      // A zombie attempt (paused past its heartbeat timeout) shares this run's claim token: the
+      // step key is what keeps its late response from being stored a second time.
+      if (turnState(fresh).model_step === stepKey) return null;
+      await store.updateTurn(fresh.id, {
+        usage: addUsage(fresh.usage, result.usage, cost),
+        cost: (fresh.cost ?? 0) + (cost.total ?? 0),
+        heartbeatAt: nowIso(),
+      });
+      const metadata: JsonObject = {};
+      if (result.outputData !== undefined && result.outputData !== null)
+        metadata['output_data'] = result.outputData;
+      if (Object.keys(renamed).length > 0) metadata['renamed_tool_call_ids'] = renamed;
+      const message = await store.appendMessage({
+        conversationId: fresh.conversationId,
+        turnId: fresh.id,
+        role: 'assistant',
+        kind: calls.length > 0 ? 'tool_call' : 'text',
+        content: parts,
+        providerMessageId: result.providerMessageId ?? null,
+        metadata,
+      });
+      const committed = await updateState(store, fresh.id, {
+        phase,
+        parts,
+        candidate: text,
+        output_data: result.outputData ?? null,
+        terminal_tool_name: null,
+        model_step: stepKey,
+      });
+      return { message, committed };
+    },
+  );
+  if (!stored) return null;
   const { message, committed } = stored;
-
-  const usage = committed.usage;
   await runtime.emitAll(committed, [
     ['message.created', { message_id: message.id, role: 'assistant', kind: message.kind }],
     ...calls.map((call): [string, JsonObject] => ['tool_call.created', { id: call.id, name: call.name }]),
@@ -158,20 +194,12 @@ export async function runModelStep(
       {
         model: result.model ?? request.model,
         tool_call_count: calls.length,
-        usage: usageDigest(usage) as unknown as JsonObject,
+        usage: usageDigest(committed.usage) as unknown as JsonObject,
         cost: cost.total,
       },
     ],
   ]);
-
-  // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
-  budget.addCost(cost.total);
-  return {
-    ...(await turnDigest(runtime, store, committed)),
-    usage: usageDigest(usage),
-    cost: cost.total,
-    reused: false,
-  };
+  return { committed, cost: cost.total };
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Agent, OutputViolation } from '../agents/agent.js';
 import { ArgumentError } from '../errors.js';
 import type { Json, JsonObject, TurnRecord } from '../store/types.js';
-import type { OutputStepDigest, StepInput } from './digest.js';
+import type { OutputStepDigest, OwnerInput } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { terminalNotice, writeTerminal } from './terminal.js';
 import { turnState, updateState } from './turn-state.js';
@@ -69,10 +69,8 @@ function revisionPrompt(audit: OutputAudit, terminalToolName: string | null | un
  * The output phase (spec §3.3): audit the candidate; with revisions left, append a revision
  * request and go back to the model; otherwise write the terminal status with the output.
  */
-export async function runOutputStep(runtime: Runtime, input: StepInput): Promise<OutputStepDigest> {
-  const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
-  const turn = await store.loadTurn(input.turnId);
-  const agent = runtime.agents.resolve(turn.agentName);
+export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promise<OutputStepDigest> {
+  const { store, turn, agent } = await runtime.ownTurn(input);
   const state = turnState(turn);
   const candidate = state.candidate ?? '';
   const outputData = state.output_data ?? null;

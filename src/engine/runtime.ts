@@ -5,6 +5,7 @@ import type { CostConfig } from '../models/cost.js';
 import type { ModelClient } from '../models/types.js';
 import { FencedStore } from '../store/fenced-store.js';
 import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
+import type { OwnerInput } from './digest.js';
 
 export type AuthorizationAction = 'tool' | 'launch_agent' | 'wait' | 'callback' | 'send_message' | 'cancel';
 
@@ -17,6 +18,15 @@ export interface AuthorizationRequest {
 /** Must return literally `true` to allow; anything else denies (spec §6). */
 export type AuthorizationPolicy =
   ((request: AuthorizationRequest) => unknown) | { authorize(request: AuthorizationRequest): unknown };
+
+/** What an activity acting as the turn's owner loads once and passes down. */
+export interface OwnedTurn {
+  /** Bound to the claim (and the workflow task, for store steps): see `Runtime.ownTurn`. */
+  store: Store;
+  /** The turn as it was when the activity started. */
+  turn: TurnRecord;
+  agent: Agent;
+}
 
 export type EventListener = (event: EventRecord) => void | Promise<void>;
 
@@ -83,12 +93,17 @@ export class Runtime {
   }
 
   /**
-   * A store bound to the turn's claim: every write raises LostClaim once the token changed,
-   * and, given the workflow task's history length (store steps), StaleTask once a newer task
-   * of the same run has written.
+   * The turn, its agent, and a store bound to the turn's claim: every write raises LostClaim
+   * once the token changed, and, given the workflow task's history length (store steps),
+   * StaleTask once a newer task of the same run has written. `turn`: already loaded.
    */
-  async fenced(turnId: string, claimToken: string, progress?: number): Promise<Store> {
-    return FencedStore.forTurn(this.store, await this.store.loadTurn(turnId), claimToken, progress);
+  async ownTurn(input: OwnerInput, turn?: TurnRecord): Promise<OwnedTurn> {
+    const loaded = turn ?? (await this.store.loadTurn(input.turnId));
+    return {
+      store: await FencedStore.forTurn(this.store, loaded, input.claimToken, input.taskHistoryLength),
+      turn: loaded,
+      agent: this.agents.resolve(loaded.agentName),
+    };
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */

@@ -10,8 +10,8 @@ import type {
   TurnRecord,
   TurnUpdate,
 } from '../store/types.js';
-import { takeBack } from './claim.js';
-import type { StepInput, TerminalNotice, TurnErrorDigest } from './digest.js';
+import { retakeClaim } from './claim.js';
+import type { OwnerInput, TerminalNotice, TurnErrorDigest } from './digest.js';
 import { completionCallback, laneHasWork, openWaiters } from './messaging.js';
 import type { Runtime } from './runtime.js';
 import { toolCallParts } from './turn-state.js';
@@ -196,11 +196,11 @@ export async function terminalNotice(
  */
 export async function failTurn(
   runtime: Runtime,
-  input: StepInput & { error: TurnErrorDigest },
+  input: OwnerInput & { error: TurnErrorDigest },
 ): Promise<{ status: string; notice?: TerminalNotice }> {
   try {
-    await takeBack(runtime, input, ['waiting', 'pending']);
-    const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
+    const retaken = await retakeClaim(runtime, input, ['waiting', 'pending']);
+    const { store } = await runtime.ownTurn(input, retaken ?? undefined);
     const error = { class: input.error.class, message: input.error.message };
     const { turn, callback } = await writeTerminal(
       runtime,

@@ -1,7 +1,7 @@
 import type { Agent } from '../agents/agent.js';
 import type { ToolContext, ToolDefinition } from '../agents/tool.js';
 import { normalizeToolPayload, validateToolArguments } from '../agents/tool.js';
-import { AuthorizationError, BudgetError, LostClaim, StaleTask, ToolError, TurnKitError } from '../errors.js';
+import { AuthorizationError, BudgetError, LostClaim, ToolError, TurnKitError } from '../errors.js';
 import { nowIso } from '../store/records.js';
 import type {
   Json,
@@ -16,12 +16,11 @@ import { isLaunchAgentTool } from '../agents/coordination.js';
 import type { CoordinationOutcome } from './coordination.js';
 import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
-import { takeBack, turnDigest } from './claim.js';
-import type { StepInput, ToolCallOutcome, TurnDigest } from './digest.js';
+import type { ToolCallOutcome } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { retryWhileStoreDown } from './store-outage.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
-import { contextOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
+import { contextOf, principalOf, toolCallParts, turnState } from './turn-state.js';
 
 type ToolCall = ReturnType<typeof toolCallParts>[number];
 
@@ -57,6 +56,12 @@ class ToolRun {
     readonly tool: ToolDefinition | undefined,
     readonly deferResult: boolean,
   ) {}
+
+  async findExecution(): Promise<ToolExecutionRecord | undefined> {
+    return (await this.store.listToolExecutions({ turnId: this.turn.id })).find(
+      (row) => row.toolCallId === this.call.id,
+    );
+  }
 
   outcome(execution: ToolExecutionRecord): ToolCallOutcome {
     return {
@@ -123,19 +128,15 @@ function errorDetails(error: unknown, extra: JsonObject = {}): JsonObject {
 }
 
 /**
- * Runs one tool call of the persisted response, in TurnKit's exact order (spec §4.2):
- * re-dispatch of a finished execution, create + reserve, unknown tool, invalid arguments,
- * authorization, a fence check right before the effect, then the call. Every path leaves
- * the execution finished with exactly one result message (unless deferred).
+ * Runs one tool call of the persisted response, in TurnKit's exact order (spec §4.2). Every
+ * path leaves the execution finished with exactly one result message (unless deferred).
  */
 export async function runToolCall(
   runtime: Runtime,
   input: ToolCallInput,
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
-  const store = await runtime.fenced(input.turnId, input.claimToken);
-  const turn = await store.loadTurn(input.turnId);
-  const agent = runtime.agents.resolve(turn.agentName);
+  const { store, turn, agent } = await runtime.ownTurn(input);
   const call = toolCallParts(turnState(turn).parts).find((part) => part.id === input.toolCallId);
   if (!call) throw new TurnKitError(`turn ${turn.id} has no pending tool call ${input.toolCallId}`);
   const tool = agent.effectiveTools.find((candidate) => candidate.name === call.name);
@@ -147,38 +148,51 @@ export async function runToolCall(
   }
 }
 
+/** TurnKit's `ToolRunner#run`: each step decides one thing, in this order. */
 async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCallOutcome> {
-  const { store, turn, call, tool } = run;
-  const findExisting = async () =>
-    (await store.listToolExecutions({ turnId: turn.id })).find((row) => row.toolCallId === call.id);
-
-  const existing = await findExisting();
-  // Re-dispatch never re-runs a finished execution; it only makes sure its result exists.
-  if (existing && existing.status !== 'pending' && existing.status !== 'running') {
-    const message = await run.appendResult(
-      existing,
-      (existing.result ?? existing.error) as Json,
-      existing.status !== 'completed' && existing.status !== 'cancelled',
-    );
-    if (message)
-      run.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
-    return run.outcome(existing);
-  }
-
-  // A row left running by an attempt that died: only a replay-safe tool may run again.
-  if (
-    existing &&
-    existing.status === 'running' &&
-    !(tool?.recovery === 'replaySafe' && tool.kind === 'ordinary')
-  ) {
+  const existing = await run.findExecution();
+  if (existing && isClosed(existing)) return redispatchFinished(run, existing);
+  if (existing?.status === 'running' && !mayRunAgain(run.tool))
     return run.outcome(await run.finish(existing, 'interrupted', { message: OUTCOME_UNKNOWN }));
-  }
+  const execution = await createAndReserve(run, existing);
+  if (!run.tool) return run.outcome(await run.fail(execution, `unknown tool: ${run.call.name}`));
+  if (run.call.arguments_error) return run.outcome(await run.fail(execution, run.call.arguments_error));
+  return crossEffectBoundary(run, run.tool, await claimForRun(run, run.tool, execution), hooks);
+}
 
+const isClosed = (execution: ToolExecutionRecord) =>
+  execution.status !== 'pending' && execution.status !== 'running';
+
+/** A row left running by an attempt that died: only a replay-safe ordinary tool may run again. */
+const mayRunAgain = (tool: ToolDefinition | undefined) =>
+  tool?.recovery === 'replaySafe' && tool.kind === 'ordinary';
+
+/** Re-dispatch never re-runs a finished execution; it only makes sure its result exists. */
+async function redispatchFinished(run: ToolRun, existing: ToolExecutionRecord): Promise<ToolCallOutcome> {
+  const message = await run.appendResult(
+    existing,
+    (existing.result ?? existing.error) as Json,
+    existing.status !== 'completed' && existing.status !== 'cancelled',
+  );
+  if (message)
+    run.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
+  return run.outcome(existing);
+}
+
+/**
+ * Creates the execution row and reserves it in the root's budget, in one transaction; a
+ * denial fails the row and raises the BudgetError (the turn fails). An existing row is kept.
+ */
+async function createAndReserve(
+  run: ToolRun,
+  existing: ToolExecutionRecord | undefined,
+): Promise<ToolExecutionRecord> {
+  const { store, turn, call } = run;
   let denied: BudgetError | undefined;
-  let execution = await store.atomic(null, async () => {
-    const again = existing ?? (await findExisting());
+  const execution = await store.atomic(null, async () => {
+    const again = existing ?? (await run.findExecution());
     if (again) return again;
-    const background = KNOWN_WORK.has(tool?.kind ?? 'ordinary');
+    const background = KNOWN_WORK.has(run.tool?.kind ?? 'ordinary');
     const row = await store.createToolExecution({
       turnId: turn.id,
       toolCallId: call.id,
@@ -200,88 +214,50 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
     return row;
   });
   if (denied) throw denied;
+  return execution;
+}
 
-  if (!tool) return run.outcome(await run.fail(execution, `unknown tool: ${call.name}`));
-  if (call.arguments_error) return run.outcome(await run.fail(execution, call.arguments_error));
+/** An ordinary tool's pending row (left by a retried dispatch) becomes running before it runs. */
+async function claimForRun(
+  run: ToolRun,
+  tool: ToolDefinition,
+  execution: ToolExecutionRecord,
+): Promise<ToolExecutionRecord> {
+  if (execution.status !== 'pending' || tool.kind !== 'ordinary') return execution;
+  const claimed = await run.store.claimToolExecution(execution.id, {
+    from: 'pending',
+    to: 'running',
+    startedAt: nowIso(),
+  });
+  if (!claimed) throw new LostClaim('tool execution claim was revoked');
+  return claimed;
+}
 
-  if (execution.status === 'pending' && tool.kind === 'ordinary') {
-    const claimed = await store.claimToolExecution(execution.id, {
-      from: 'pending',
-      to: 'running',
-      startedAt: nowIso(),
-    });
-    if (!claimed) throw new LostClaim('tool execution claim was revoked');
-    execution = claimed;
-  }
-
+/**
+ * Authorizes the call and runs it (a sub-agent, a coordination tool, or the tool itself);
+ * whatever it throws is classified by `failedOutcome`.
+ */
+async function crossEffectBoundary(
+  run: ToolRun,
+  tool: ToolDefinition,
+  execution: ToolExecutionRecord,
+  hooks: ToolCallHooks,
+): Promise<ToolCallOutcome> {
   let payload: JsonObject;
   try {
-    const principal = principalOf(await store.loadTurn(turn.id));
+    const principal = principalOf(run.turn);
     await run.runtime.authorize('tool', principal, {
-      turn: turn.id,
+      turn: run.turn.id,
       tool: tool.name,
-      arguments: call.arguments,
+      arguments: run.call.arguments,
     });
     // Observe cancellation or a lost claim immediately before crossing the external-effect boundary.
-    await store.atomic(null, async () => true);
-    if (tool.kind === 'subAgent') {
-      const child = await delegate(run.runtime, store, turn, tool, execution, call.arguments);
-      if (isFinished(child))
-        return run.outcome(await run.finish(execution, 'completed', subAgentResult(child)));
-      return {
-        ...run.outcome(execution),
-        waiting: true,
-        childTurnId: child.id,
-        childConversationId: child.conversationId,
-      };
-    }
-    if (tool.kind !== 'ordinary') {
-      const outcome = await coordinate(run, execution);
-      if (outcome.kind === 'waiting') {
-        return { ...run.outcome(execution), waiting: true, waitTargets: outcome.targets };
-      }
-      const row = await run.finish(execution, 'completed', outcome.payload);
-      if (outcome.kind === 'launched') {
-        return {
-          ...run.outcome(row),
-          launched: {
-            turnId: outcome.child.id,
-            agent: outcome.child.agentName,
-            conversationId: outcome.child.conversationId,
-          },
-        };
-      }
-      if (outcome.kind === 'sent')
-        return { ...run.outcome(row), wakeLanes: [outcome.destinationConversationId] };
-      return run.outcome(row);
-    }
-    const args = validateToolArguments(tool, call.arguments);
-    const context: ToolContext = {
-      idempotencyKey: `turnkit:tool:${execution.id}`,
-      signal: hooks.signal,
-      principal,
-      context: contextOf(turn),
-      turn,
-      execution,
-      store,
-      heartbeat: hooks.heartbeat,
-    };
-    payload = normalizeToolPayload(await tool.execute(args, context));
+    await run.store.atomic(null, async () => true);
+    if (tool.kind === 'subAgent') return await delegateCall(run, tool, execution);
+    if (tool.kind !== 'ordinary') return await coordinationCall(run, execution);
+    payload = await executeTool(run, tool, execution, principal, hooks);
   } catch (error) {
-    if (error instanceof LostClaim) throw error;
-    if (error instanceof BudgetError) {
-      await run.fail(execution, error.message, errorDetails(error, { budget_denied: true }));
-      throw error;
-    }
-    if (error instanceof AuthorizationError) {
-      return run.outcome(
-        await run.fail(execution, error.message, errorDetails(error, { authorization_denied: true })),
-      );
-    }
-    // A replay-safe tool's unexpected error is retried by Temporal under the same idempotency key.
-    if (!(error instanceof ToolError) && tool.recovery === 'replaySafe' && hooks.canRetry) throw error;
-    const message = error instanceof Error ? error.message : String(error);
-    return run.outcome(await run.fail(execution, message, errorDetails(error)));
+    return failedOutcome(run, tool, execution, error, hooks);
   }
   // The tool ran and its outcome is in hand: while the store is down, wait to commit it rather
   // than leave it to a retry, which could only re-run the tool or record its outcome as unknown.
@@ -289,6 +265,88 @@ async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCal
   return run.outcome(
     await retryWhileStoreDown(() => run.finish(execution, 'completed', payload), { signal: hooks.signal }),
   );
+}
+
+/** A sub-agent call: its child turn is created (or found); the workflow runs and awaits it. */
+async function delegateCall(
+  run: ToolRun,
+  tool: ToolDefinition,
+  execution: ToolExecutionRecord,
+): Promise<ToolCallOutcome> {
+  const child = await delegate(run.runtime, run.store, run.turn, tool, execution, run.call.arguments);
+  if (isFinished(child)) return run.outcome(await run.finish(execution, 'completed', subAgentResult(child)));
+  return {
+    ...run.outcome(execution),
+    waiting: true,
+    childTurnId: child.id,
+    childConversationId: child.conversationId,
+  };
+}
+
+/** launch_agent, send_message, wait_for: what the workflow must do next rides on the outcome. */
+async function coordinationCall(run: ToolRun, execution: ToolExecutionRecord): Promise<ToolCallOutcome> {
+  const outcome = await coordinate(run, execution);
+  if (outcome.kind === 'waiting')
+    return { ...run.outcome(execution), waiting: true, waitTargets: outcome.targets };
+  const row = await run.finish(execution, 'completed', outcome.payload);
+  if (outcome.kind === 'launched') {
+    const { child } = outcome;
+    return {
+      ...run.outcome(row),
+      launched: { turnId: child.id, agent: child.agentName, conversationId: child.conversationId },
+    };
+  }
+  if (outcome.kind === 'sent') return { ...run.outcome(row), wakeLanes: [outcome.destinationConversationId] };
+  return run.outcome(row);
+}
+
+/** An ordinary tool: validated arguments, the idempotency key, the turn's context. */
+async function executeTool(
+  run: ToolRun,
+  tool: ToolDefinition,
+  execution: ToolExecutionRecord,
+  principal: Json,
+  hooks: ToolCallHooks,
+): Promise<JsonObject> {
+  const args = validateToolArguments(tool, run.call.arguments);
+  const context: ToolContext = {
+    idempotencyKey: `turnkit:tool:${execution.id}`,
+    signal: hooks.signal,
+    principal,
+    context: contextOf(run.turn),
+    turn: run.turn,
+    execution,
+    store: run.store,
+    heartbeat: hooks.heartbeat,
+  };
+  return normalizeToolPayload(await tool.execute(args, context));
+}
+
+/**
+ * Classifies what the call threw: a lost claim stops; a budget denial fails the row and the
+ * turn; an authorization denial or any other error fails the row, which the model reads.
+ */
+async function failedOutcome(
+  run: ToolRun,
+  tool: ToolDefinition,
+  execution: ToolExecutionRecord,
+  error: unknown,
+  hooks: ToolCallHooks,
+): Promise<ToolCallOutcome> {
+  if (error instanceof LostClaim) throw error;
+  if (error instanceof BudgetError) {
+    await run.fail(execution, error.message, errorDetails(error, { budget_denied: true }));
+    throw error;
+  }
+  if (error instanceof AuthorizationError) {
+    return run.outcome(
+      await run.fail(execution, error.message, errorDetails(error, { authorization_denied: true })),
+    );
+  }
+  // A replay-safe tool's unexpected error is retried by Temporal under the same idempotency key.
+  if (!(error instanceof ToolError) && tool.recovery === 'replaySafe' && hooks.canRetry) throw error;
+  const message = error instanceof Error ? error.message : String(error);
+  return run.outcome(await run.fail(execution, message, errorDetails(error)));
 }
 
 /** Runs a coordination tool (launch_agent, send_message, wait_for) for this execution. */
@@ -300,126 +358,4 @@ function coordinate(run: ToolRun, execution: ToolExecutionRecord): Promise<Coord
     return sendMessageCall(runtime, store, turn, tool, execution, call.arguments);
   if (tool?.kind === 'waitFor') return waitForCall(runtime, store, turn, tool, call.arguments);
   throw new ToolError(`${call.name}: this ${tool?.kind ?? 'unknown'} tool cannot run here`);
-}
-
-/** Skips every call after a completed terminal tool (spec §4.7). */
-async function skipRemaining(
-  runtime: Runtime,
-  store: Store,
-  turn: TurnRecord,
-  terminal: ToolCall,
-): Promise<void> {
-  const calls = toolCallParts(turnState(turn).parts);
-  const later = calls.slice(calls.findIndex((call) => call.id === terminal.id) + 1);
-  for (const call of later) {
-    const skipped = await store.atomic(null, async () => {
-      const rows = await store.listToolExecutions({ turnId: turn.id });
-      if (rows.some((row) => row.toolCallId === call.id)) return null;
-      const payload = { skipped: true, message: `not executed: turn ended by ${terminal.name}` };
-      const row = await store.createToolExecution({
-        turnId: turn.id,
-        toolCallId: call.id,
-        toolName: call.name,
-        arguments: call.arguments,
-        status: 'pending',
-      });
-      await store.claimToolExecution(row.id, {
-        from: 'pending',
-        to: 'cancelled',
-        result: payload,
-        completedAt: nowIso(),
-      });
-      return appendToolResultOnce(store, turn, call, row.id, payload, false);
-    });
-    if (skipped) {
-      await runtime.emit(turn, 'message.created', {
-        message_id: skipped.id,
-        role: 'tool',
-        kind: 'tool_result',
-      });
-      await runtime.emit(turn, 'tool_call.skipped', { id: call.id, name: call.name });
-    }
-  }
-}
-
-/**
- * Closes the tools phase: after a terminal tool, skip the rest and append its completion
- * message as the output candidate; otherwise go back to the model.
- */
-export async function finishToolsPhase(
-  runtime: Runtime,
-  input: StepInput & { terminalToolCallId: string | null },
-): Promise<TurnDigest> {
-  const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
-  const turn = await store.loadTurn(input.turnId);
-  const agent = runtime.agents.resolve(turn.agentName);
-  if (turnState(turn).phase !== 'tools') return turnDigest(runtime, store, turn);
-  const calls = toolCallParts(turnState(turn).parts);
-  const terminal = input.terminalToolCallId
-    ? calls.find((call) => call.id === input.terminalToolCallId)
-    : undefined;
-  // Every call up to the terminal one (all of them otherwise) must have run to an end. The
-  // workflow closes the phase only after every call returned, so a caller that finds one
-  // open is a stale workflow task of this run (its worker paused past the task timeout),
-  // behind a live task that is still working through the phase: it must stop, not fail.
-  const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
-  const finished = new Set(
-    (await store.listToolExecutions({ turnId: turn.id }))
-      .filter((row) => row.status !== 'pending' && row.status !== 'running')
-      .map((row) => row.toolCallId),
-  );
-  const open = ran.filter((call) => !finished.has(call.id));
-  if (open.length > 0) {
-    throw new StaleTask(
-      `turn ${turn.id}: the tools phase cannot close while calls are still open (${open.map((c) => c.id).join(', ')})`,
-    );
-  }
-  if (!terminal) {
-    return turnDigest(runtime, store, await updateState(store, turn.id, { phase: 'model', parts: null }));
-  }
-  await skipRemaining(runtime, store, turn, terminal);
-  const execution = (await store.listToolExecutions({ turnId: turn.id })).find(
-    (row) => row.toolCallId === terminal.id,
-  );
-  const tool = agent.effectiveTools.find((candidate) => candidate.name === terminal.name);
-  const candidate = tool?.completionMessage(execution?.result ?? null) ?? `Completed via ${terminal.name}.`;
-  const { updated, message } = await store.atomic(null, async () => {
-    const message = await store.appendMessage({
-      conversationId: turn.conversationId,
-      turnId: turn.id,
-      role: 'assistant',
-      kind: 'text',
-      content: candidate,
-    });
-    const updated = await updateState(store, turn.id, {
-      phase: 'output',
-      candidate,
-      output_data: null,
-      terminal_tool_name: terminal.name,
-    });
-    return { updated, message };
-  });
-  await runtime.emit(updated, 'message.created', { message_id: message.id, role: 'assistant', kind: 'text' });
-  return turnDigest(runtime, store, updated);
-}
-
-/** The turn waits for its children: status `waiting`, claim cleared, no worker held. */
-export async function suspendTurn(runtime: Runtime, input: StepInput): Promise<void> {
-  const store = await runtime.fenced(input.turnId, input.claimToken, input.progress);
-  await store.atomic(null, () => store.updateTurn(input.turnId, { status: 'waiting', claimToken: null }));
-}
-
-/** Takes the turn back after its children resolved; fails with LostClaim if it was cancelled meanwhile. */
-export async function resumeTurn(runtime: Runtime, input: StepInput): Promise<TurnDigest> {
-  const resumed = await takeBack(runtime, input, ['waiting']);
-  if (!resumed) {
-    const { status } = await runtime.store.loadTurn(input.turnId);
-    throw new LostClaim(`turn ${input.turnId} is ${status}: it can no longer resume`);
-  }
-  return turnDigest(runtime, runtime.store, resumed);
-}
-
-/** A turn's status, for a workflow waiting on a child it could not start itself. */
-export async function turnStatus(runtime: Runtime, input: { turnId: string }): Promise<{ status: string }> {
-  return { status: (await runtime.store.loadTurn(input.turnId)).status };
 }

@@ -30,12 +30,13 @@ export interface Fence {
    * The highest one seen under the token is kept in the turn's state (`task_mark`); a write
    * from an older task of the same run, one a newer task has overtaken, raises StaleTask.
    */
-  progress?: number | undefined;
+  taskHistoryLength?: number | undefined;
 }
 
+/** Stored in `options.state.task_mark` as `{ token, progress }`, the keys rows already carry. */
 interface TaskMark {
   token: string;
-  progress: number;
+  taskHistoryLength: number;
 }
 
 function taskMarkOf(turn: TurnRecord): TaskMark | null {
@@ -43,7 +44,9 @@ function taskMarkOf(turn: TurnRecord): TaskMark | null {
   const mark = state && typeof state === 'object' && !Array.isArray(state) ? state['task_mark'] : null;
   if (!mark || typeof mark !== 'object' || Array.isArray(mark)) return null;
   const { token, progress } = mark;
-  return typeof token === 'string' && typeof progress === 'number' ? { token, progress } : null;
+  return typeof token === 'string' && typeof progress === 'number'
+    ? { token, taskHistoryLength: progress }
+    : null;
 }
 
 /**
@@ -51,22 +54,22 @@ function taskMarkOf(turn: TurnRecord): TaskMark | null {
  * written to `turn`; returns whether this task is newer than any that wrote (so it should
  * raise the mark). Call it under the turn's root lock.
  */
-export function checkTaskMark(turn: TurnRecord, claimToken: string, progress: number): boolean {
+export function checkTaskMark(turn: TurnRecord, claimToken: string, taskHistoryLength: number): boolean {
   const mark = taskMarkOf(turn);
-  const current = mark?.token === claimToken ? mark.progress : -1;
-  if (current > progress) {
+  const current = mark?.token === claimToken ? mark.taskHistoryLength : -1;
+  if (current > taskHistoryLength) {
     throw new StaleTask(
-      `a newer workflow task of this run has moved turn ${turn.id} on (history ${current} > ${progress})`,
+      `a newer workflow task of this run has moved turn ${turn.id} on (history ${current} > ${taskHistoryLength})`,
     );
   }
-  return current < progress;
+  return current < taskHistoryLength;
 }
 
-/** The turn's options with the task mark raised to `progress` under `claimToken`. */
-export function withTaskMark(turn: TurnRecord, claimToken: string, progress: number): JsonObject {
+/** The turn's options with the task mark raised to `taskHistoryLength` under `claimToken`. */
+export function withTaskMark(turn: TurnRecord, claimToken: string, taskHistoryLength: number): JsonObject {
   const state = {
     ...(turn.options['state'] as JsonObject | undefined),
-    task_mark: { token: claimToken, progress },
+    task_mark: { token: claimToken, progress: taskHistoryLength },
   };
   return { ...turn.options, state };
 }
@@ -95,13 +98,13 @@ export class FencedStore implements Store {
     base: Store,
     turn: TurnRecord,
     claimToken: string,
-    progress?: number,
+    taskHistoryLength?: number,
   ): Promise<FencedStore> {
     return new FencedStore(base, {
       turnId: turn.id,
       claimToken,
       rootConversationId: await rootConversationId(base, turn),
-      progress,
+      taskHistoryLength,
     });
   }
 
@@ -117,10 +120,10 @@ export class FencedStore implements Store {
 
   /** Refuses a stale workflow task's write; the first write of a newer task raises the mark. */
   async #checkTask(turn: TurnRecord): Promise<void> {
-    const { progress, claimToken } = this.fence;
-    if (progress === undefined) return;
-    if (checkTaskMark(turn, claimToken, progress) && !this.#marked) {
-      await this.base.updateTurn(turn.id, { options: withTaskMark(turn, claimToken, progress) });
+    const { taskHistoryLength, claimToken } = this.fence;
+    if (taskHistoryLength === undefined) return;
+    if (checkTaskMark(turn, claimToken, taskHistoryLength) && !this.#marked) {
+      await this.base.updateTurn(turn.id, { options: withTaskMark(turn, claimToken, taskHistoryLength) });
     }
     this.#marked = true;
   }

@@ -10,36 +10,24 @@ import {
   ActivityFailure,
   condition,
   continueAsNew,
-  defineSignal,
   log,
   proxyActivities,
   setHandler,
 } from '@temporalio/workflow';
-import type { TurnActivities } from '../activities/turn-activities.js';
-import { NON_RETRYABLE_ERROR_TYPES } from '../errors.js';
-import { SIGNALS } from './search-attributes.js';
-import type { TurnSettings } from './turn-workflow.js';
-
-export const wakeSignal = defineSignal<[]>(SIGNALS.wake);
-
-export interface LaneWorkflowInput {
-  conversationId: string;
-  /** Passed on to the turns this lane starts. */
-  settings?: TurnSettings;
-}
+import type { LaneWorkflowInput, TurnActivities } from './contract.js';
+import { wakeSignal } from './contract.js';
 
 /** How long an idle lane stays open for the next wake before it closes. */
 const IDLE = '30 seconds';
-/** Steps per run before continue-as-new keeps the history short. */
+/** Lane steps per run before continue-as-new keeps the history short. */
 const STEPS_PER_RUN = 200;
 
-const acts = proxyActivities<TurnActivities>({
+const activities = proxyActivities<TurnActivities>({
   startToCloseTimeout: '1 minute',
   retry: {
     initialInterval: '500 milliseconds',
     maximumInterval: '30 seconds',
     maximumAttempts: 20,
-    nonRetryableErrorTypes: [...NON_RETRYABLE_ERROR_TYPES],
   },
 });
 
@@ -48,11 +36,11 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
   setHandler(wakeSignal, () => {
     wakes += 1;
   });
-  for (let step = 0; step < STEPS_PER_RUN; step++) {
+  for (let laneSteps = 0; laneSteps < STEPS_PER_RUN; laneSteps++) {
     if (wakes === 0 && !(await condition(() => wakes > 0, IDLE)) && wakes === 0) return;
     wakes = 0;
     try {
-      await acts.laneStep({
+      await activities.laneStep({
         conversationId: input.conversationId,
         ...(input.settings ? { settings: input.settings } : {}),
       });

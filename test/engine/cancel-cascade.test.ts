@@ -13,7 +13,7 @@ import type { TurnRecord } from '../../src/store/types.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
 import { waitUntil } from '../helpers/wait.js';
-import type { TurnWorkflowResult } from '../../src/workflows/turn-workflow.js';
+import type { TurnWorkflowResult } from '../../src/workflows/contract.js';
 
 const toolMessages = (request: ModelRequest) => request.messages.filter((m) => m.role === 'tool');
 

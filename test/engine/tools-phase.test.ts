@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { finishToolsPhase } from '../../src/engine/tool-runner.js';
+import { finishToolsPhase } from '../../src/engine/tools-phase.js';
 import { phaseOf } from '../../src/engine/turn-state.js';
 import { StaleTask } from '../../src/errors.js';
 import { MemoryStore } from '../../src/store/memory-store.js';

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { expect } from 'vitest';
 import { AgentRegistry } from '../../src/agents/registry.js';
-import type { TurnSettings } from '../../src/workflows/turn-workflow.js';
+import type { TurnSettings } from '../../src/workflows/contract.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { iterationsOf, toolCallParts } from '../../src/engine/turn-state.js';
 import type { MessageRecord, Store, ToolExecutionRecord, TurnRecord } from '../../src/store/types.js';

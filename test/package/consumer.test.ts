@@ -75,7 +75,6 @@ const PUBLIC_API: Record<string, string[]> = {
     'LostClaim',
     'ModelAccessError',
     'ModelError',
-    'NON_RETRYABLE_ERROR_TYPES',
     'ORACLE_INSTRUCTIONS',
     'PAINTER_INSTRUCTIONS',
     'READ_FILE_MAX_BYTES',

@@ -246,8 +246,8 @@ describe('FencedStore', () => {
 describe('FencedStore: stale workflow tasks of the same run (task marks)', () => {
   const taskMark = async (s: Setup) =>
     ((await s.base.loadTurn(s.child.id)).options['state'] as { task_mark?: unknown } | undefined)?.task_mark;
-  const at = (s: Setup, progress: number, token = TOKEN) =>
-    new FencedStore(s.base, { ...s.fenced.fence, claimToken: token, progress });
+  const at = (s: Setup, taskHistoryLength: number, token = TOKEN) =>
+    new FencedStore(s.base, { ...s.fenced.fence, claimToken: token, taskHistoryLength });
   const append = (store: Store, s: Setup, content: string) =>
     store.appendMessage({ conversationId: s.childConversation.id, role: 'assistant', content });
 

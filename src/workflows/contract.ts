@@ -1,0 +1,195 @@
+/**
+ * The contract between the workflows and everything that talks to them (activities, the
+ * client): inputs, results and settings, the activities a workflow may call, signal names,
+ * workflow ids, search-attribute keys and the one builder of a turn workflow's start options.
+ * Both sides import this module and nothing of each other. Deterministic: the workflow
+ * bundle loads it.
+ */
+import type { SearchAttributePair } from '@temporalio/common';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineSignal } from '@temporalio/workflow';
+import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
+import type {
+  ClaimDigest,
+  ModelStepDigest,
+  OutputStepDigest,
+  OwnerInput,
+  TerminalNotice,
+  ToolCallOutcome,
+  TurnDigest,
+  TurnErrorDigest,
+} from '../engine/digest.js';
+import type { ModelStepInput } from '../engine/model-step.js';
+import type { ToolCallInput } from '../engine/tool-runner.js';
+
+// --- Settings, inputs and results -------------------------------------------------------
+
+/** Per-kind activity settings; heartbeat timeout, retries and the root timeout are separate. */
+export interface ActivitySettings {
+  startToCloseTimeout?: string | number;
+  heartbeatTimeout?: string | number;
+  maximumAttempts?: number;
+}
+
+export interface TurnSettings {
+  model?: ActivitySettings;
+  tool?: ActivitySettings;
+}
+
+export const DEFAULT_TURN_SETTINGS: Required<{ [K in keyof TurnSettings]: Required<ActivitySettings> }> = {
+  model: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 5 },
+  // A replay-safe tool may be re-run until the last attempt; any other tool runs once.
+  tool: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 3 },
+};
+
+export interface TurnWorkflowInput {
+  turnId: string;
+  settings?: TurnSettings;
+}
+
+export interface TurnWorkflowResult {
+  turnId: string;
+  /** The turn's status when this run let go of it. */
+  status: string;
+  /** False when the turn was not pending (already done, or owned by another run). */
+  claimed: boolean;
+  error?: TurnErrorDigest;
+}
+
+export interface LaneWorkflowInput {
+  conversationId: string;
+  /** Passed on to the turns this lane starts. */
+  settings?: TurnSettings;
+}
+
+/** What one lane step did: deliveries appended, a continuation turn built, a turn started. */
+export interface LaneStepResult {
+  delivered: number;
+  woke: string | null;
+  started: string | null;
+}
+
+// --- Activities ------------------------------------------------------------------------
+
+/** The activities the workflows call; `createTurnActivities` implements them. */
+export interface TurnActivities {
+  /** One step of a conversation's lane: deliver, wake, and start the turn whose time it is. */
+  laneStep(input: LaneWorkflowInput): Promise<LaneStepResult>;
+  /** Wakes the lanes of these conversations (signal-with-start of their lane workflows). */
+  wakeLanes(input: { conversationIds: string[]; settings?: TurnSettings }): Promise<void>;
+  /** Whether every wait target of the turn is finished. */
+  waitsReady(input: { turnId: string }): Promise<{ ready: boolean }>;
+  claimTurn(input: OwnerInput): Promise<ClaimDigest>;
+  modelStep(input: ModelStepInput): Promise<ModelStepDigest>;
+  toolCall(input: ToolCallInput & { maxAttempts: number }): Promise<ToolCallOutcome>;
+  finishTools(input: OwnerInput & { terminalToolCallId: string | null }): Promise<TurnDigest>;
+  suspendTurn(input: OwnerInput): Promise<void>;
+  resumeTurn(input: OwnerInput): Promise<TurnDigest>;
+  turnStatus(input: { turnId: string }): Promise<{ status: string }>;
+  outputStep(input: OwnerInput): Promise<OutputStepDigest>;
+  authorizeCancel(input: { turnId: string } & CancelRequest): Promise<{ allowed: boolean; reason?: string }>;
+  rejectCancel(input: { turnId: string; reason: string }): Promise<void>;
+  cancelTurn(input: {
+    turnId: string;
+    descendants: CancelDescendants;
+  }): Promise<{ status: string; cancelled: string[]; notice: TerminalNotice }>;
+  failTurn(
+    input: OwnerInput & { error: TurnErrorDigest },
+  ): Promise<{ status: string; notice?: TerminalNotice }>;
+}
+
+// --- Signals -----------------------------------------------------------------------------
+
+/** Signal names, as they appear in recorded histories. */
+export const SIGNALS = {
+  cancel: 'cancel',
+  /** To a turn waiting for its conversation's lane: it may be free now. */
+  laneFree: 'laneFree',
+  /** To a turn waiting on others: one of its targets finished. */
+  targetFinished: 'targetFinished',
+  /** To a conversation's lane: look at deliveries and queued turns. */
+  wake: 'wake',
+} as const;
+
+/**
+ * `cancel` with `{descendants: 'retain' | 'cascade', principal}`: authorized, then the
+ * in-flight model request or tool is aborted and the turn is cancelled (spec §5.9).
+ */
+export const cancelSignal = defineSignal<[unknown]>(SIGNALS.cancel);
+/** From the conversation's lane: the lane may be free now (claim again). */
+export const laneFreeSignal = defineSignal<[]>(SIGNALS.laneFree);
+/** From a turn this one waits on: it finished (check the join again). */
+export const targetFinishedSignal = defineSignal<[string?]>(SIGNALS.targetFinished);
+/** To a conversation's lane: look at deliveries and queued turns. */
+export const wakeSignal = defineSignal<[]>(SIGNALS.wake);
+
+// --- Workflow ids, claim tokens, search attributes ---------------------------------------
+
+/** The task queue workers poll and clients start turns on, unless TURNKIT_TASK_QUEUE or an option says otherwise. */
+export const DEFAULT_TASK_QUEUE = 'turnkit';
+
+export const TURN_WORKFLOW_ID_PREFIX = 'turnkit-turn-';
+export const LANE_WORKFLOW_ID_PREFIX = 'turnkit-lane-';
+
+export function turnWorkflowId(turnId: string): string {
+  return `${TURN_WORKFLOW_ID_PREFIX}${turnId}`;
+}
+
+/** One lane workflow per conversation: it delivers messages and starts the next turn. */
+export function laneWorkflowId(conversationId: string): string {
+  return `${LANE_WORKFLOW_ID_PREFIX}${conversationId}`;
+}
+
+/**
+ * The claim token of a turn-workflow run: its run id without dashes. A reset, a re-run or any
+ * other run has another one, so the store fences every write of the run it superseded.
+ */
+export function claimTokenOf(runId: string): string {
+  return runId.replace(/-/g, '');
+}
+
+/** Registered by temporal-dev.sh; register them on any other cluster the same way. */
+export const TURNKIT_AGENT = defineSearchAttributeKey('TurnKitAgent', SearchAttributeType.KEYWORD);
+export const TURNKIT_CONVERSATION_ID = defineSearchAttributeKey(
+  'TurnKitConversationId',
+  SearchAttributeType.KEYWORD,
+);
+export const TURNKIT_ROOT_TURN_ID = defineSearchAttributeKey(
+  'TurnKitRootTurnId',
+  SearchAttributeType.KEYWORD,
+);
+export const TURNKIT_STATUS = defineSearchAttributeKey('TurnKitStatus', SearchAttributeType.KEYWORD);
+
+// --- Starting a turn ---------------------------------------------------------------------
+
+/** What every start of a turn workflow needs to know about the turn (a turn row fits). */
+export interface TurnStart {
+  turn: { id: string; agentName: string; conversationId: string; rootTurnId: string; status: string };
+  /** What the turn is about, for the summary shown in the Temporal UI. */
+  task: string;
+  settings?: TurnSettings | undefined;
+}
+
+/**
+ * The start options every path shares (client, child start, lane): the fixed workflow id,
+ * the input, the summary and the search attributes, so a turn is found in the UI by agent,
+ * conversation, root and status however it was started.
+ */
+export function turnStartOptions({ turn, task, settings }: TurnStart): {
+  workflowId: string;
+  args: [TurnWorkflowInput];
+  staticSummary: string;
+  typedSearchAttributes: SearchAttributePair[];
+} {
+  return {
+    workflowId: turnWorkflowId(turn.id),
+    args: [{ turnId: turn.id, ...(settings ? { settings } : {}) }],
+    staticSummary: `${turn.agentName}: ${task.replace(/\s+/g, ' ').slice(0, 120)}`,
+    typedSearchAttributes: [
+      { key: TURNKIT_AGENT, value: turn.agentName },
+      { key: TURNKIT_CONVERSATION_ID, value: turn.conversationId },
+      { key: TURNKIT_ROOT_TURN_ID, value: turn.rootTurnId },
+      { key: TURNKIT_STATUS, value: turn.status },
+    ],
+  };
+}

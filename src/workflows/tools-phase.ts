@@ -1,0 +1,171 @@
+/**
+ * The tools phase of a turn workflow (spec §4.1): one activity per call, sub-agents and
+ * launched agents as child workflows, and the waits that hold no worker.
+ */
+import {
+  CancellationScope,
+  patched,
+  sleep,
+  startChild,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import type { TurnDigest } from '../engine/digest.js';
+import { TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS, turnStartOptions } from './contract.js';
+import { PATCH_COORDINATION } from './patches.js';
+import type { TurnRun } from './turn-run.js';
+import { awaitNudge, runStoreStep, settingsOf } from './turn-run.js';
+import type { turnWorkflow } from './turn-workflow.js';
+
+/** A child turn to start: a sub-agent call, or an agent launched by `launch_agent`. */
+interface ChildTurn {
+  turnId: string;
+  agent: string;
+  conversationId: string;
+}
+
+/** Starts a child turn's workflow that outlives this run. */
+async function startChildTurn(run: TurnRun, child: ChildTurn, task: string) {
+  run.children.add(child.turnId);
+  return startChild<typeof turnWorkflow>('turnWorkflow', {
+    ...turnStartOptions({
+      turn: {
+        id: child.turnId,
+        agentName: child.agent,
+        conversationId: child.conversationId,
+        rootTurnId: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? run.turnId,
+        status: 'pending',
+      },
+      task,
+      settings: run.settings,
+    }),
+    parentClosePolicy: 'ABANDON',
+  });
+}
+
+/** Launched agents run detached: started, never awaited. A start that already happened is fine. */
+async function launchChild(run: TurnRun, launched: ChildTurn) {
+  await CancellationScope.nonCancellable(async () => {
+    try {
+      await startChildTurn(run, launched, `launched by ${run.turnId}`);
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+  });
+}
+
+const FINISHED = new Set(['completed', 'failed', 'cancelled']);
+
+/** Follows a child that an earlier run of this turn started, through the store. */
+async function childFinished(run: TurnRun, childTurnId: string): Promise<void> {
+  for (
+    let wait = 1;
+    !FINISHED.has((await run.activities.store.turnStatus({ turnId: childTurnId })).status);
+  ) {
+    await sleep(`${wait} seconds`);
+    wait = Math.min(wait * 2, 30);
+  }
+}
+
+/**
+ * Runs the children of a sub-agent group as child workflows, in parallel, and waits for all
+ * of them. They are started outside the cancellable scope: a `retain` cancel leaves them
+ * running, a `cascade` cancel signals each one.
+ */
+async function runSubAgents(run: TurnRun, children: ChildTurn[]) {
+  const started = await CancellationScope.nonCancellable(() =>
+    Promise.all(
+      children.map(async (child) => {
+        try {
+          const handle = await startChildTurn(run, child, `sub-agent of ${run.turnId}`);
+          // Wrapped: an async function returning a promise would wait for it, and the join
+          // below (which a cancel must be able to interrupt) would never be reached.
+          return { done: handle.result().then(() => undefined) };
+        } catch (error) {
+          if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+          return { done: childFinished(run, child.turnId) };
+        }
+      }),
+    ),
+  );
+  await Promise.race([
+    Promise.all(started.map((child) => child.done)),
+    CancellationScope.current().cancelRequested,
+  ]);
+}
+
+/** Waits, without holding a worker, until every `wait_for` target of the turn is finished. */
+async function awaitWaitTargets(run: TurnRun): Promise<void> {
+  while (!(await runStoreStep(() => run.activities.store.waitsReady({ turnId: run.turnId }))).ready)
+    await awaitNudge(run);
+}
+
+/** What one pass over the calls left open: sub-agents and joins to wait on, lanes to wake. */
+interface DispatchPass {
+  terminalToolCallId: string | null;
+  subAgents: ChildTurn[];
+  joining: boolean;
+  lanes: Set<string>;
+}
+
+/**
+ * Dispatches the calls in order until one must be waited on. A contiguous group of sub-agent
+ * calls fans out; an ordinary call never jumps ahead of an unresolved group or `wait_for`; a
+ * completed terminal tool stops everything after it.
+ */
+async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<DispatchPass> {
+  const pass: DispatchPass = { terminalToolCallId: null, subAgents: [], joining: false, lanes: new Set() };
+  for (const call of digest.toolCalls) {
+    const deferResult = pass.subAgents.length > 0 || pass.joining;
+    if (deferResult && call.kind !== 'subAgent') break;
+    const outcome = await run.activities.tool.toolCall({
+      turnId: run.turnId,
+      claimToken: run.claimToken,
+      toolCallId: call.id,
+      deferResult,
+      maxAttempts: run.activities.toolMaxAttempts,
+    });
+    if (outcome.launched && patched(PATCH_COORDINATION)) await launchChild(run, outcome.launched);
+    for (const lane of outcome.wakeLanes ?? []) pass.lanes.add(lane);
+    if (outcome.waiting && outcome.childTurnId) {
+      pass.subAgents.push({
+        turnId: outcome.childTurnId,
+        agent: call.name,
+        conversationId: outcome.childConversationId ?? '',
+      });
+    } else if (outcome.waiting && outcome.waitTargets) {
+      pass.joining = true;
+    } else if (outcome.terminal) {
+      pass.terminalToolCallId = call.id;
+      break;
+    }
+  }
+  return pass;
+}
+
+/**
+ * The tools phase: dispatch, and while a group or a join is open, suspend the turn (no
+ * worker held), wait, resume and dispatch again, which appends results in call order.
+ */
+export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<TurnDigest> {
+  const { store } = run.activities;
+  for (;;) {
+    const pass = await dispatchCalls(run, digest);
+    if (pass.lanes.size > 0 && patched(PATCH_COORDINATION)) {
+      await store.wakeLanes({ conversationIds: [...pass.lanes], ...settingsOf(run) });
+    }
+    if (pass.subAgents.length === 0 && !pass.joining)
+      return runStoreStep(() =>
+        store.finishTools({ ...run.owner(), terminalToolCallId: pass.terminalToolCallId }),
+      );
+    await runStoreStep(() => store.suspendTurn(run.owner()));
+    upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'waiting' }]);
+    await Promise.all([
+      pass.subAgents.length > 0 ? runSubAgents(run, pass.subAgents) : undefined,
+      pass.joining ? awaitWaitTargets(run) : undefined,
+    ]);
+    digest = await runStoreStep(() => store.resumeTurn(run.owner()));
+    upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * How a turn workflow ends when its phases did not finish the turn: cancelled (a signal or
+ * Temporal's own request) or failed; then who must hear about it.
+ */
+import { CancellationScope, getExternalWorkflowHandle, patched, workflowInfo } from '@temporalio/workflow';
+import type { CancelRequest } from '../engine/cancel-request.js';
+import type { TerminalNotice, TurnErrorDigest } from '../engine/digest.js';
+import type { TurnWorkflowResult } from './contract.js';
+import { cancelSignal, targetFinishedSignal, turnWorkflowId } from './contract.js';
+import { PATCH_FAIL_ACTIVITY, PATCH_NOTIFY } from './patches.js';
+import type { TurnRun } from './turn-run.js';
+import { settingsOf, turnError } from './turn-run.js';
+
+export interface TurnEnd {
+  result: TurnWorkflowResult;
+  notice?: TerminalNotice | undefined;
+}
+
+/** Cancels the turn in the store; a cascade also signals each child this run started. */
+export async function cancelTurn(run: TurnRun, request: CancelRequest): Promise<TurnEnd> {
+  const cancelled = await CancellationScope.nonCancellable(async () => {
+    const done = await run.activities.store.cancelTurn({
+      turnId: run.turnId,
+      descendants: request.descendants,
+    });
+    if (request.descendants === 'cascade') {
+      // The store cascade is already committed; the signal stops each child's in-flight work.
+      for (const child of run.children) {
+        await getExternalWorkflowHandle(turnWorkflowId(child))
+          .signal(cancelSignal, { descendants: 'cascade', principal: request.principal })
+          .catch(() => undefined);
+      }
+    }
+    return done;
+  });
+  return {
+    result: { turnId: run.turnId, status: cancelled.status, claimed: true },
+    notice: cancelled.notice,
+  };
+}
+
+/** Fails the turn with what stopped it, or TurnKit's "turn timed out" after the root timer. */
+export async function failTurn(run: TurnRun, error: unknown, timedOut: boolean): Promise<TurnEnd> {
+  const failure: TurnErrorDigest = timedOut
+    ? { class: 'BudgetError', message: 'turn timed out' }
+    : turnError(error);
+  const { terminal, store } = run.activities;
+  const failed = await CancellationScope.nonCancellable(() =>
+    (patched(PATCH_FAIL_ACTIVITY) ? terminal : store).failTurn({ ...run.owner(), error: failure }),
+  );
+  return {
+    result: { turnId: run.turnId, status: failed.status, claimed: true, error: failure },
+    notice: failed.notice,
+  };
+}
+
+/** Tells waiters that this turn finished and wakes the lanes that have work. */
+export async function notify(run: TurnRun, notice: TerminalNotice | undefined): Promise<void> {
+  if (!notice || (notice.waiters.length === 0 && notice.lanes.length === 0) || !patched(PATCH_NOTIFY)) return;
+  await CancellationScope.nonCancellable(async () => {
+    for (const waiter of notice.waiters) {
+      await getExternalWorkflowHandle(turnWorkflowId(waiter))
+        .signal(targetFinishedSignal, workflowInfo().workflowId)
+        .catch(() => undefined);
+    }
+    if (notice.lanes.length > 0) {
+      await run.activities.store.wakeLanes({ conversationIds: notice.lanes, ...settingsOf(run) });
+    }
+  });
+}

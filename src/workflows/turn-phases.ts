@@ -1,0 +1,80 @@
+/**
+ * The claimed life of a turn workflow: claim (waiting for the lane or a join), then the
+ * model → tools → output loop, taking the turn back after a reset.
+ */
+import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import type { ClaimDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
+import { TURNKIT_STATUS } from './contract.js';
+import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
+import { runToolsPhase } from './tools-phase.js';
+import type { TurnRun } from './turn-run.js';
+import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
+
+/** How often one run takes its turn back after a LostClaim before it lets go. */
+const MAX_RECLAIMS = 3;
+
+/** Claims the turn; refused by a busy lane or an open join, waits for a nudge and claims again. */
+export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
+  const { store } = run.activities;
+  let claim = await runStoreStep(() => store.claimTurn(run.owner()));
+  for (
+    let wait = 1;
+    !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
+    wait = Math.min(wait * 2, 30)
+  ) {
+    if (patched(PATCH_SIGNALLED_WAITS)) {
+      // Woken by the lane (its predecessor finished) or by a join target; a timer backs it up.
+      await awaitNudge(run, claim.reason === 'waiting' && claim.deadline ? Date.parse(claim.deadline) : null);
+    } else {
+      await sleep(`${wait} seconds`);
+    }
+    claim = await runStoreStep(() => store.claimTurn(run.owner()));
+  }
+  if (claim.claimed) upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+  return claim;
+}
+
+export interface PhasesDone {
+  status: string;
+  notice?: TerminalNotice;
+}
+
+/** Model → tools → output until the output phase says the turn is done. */
+async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
+  const { model, store } = run.activities;
+  let digest = start;
+  for (;;) {
+    if (digest.phase === 'model') {
+      run.modelCalls += 1;
+      const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
+      digest = await model.modelStep({ turnId: run.turnId, claimToken: run.claimToken, step: stepKey });
+    } else if (digest.phase === 'tools') {
+      digest = await runToolsPhase(run, digest);
+    } else {
+      const output = await runStoreStep(() => store.outputStep(run.owner()));
+      if (output.done)
+        return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
+      digest = { ...digest, phase: 'model', toolCalls: [] };
+    }
+  }
+}
+
+/**
+ * Runs the phases from the claimed digest. A reset run replays the claim its predecessor
+ * made, so its first write with its own token fails with LostClaim: it then claims again
+ * (taking over a turn an ended run of this workflow still holds) and resumes from the
+ * committed phase. A LostClaim the claim cannot undo (cancelled, finished) ends the run.
+ */
+export async function runClaimedPhases(run: TurnRun, claimed: TurnDigest): Promise<PhasesDone> {
+  let digest = claimed;
+  for (let reclaims = 0; ; reclaims += 1) {
+    try {
+      return await runPhases(run, digest);
+    } catch (error) {
+      if (!isLostClaim(error) || reclaims >= MAX_RECLAIMS || !patched(PATCH_RECLAIM)) throw error;
+      const again = await runStoreStep(() => run.activities.store.claimTurn(run.owner()));
+      if (!again.claimed) throw error;
+      digest = again;
+    }
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * One run of a turn workflow, as its phases see it: the activities, the claim, the children
+ * it started, the nudges it was sent. Plus the helpers every phase uses.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  TimeoutFailure,
+} from '@temporalio/workflow';
+import type { OwnerInput, TurnErrorDigest } from '../engine/digest.js';
+import type { TurnActivityProxies } from './activity-options.js';
+import type { TurnSettings } from './contract.js';
+
+export interface TurnRun {
+  activities: TurnActivityProxies;
+  turnId: string;
+  claimToken: string;
+  settings: TurnSettings | undefined;
+  /** Child turns started by this run, for a cascading cancel. */
+  children: Set<string>;
+  /** Bumped by `laneFree` and `targetFinished` signals. */
+  nudges: () => number;
+  /** Model calls this run started: their step keys stay unique across a reclaim. */
+  modelCalls: number;
+  /**
+   * The owner's input for a store step, with the running workflow task's history length: a
+   * stale task of this run still has the claim token, and this fences it (StaleTask).
+   */
+  owner: () => OwnerInput;
+}
+
+/** `{ settings }` when the run has any, for the inputs that pass them on. */
+export function settingsOf(run: TurnRun): { settings?: TurnSettings } {
+  return run.settings ? { settings: run.settings } : {};
+}
+
+/** Backstop re-check while waiting on signals, should one be lost. */
+const RECHECK_MS = 30_000;
+
+/** Waits for a nudge signal, or the backstop re-check, or `until` (ms since epoch). */
+export async function awaitNudge(run: TurnRun, until?: number | null): Promise<void> {
+  const seen = run.nudges();
+  const timeout = until ? Math.min(Math.max(until - Date.now(), 0), RECHECK_MS) : '30 seconds';
+  await condition(() => run.nudges() !== seen, timeout);
+}
+
+/**
+ * Runs a store step (a local activity) so that cancelling the turn's scope never cancels it:
+ * cancelling a local activity whose marker is already recorded is a nondeterminism error
+ * ("Invalid transition in state machine") that fails every retry of the workflow task. The
+ * cancellation still takes effect at the next model/tool activity or timer of the scope.
+ */
+export function runStoreStep<T>(fn: () => Promise<T>): Promise<T> {
+  return CancellationScope.nonCancellable(fn);
+}
+
+function failureOf(error: unknown): unknown {
+  return error instanceof ActivityFailure && error.cause ? error.cause : error;
+}
+
+function failureType(error: unknown): string | null {
+  const cause = failureOf(error);
+  return cause instanceof ApplicationFailure ? (cause.type ?? null) : null;
+}
+
+export const isLostClaim = (error: unknown) => failureType(error) === 'LostClaim';
+/** Only a stale workflow task of this run sees this; whatever it does next is discarded. */
+export const isStaleTask = (error: unknown) => failureType(error) === 'StaleTask';
+
+/** The error a failed turn records, from what its activity threw. */
+export function turnError(error: unknown): TurnErrorDigest {
+  const cause = failureOf(error);
+  if (cause instanceof ApplicationFailure) return { class: cause.type ?? 'Error', message: cause.message };
+  if (cause instanceof TimeoutFailure)
+    return { class: 'TimeoutError', message: `activity timed out (${cause.timeoutType})` };
+  if (cause instanceof Error) return { class: cause.name, message: cause.message };
+  return { class: 'Error', message: String(cause) };
+}
