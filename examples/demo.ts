@@ -68,6 +68,9 @@ await worker.run(
       `Tokens: ${usage.input_tokens} in / ${usage.output_tokens} out — cost $${(await run.cost()).toFixed(4)}`,
     );
     console.log(`Run in the Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
+    console.log(
+      `On the command line: npm run turnkit -- --store ${databaseUrl} show ${run.turnId}   (watch, ls, cancel: docs/cli.md)`,
+    );
     if (turn.status !== 'completed') process.exitCode = 1;
   })(),
 );
