@@ -26,7 +26,6 @@ const env: Record<string, string> = {
   TURNKIT_AGENTS: agentsModule,
   TEMPORAL_ADDRESS: process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
   NO_COLOR: '1',
-  PONDER_MS: '2500',
 };
 
 interface Result {
@@ -144,13 +143,13 @@ describe('turnkit command line', () => {
 
   it('cli: cancel stops a running turn (watch exits 4), and cancelling it again is a no-op', async () => {
     const turnId = turnIdOf(
-      await turnkit(['--json', 'run', 'slow', 'Ponder', '--principal', '{"user":"ada"}']),
+      await turnkit(['--json', 'run', 'slow', 'Ponder 60000', '--principal', '{"user":"ada"}']),
     );
     await waitUntil(
       async () => (await store.listToolExecutions({ turnId })).some((e) => e.status === 'running'),
       30_000,
     );
-    const watching = turnkit(['watch', turnId], { PONDER_MS: '60000' });
+    const watching = turnkit(['watch', turnId]);
     const cancelled = await turnkit(['cancel', turnId]);
     expect(cancelled.code).toBe(0);
     expect(cancelled.stderr).toContain(`cancel sent to ${turnId}`);
@@ -183,7 +182,7 @@ describe('turnkit command line', () => {
   });
 
   it('cli: watch in a terminal shows the running tool with a spinner, then the final status', async () => {
-    const turnId = turnIdOf(await turnkit(['--json', 'run', 'slow', 'Ponder in a terminal']));
+    const turnId = turnIdOf(await turnkit(['--json', 'run', 'slow', 'Ponder 6000 in a terminal']));
     const session = `turnkit-cli-${process.pid}`;
     const exports = Object.entries({ ...env, NO_COLOR: '' })
       .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
