@@ -55,6 +55,7 @@ await worker.run(
       { principal: { user: 'demo' }, context: { audience: 'newcomers' } },
     );
     console.log(`Started turn ${run.turnId}`);
+    console.log(`Watch it live: npm run turnkit -- --store ${databaseUrl} watch ${run.turnId}`);
     console.log(`Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
     const turn = await run.result();
     const executions = await run.toolExecutions();

@@ -81,7 +81,7 @@ describe.skipIf(!available)('the stock Temporal UI shows what a turn did', () =>
     await kit?.stop();
   });
 
-  it('ui: the workflow list filtered by TurnKitAgent lists the turn', async () => {
+  it('web ui: the workflow list filtered by TurnKitAgent lists the turn', async () => {
     const query = encodeURIComponent(`TurnKitAgent="${agentName}"`);
     await page.goto(`${UI}/namespaces/${temporalNamespace()}/workflows?query=${query}`);
     const row = page.getByText(turnWorkflowId(turn.id));
@@ -90,7 +90,7 @@ describe.skipIf(!available)('the stock Temporal UI shows what a turn did', () =>
     expect(await page.getByText('1 Workflow', { exact: true }).count()).toBe(1);
   });
 
-  it("ui: the turn's page shows the activity summaries on its timeline, and its summary and details", async () => {
+  it("web ui: the turn's page shows the activity summaries on its timeline, and its summary and details", async () => {
     await page.goto(`${UI}/namespaces/${temporalNamespace()}/workflows/${turnWorkflowId(turn.id)}`);
     await page.getByText('modelStep • model call 1').first().waitFor({ timeout: 30_000 });
     await page.screenshot({ path: join(SHOTS, 'turn-timeline.png'), fullPage: true });
