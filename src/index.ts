@@ -37,3 +37,17 @@ export type * from './store/types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';
 export * from './models/index.js';
 export * from './specialists/index.js';
+export { configure, globalDefaults, resetConfiguration } from './config.js';
+export type { TurnKitConfiguration, TurnKitDefaults } from './config.js';
+export { DEFAULT_PROMPT_SECTIONS } from './agents/prompt.js';
+export type {
+  ContextContribution,
+  ContextContributor,
+  ContributorContext,
+  CustomPromptSection,
+  PromptSectionEntry,
+  PromptSectionName,
+  SystemPromptOption,
+  SystemPromptView,
+} from './agents/prompt.js';
+export type { SubjectInput, TurnOptions } from './client/turnkit-client.js';

@@ -286,6 +286,8 @@ export function librarian(options: LibrarianOptions): Agent {
   const github = githubRepositoryTool({ repository, token, transport });
   return defineAgent({
     ...agentOptions,
+    // Specialists take no global defaults (skills, contributors, limits): spec §7.4.
+    inheritGlobals: false,
     name: name ?? 'librarian',
     description:
       agentOptions.description ?? `A read-only researcher for the GitHub repository ${repository}.`,

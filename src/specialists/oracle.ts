@@ -127,6 +127,8 @@ export function oracle(options: OracleOptions = {}): Agent {
   const checked = assertReadOnly('oracle', tools, subAgents);
   return defineAgent({
     ...agentOptions,
+    // Specialists take no global defaults (skills, contributors, limits): spec §7.4.
+    inheritGlobals: false,
     name: name ?? 'oracle',
     description:
       agentOptions.description ?? 'A read-only advisor that reads the project and gives a considered answer.',
