@@ -24,6 +24,8 @@ function textOf(message: MessageRecord): string {
       if (part.type === 'text') return [part.text];
       if (part.type === 'image')
         return [`[image ${part.mime_type}${part.url ? ` ${part.url}` : ''} message ${message.id}]`];
+      if (part.type === 'media_analysis')
+        return [`[media analysis${part.media ? ` ${JSON.stringify(part.media)}` : ''}]\n${part.text}`];
       return [];
     })
     .join('\n');
