@@ -5,6 +5,7 @@
  */
 import type { BudgetLimits } from './agents/agent.js';
 import type { ContextContributor, PromptSectionEntry } from './agents/prompt.js';
+import type { Skill } from './agents/skill.js';
 import { ArgumentError } from './errors.js';
 
 export interface TurnKitDefaults {
@@ -20,6 +21,8 @@ export interface TurnKitDefaults {
   promptDataMaxChars: number;
   /** Contributors copied into agents when they are defined. */
   contextContributors: readonly ContextContributor[];
+  /** Available skills copied into agents when they are defined (before the agent's own). */
+  availableSkills: readonly Skill[];
   /** Whether model clients may split the stable prompt out for provider caching. */
   promptCache: boolean;
 }
@@ -40,6 +43,7 @@ const BUILT_IN: TurnKitDefaults = Object.freeze({
   promptBehavior: undefined,
   promptDataMaxChars: 20_000,
   contextContributors: Object.freeze([]),
+  availableSkills: Object.freeze([]),
   promptCache: true,
 });
 
@@ -66,6 +70,7 @@ export function configure(settings: TurnKitConfiguration): TurnKitDefaults {
     ...(settings as Partial<TurnKitDefaults>),
     limits: Object.freeze({ ...current.limits, ...(settings.limits ?? {}) }),
     contextContributors: Object.freeze([...(settings.contextContributors ?? current.contextContributors)]),
+    availableSkills: Object.freeze([...(settings.availableSkills ?? current.availableSkills)]),
   };
   if (typeof next.defaultModel !== 'string' || next.defaultModel === '')
     throw new ArgumentError('configure: defaultModel must be a non-empty string');

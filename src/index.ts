@@ -51,3 +51,5 @@ export type {
   SystemPromptView,
 } from './agents/prompt.js';
 export type { SubjectInput, TurnOptions } from './client/turnkit-client.js';
+export { defineSkill, skillFromFile, skillsFromDirectory } from './agents/skill.js';
+export type { Skill, SkillOptions } from './agents/skill.js';

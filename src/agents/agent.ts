@@ -10,6 +10,8 @@ import {
   resolvePromptSections,
   resolveSystemPrompt,
 } from './prompt.js';
+import type { Skill } from './skill.js';
+import { loadSkillTool, uniqueSkills } from './skill.js';
 import type { ToolDefinition } from './tool.js';
 import { buildTool } from './tool.js';
 
@@ -69,6 +71,10 @@ export interface AgentOptions {
   promptDataMaxChars?: number;
   /** Called at every model call, in the model activity, to add live-context blocks. */
   contextContributors?: readonly ContextContributor[];
+  /** Skills always loaded into the prompt. */
+  skills?: readonly Skill[];
+  /** Skills listed in the prompt that the model loads with `load_skill` (global ones first). */
+  availableSkills?: readonly Skill[];
   /** `false`: take none of the global defaults (`configure`); specialists do this. */
   inheritGlobals?: boolean;
   limits?: Partial<BudgetLimits>;
@@ -112,7 +118,17 @@ export interface Agent {
   readonly outputPolicyMode: 'fail' | 'report';
   readonly outputRetries: number;
   readonly client: ModelClient | undefined;
-  /** Tools the model is offered: configured tools plus one generated tool per sub-agent. */
+  /** Always in the prompt (their tools always offered). */
+  readonly skills: readonly Skill[];
+  /** Listed in the prompt and loadable with `load_skill`. */
+  readonly availableSkills: readonly Skill[];
+  /** Tool name → key of the available skill that owns it (offered only once loaded). */
+  readonly skillTools: ReadonlyMap<string, string>;
+  /**
+   * Every tool a turn of this agent may use: configured tools, the tools of its skills and
+   * available skills, one generated tool per sub-agent, and `load_skill`. A turn is offered
+   * an available skill's tools only once it loaded the skill (`offeredTools`).
+   */
   readonly effectiveTools: readonly ToolDefinition[];
 }
 
@@ -180,8 +196,32 @@ export function defineAgent(options: AgentOptions): Agent {
       throw new ArgumentError(`agent ${name}: tools[${index}] is not a tool (build tools with defineTool)`);
     }
   });
+  const inheritGlobals = options.inheritGlobals ?? true;
+  if (typeof inheritGlobals !== 'boolean')
+    throw new ArgumentError(`agent ${name}: inheritGlobals must be a boolean`);
+  const globals = inheritGlobals ? globalDefaults() : undefined;
+  const skills = uniqueSkills(`agent ${name}`, [...(options.skills ?? [])], true);
+  // Global available skills first, de-duplicated by key, first wins (spec §1.4).
+  const availableSkills = uniqueSkills(`agent ${name}`, [
+    ...(globals?.availableSkills ?? []),
+    ...(options.availableSkills ?? []),
+  ]);
+  const skillTools = new Map<string, string>();
+  for (const skill of availableSkills) for (const tool of skill.tools) skillTools.set(tool.name, skill.key);
   const subAgents = [...(options.subAgents ?? [])];
-  const effectiveTools = [...tools, ...subAgents.map(subAgentTool)];
+  const effectiveTools = [
+    ...tools,
+    ...skills.flatMap((skill) => skill.tools),
+    ...availableSkills.flatMap((skill) => skill.tools),
+    ...subAgents.map(subAgentTool),
+    ...(availableSkills.length > 0 ? [loadSkillTool(availableSkills)] : []),
+  ];
+  effectiveTools.forEach((tool, index) => {
+    if (!isToolDefinition(tool))
+      throw new ArgumentError(
+        `agent ${name}: tool ${index} of a skill is not a tool (build tools with defineTool)`,
+      );
+  });
   const seen = new Set<string>();
   for (const tool of effectiveTools) {
     if (seen.has(tool.name)) throw new ArgumentError(`agent ${name}: duplicate tool name ${tool.name}`);
@@ -193,10 +233,6 @@ export function defineAgent(options: AgentOptions): Agent {
     throw new ArgumentError(`agent ${name}: outputPolicyMode must be fail or report`);
   const thinking =
     options.thinking === undefined ? undefined : resolveThinking(`agent ${name}`, options.thinking);
-  const inheritGlobals = options.inheritGlobals ?? true;
-  if (typeof inheritGlobals !== 'boolean')
-    throw new ArgumentError(`agent ${name}: inheritGlobals must be a boolean`);
-  const globals = inheritGlobals ? globalDefaults() : undefined;
   if (options.promptBehavior !== undefined && typeof options.promptBehavior !== 'string')
     throw new ArgumentError(`agent ${name}: promptBehavior must be a string`);
   const outputJsonSchema = options.outputSchema ? schemaToJson(options.outputSchema) : undefined;
@@ -231,6 +267,9 @@ export function defineAgent(options: AgentOptions): Agent {
     outputPolicyMode: mode,
     outputRetries,
     client: options.client,
+    skills: Object.freeze(skills),
+    availableSkills: Object.freeze(availableSkills),
+    skillTools,
     effectiveTools: Object.freeze(effectiveTools),
   });
 }
@@ -272,6 +311,14 @@ export function resolveThinking(where: string, thinking: unknown): Thinking | nu
   )
     throw new ArgumentError(`${where}: thinking budget must be a positive integer`);
   return { ...(value as Thinking) };
+}
+
+/** The tools a turn is offered, given the skills it loaded (spec §4.6). */
+export function offeredTools(agent: Agent, loadedSkills: ReadonlySet<string>): ToolDefinition[] {
+  return agent.effectiveTools.filter((tool) => {
+    const owner = agent.skillTools.get(tool.name);
+    return owner === undefined || loadedSkills.has(owner);
+  });
 }
 
 /** Limits as persisted in `options.budget_limits` (TurnKit's snake_case keys). */

@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Agent, PromptMode } from '../agents/agent.js';
+import { offeredTools } from '../agents/agent.js';
 import { copyForCallback } from '../agents/prompt.js';
 import type { ToolDefinition } from '../agents/tool.js';
 import { ArgumentError } from '../errors.js';
 import type { ModelMessage, ModelRequest, ModelToolSpec } from '../models/types.js';
 import type { ConversationRecord, MessageRecord, Store, TurnRecord } from '../store/types.js';
+import { loadedSkillsOf } from './skills.js';
 import { promptDataBlock, renderSystemPrompt, untrustedBlock } from './system-prompt.js';
 import type { Runtime } from './runtime.js';
 import { contextOf } from './turn-state.js';
@@ -164,7 +166,8 @@ export async function buildModelRequest(
   const mode = effectivePromptMode(agent, turn, depth);
   const model = runtime.modelFor(agent, turn);
   const conversation = await store.loadConversation(turn.conversationId);
-  const tools = agent.effectiveTools;
+  const loaded = await loadedSkillsOf(store, turn.id);
+  const tools = offeredTools(agent, loaded);
   const live =
     mode === 'full' || mode === 'task'
       ? await liveContextBlocks(agent, turn, conversation, model)
@@ -175,8 +178,8 @@ export async function buildModelRequest(
     mode,
     model,
     tools,
-    loadedSkills: [],
-    availableSkills: [],
+    loadedSkills: [...agent.skills, ...agent.availableSkills.filter((skill) => loaded.has(skill.key))],
+    availableSkills: agent.availableSkills.filter((skill) => !loaded.has(skill.key)),
     subjectPrompt: subjectPromptOf(turn, conversation),
     liveContext: live.blocks,
   });
