@@ -5,6 +5,8 @@
  */
 import type { BudgetLimits } from './agents/agent.js';
 import type { ContextContributor, PromptSectionEntry } from './agents/prompt.js';
+import type { CompactionSetting } from './agents/compaction-policy.js';
+import { checkCompactionSetting } from './agents/compaction-policy.js';
 import type { Skill } from './agents/skill.js';
 import { ArgumentError } from './errors.js';
 
@@ -23,6 +25,8 @@ export interface TurnKitDefaults {
   contextContributors: readonly ContextContributor[];
   /** Available skills copied into agents when they are defined (before the agent's own). */
   availableSkills: readonly Skill[];
+  /** `false` disables compaction for agents defined from now on; an object overrides policy keys. */
+  compaction: CompactionSetting;
   /** Whether model clients may split the stable prompt out for provider caching. */
   promptCache: boolean;
 }
@@ -44,6 +48,7 @@ const BUILT_IN: TurnKitDefaults = Object.freeze({
   promptDataMaxChars: 20_000,
   contextContributors: Object.freeze([]),
   availableSkills: Object.freeze([]),
+  compaction: true,
   promptCache: true,
 });
 
@@ -72,6 +77,7 @@ export function configure(settings: TurnKitConfiguration): TurnKitDefaults {
     contextContributors: Object.freeze([...(settings.contextContributors ?? current.contextContributors)]),
     availableSkills: Object.freeze([...(settings.availableSkills ?? current.availableSkills)]),
   };
+  checkCompactionSetting('configure', next.compaction);
   if (typeof next.defaultModel !== 'string' || next.defaultModel === '')
     throw new ArgumentError('configure: defaultModel must be a non-empty string');
   current = Object.freeze(next);

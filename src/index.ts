@@ -53,3 +53,6 @@ export type {
 export type { SubjectInput, TurnOptions } from './client/turnkit-client.js';
 export { defineSkill, skillFromFile, skillsFromDirectory } from './agents/skill.js';
 export type { Skill, SkillOptions } from './agents/skill.js';
+export { DEFAULT_COMPACTION } from './agents/compaction-policy.js';
+export type { CompactionPolicy, CompactionSetting } from './agents/compaction-policy.js';
+export type { ManualCompactionOptions } from './engine/compaction.js';

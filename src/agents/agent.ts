@@ -10,6 +10,8 @@ import {
   resolvePromptSections,
   resolveSystemPrompt,
 } from './prompt.js';
+import type { CompactionPolicy, CompactionSetting } from './compaction-policy.js';
+import { checkCompactionSetting, layerCompaction } from './compaction-policy.js';
 import type { Skill } from './skill.js';
 import { loadSkillTool, uniqueSkills } from './skill.js';
 import type { ToolDefinition } from './tool.js';
@@ -71,6 +73,8 @@ export interface AgentOptions {
   promptDataMaxChars?: number;
   /** Called at every model call, in the model activity, to add live-context blocks. */
   contextContributors?: readonly ContextContributor[];
+  /** `false` disables compaction; an object overrides policy keys (spec §3.6). */
+  compaction?: CompactionSetting;
   /** Skills always loaded into the prompt. */
   skills?: readonly Skill[];
   /** Skills listed in the prompt that the model loads with `load_skill` (global ones first). */
@@ -118,6 +122,8 @@ export interface Agent {
   readonly outputPolicyMode: 'fail' | 'report';
   readonly outputRetries: number;
   readonly client: ModelClient | undefined;
+  /** The effective compaction policy (defaults ⊕ global ⊕ agent), or null when disabled. */
+  readonly compaction: CompactionPolicy | null;
   /** Always in the prompt (their tools always offered). */
   readonly skills: readonly Skill[];
   /** Listed in the prompt and loadable with `load_skill`. */
@@ -267,6 +273,10 @@ export function defineAgent(options: AgentOptions): Agent {
     outputPolicyMode: mode,
     outputRetries,
     client: options.client,
+    compaction: layerCompaction([
+      globals?.compaction,
+      checkCompactionSetting(`agent ${name}`, options.compaction),
+    ]),
     skills: Object.freeze(skills),
     availableSkills: Object.freeze(availableSkills),
     skillTools,

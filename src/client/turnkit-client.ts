@@ -1,7 +1,9 @@
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { z } from 'zod';
 import type { Agent, PromptMode } from '../agents/agent.js';
-import type { Thinking } from '../models/types.js';
+import type { ModelClient, Thinking } from '../models/types.js';
+import type { ManualCompactionOptions } from '../engine/compaction.js';
+import { compactConversation } from '../engine/compaction.js';
 import type { AgentRegistry } from '../agents/registry.js';
 import { buildModelRequest } from '../engine/model-request.js';
 import type { TurnPreview } from '../engine/model-request.js';
@@ -11,7 +13,16 @@ import { ArgumentError, InputError } from '../errors.js';
 import { newId } from '../ids.js';
 import { jsonCopy, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
-import type { DeliveryRecord, Json, JsonObject, Store, Subject, TurnRecord, Usage } from '../store/types.js';
+import type {
+  DeliveryRecord,
+  Json,
+  JsonObject,
+  MessageRecord,
+  Store,
+  Subject,
+  TurnRecord,
+  Usage,
+} from '../store/types.js';
 import type { CancelDescendants } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
 import type { TurnSettings } from '../workflows/contract.js';
@@ -45,6 +56,8 @@ export interface TurnKitClientOptions {
   turnSettings?: TurnSettings;
   /** The same policy the workers use: checked before this client writes anything. */
   authorization?: AuthorizationPolicy;
+  /** Model client for work done in this process: `conversation.compact()`. */
+  model?: ModelClient;
 }
 
 /**
@@ -144,6 +157,7 @@ export class TurnKitClient {
       store: options.store,
       agents: options.agents,
       defaultModel: options.defaultModel,
+      ...(options.model ? { model: options.model } : {}),
       ...(options.authorization ? { authorization: options.authorization } : {}),
     });
   }
@@ -393,6 +407,11 @@ export class TurnKitClient {
     );
   }
 
+  /** @internal `ConversationHandle.compact`. */
+  compactConversation(agentName: string, conversationId: string, options: ManualCompactionOptions) {
+    return compactConversation(this.#runtime, this.#agent(agentName), conversationId, options);
+  }
+
   /**
    * Sends a durable message to a conversation (spec §5.8): authorized as `send_message`,
    * stored once under its key, then delivered by the destination's lane, which starts a
@@ -487,6 +506,14 @@ export class ConversationHandle {
 
   messages() {
     return this.client.store.listMessages(this.id);
+  }
+
+  /**
+   * Summarizes the history now (spec §3.6): appends a `context_summary` message that later
+   * turns see instead of what it replaces; nothing is deleted. Raises CompactionError.
+   */
+  compact(options: ManualCompactionOptions = {}): Promise<MessageRecord> {
+    return this.client.compactConversation(this.agentName, this.id, options);
   }
 
   /** Token totals over every turn of this conversation. */

@@ -7,6 +7,7 @@ import { ArgumentError } from '../errors.js';
 import type { ModelMessage, ModelRequest, ModelToolSpec } from '../models/types.js';
 import type { ConversationRecord, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { loadedSkillsOf } from './skills.js';
+import { activeHistory, projectSummary } from './summaries.js';
 import { promptDataBlock, renderSystemPrompt, untrustedBlock } from './system-prompt.js';
 import type { Runtime } from './runtime.js';
 import { contextOf } from './turn-state.js';
@@ -35,7 +36,8 @@ function textOf(message: MessageRecord): string {
 
 /** Provider-neutral projection of stored messages (thinking before text, tool calls exposed). */
 export function projectMessages(messages: readonly MessageRecord[]): ModelMessage[] {
-  return messages.map((message): ModelMessage => {
+  return messages.flatMap((message): ModelMessage | ModelMessage[] => {
+    if (message.kind === 'context_summary') return projectSummary(message);
     if (message.kind === 'tool_result') {
       const part = message.content.find((p) => p.type === 'tool_result');
       return {
@@ -187,7 +189,7 @@ export async function buildModelRequest(
     runtime.logger.warn(
       `turnkit: context contributor ${failure.index} of ${agent.name} failed: ${failure.message}`,
     );
-  const messages = projectMessages(await messagesForTurn(store, turn));
+  const messages = projectMessages(activeHistory(await messagesForTurn(store, turn)));
   const thinking =
     'thinking' in turn.options ? (turn.options['thinking'] as ModelRequest['thinking']) : agent.thinking;
   const outputSchema =

@@ -3,9 +3,9 @@
  * model → tools → output loop, taking the turn back after a reset.
  */
 import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import type { ClaimDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
+import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
-import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
+import { PATCH_COMPACTION, PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
@@ -47,7 +47,17 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
     if (digest.phase === 'model') {
       run.modelCalls += 1;
       const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
-      digest = await model.modelStep({ turnId: run.turnId, claimToken: run.claimToken, step: stepKey });
+      const step = { turnId: run.turnId, claimToken: run.claimToken, step: stepKey };
+      if (patched(PATCH_COMPACTION)) {
+        digest = await model.modelStep({ ...step, compaction: true });
+        if ((digest as ModelStepDigest).compactionDue) {
+          // Summarize in its own activity, then make the call without asking again.
+          await model.compactStep(step);
+          digest = await model.modelStep(step);
+        }
+      } else {
+        digest = await model.modelStep(step);
+      }
     } else if (digest.phase === 'tools') {
       digest = await runToolsPhase(run, digest);
     } else {
