@@ -5,6 +5,7 @@
  */
 import type { BudgetLimits } from './agents/agent.js';
 import type { ContextContributor, PromptSectionEntry } from './agents/prompt.js';
+import { resolveContributors, resolveDataMaxChars, resolvePromptSections } from './agents/prompt.js';
 import type { CompactionSetting } from './agents/compaction-policy.js';
 import { checkCompactionSetting } from './agents/compaction-policy.js';
 import type { Skill } from './agents/skill.js';
@@ -78,6 +79,13 @@ export function configure(settings: TurnKitConfiguration): TurnKitDefaults {
     availableSkills: Object.freeze([...(settings.availableSkills ?? current.availableSkills)]),
   };
   checkCompactionSetting('configure', next.compaction);
+  next.promptSections = resolvePromptSections('configure', next.promptSections);
+  if (next.promptBehavior !== undefined && typeof next.promptBehavior !== 'string')
+    throw new ArgumentError('configure: promptBehavior must be a string');
+  resolveDataMaxChars('configure', next.promptDataMaxChars);
+  resolveContributors('configure', next.contextContributors);
+  if (typeof next.promptCache !== 'boolean')
+    throw new ArgumentError('configure: promptCache must be a boolean');
   if (typeof next.defaultModel !== 'string' || next.defaultModel === '')
     throw new ArgumentError('configure: defaultModel must be a non-empty string');
   current = Object.freeze(next);

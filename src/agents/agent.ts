@@ -251,17 +251,17 @@ export function defineAgent(options: AgentOptions): Agent {
     subAgents: Object.freeze(subAgents),
     orchestrator: options.orchestrator ?? false,
     promptMode: resolvePromptMode(name, options.promptMode) ?? (options.orchestrator ? 'task' : undefined),
-    systemPrompt: resolveSystemPrompt(name, options.systemPrompt),
-    promptSections: resolvePromptSections(name, options.promptSections) ?? globals?.promptSections,
+    systemPrompt: resolveSystemPrompt(`agent ${name}`, options.systemPrompt),
+    promptSections: resolvePromptSections(`agent ${name}`, options.promptSections) ?? globals?.promptSections,
     promptBehavior: options.promptBehavior ?? globals?.promptBehavior,
     promptDataMaxChars: resolveDataMaxChars(
-      name,
+      `agent ${name}`,
       options.promptDataMaxChars ?? globals?.promptDataMaxChars ?? 20_000,
     ),
     // Globals are snapshotted here: a contributor configured later never reaches this agent.
     contextContributors: Object.freeze([
       ...(globals?.contextContributors ?? []),
-      ...resolveContributors(name, options.contextContributors),
+      ...resolveContributors(`agent ${name}`, options.contextContributors),
     ]),
     inheritGlobals,
     limits: resolveLimits(name, options.limits, globals?.limits),

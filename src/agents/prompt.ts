@@ -103,14 +103,14 @@ export function resolvePromptSections(
   sections: readonly PromptSectionEntry[] | undefined,
 ): readonly PromptSectionEntry[] | undefined {
   if (sections === undefined) return undefined;
-  if (!Array.isArray(sections)) throw new ArgumentError(`agent ${agent}: promptSections must be an array`);
+  if (!Array.isArray(sections)) throw new ArgumentError(`${agent}: promptSections must be an array`);
   const seen = new Set<string>();
   const entries = sections.map((entry: unknown, index): PromptSectionEntry => {
     let name: string;
     if (typeof entry === 'string') {
       if (!(BUILT_IN_SECTIONS as readonly string[]).includes(entry)) {
         throw new ConfigError(
-          `agent ${agent}: unknown prompt section ${JSON.stringify(entry)} (known: ${BUILT_IN_SECTIONS.join(', ')})`,
+          `${agent}: unknown prompt section ${JSON.stringify(entry)} (known: ${BUILT_IN_SECTIONS.join(', ')})`,
         );
       }
       name = entry;
@@ -122,19 +122,15 @@ export function resolvePromptSections(
       const custom = entry as CustomPromptSection;
       if (!SECTION_NAME.test(custom.name) || (BUILT_IN_SECTIONS as readonly string[]).includes(custom.name))
         throw new ConfigError(
-          `agent ${agent}: custom prompt section name ${JSON.stringify(custom.name)} must be snake_case and not a built-in name`,
+          `${agent}: custom prompt section name ${JSON.stringify(custom.name)} must be snake_case and not a built-in name`,
         );
       if (typeof custom.content !== 'string' && typeof custom.content !== 'function')
-        throw new ArgumentError(
-          `agent ${agent}: prompt section ${custom.name} needs a string or function content`,
-        );
+        throw new ArgumentError(`${agent}: prompt section ${custom.name} needs a string or function content`);
       name = custom.name;
     } else {
-      throw new ArgumentError(
-        `agent ${agent}: promptSections[${index}] is neither a section name nor a section`,
-      );
+      throw new ArgumentError(`${agent}: promptSections[${index}] is neither a section name nor a section`);
     }
-    if (seen.has(name)) throw new ArgumentError(`agent ${agent}: prompt section ${name} is listed twice`);
+    if (seen.has(name)) throw new ArgumentError(`${agent}: prompt section ${name} is listed twice`);
     seen.add(name);
     return typeof entry === 'string'
       ? (entry as PromptSectionName)
@@ -148,12 +144,12 @@ export function resolveSystemPrompt(
   value: SystemPromptOption | undefined,
 ): SystemPromptOption | undefined {
   if (value === undefined || typeof value === 'string' || typeof value === 'function') return value;
-  throw new ArgumentError(`agent ${agent}: systemPrompt must be a string or a function`);
+  throw new ArgumentError(`${agent}: systemPrompt must be a string or a function`);
 }
 
 export function resolveDataMaxChars(agent: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
-    throw new ArgumentError(`agent ${agent}: promptDataMaxChars must be a positive integer`);
+    throw new ArgumentError(`${agent}: promptDataMaxChars must be a positive integer`);
   return value;
 }
 
@@ -163,7 +159,7 @@ export function resolveContributors(
 ): ContextContributor[] {
   if (value === undefined) return [];
   if (!Array.isArray(value) || value.some((entry) => typeof entry !== 'function'))
-    throw new ArgumentError(`agent ${agent}: contextContributors must be an array of functions`);
+    throw new ArgumentError(`${agent}: contextContributors must be an array of functions`);
   return [...value];
 }
 

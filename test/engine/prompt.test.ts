@@ -174,6 +174,9 @@ describe('system prompt (spec §3.7)', () => {
     expect(() => defineAgent({ name: 'bad', promptSections: ['agent', 'agent'] })).toThrow(ArgumentError);
     expect(() => defineAgent({ name: 'bad', systemPrompt: 42 as never })).toThrow(ArgumentError);
     expect(() => defineAgent({ name: 'bad', promptMode: 'loud' as never })).toThrow(ArgumentError);
+    expect(() => configure({ promptSections: ['agent', 'bogus' as never] })).toThrow(ConfigError);
+    expect(() => configure({ promptDataMaxChars: 0 })).toThrow(ArgumentError);
+    expect(() => configure({ colour: 'blue' } as never)).toThrow(ArgumentError);
   });
 
   it('CORE-06 an orchestrator gets the preamble and task behaviour, and global configure values apply', async () => {
