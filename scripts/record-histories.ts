@@ -61,6 +61,7 @@ const model = new ScriptedModel({
   reviewer: () => 'reviewed',
   failing: [{ error: { status: 400, message: 'rejected' } }],
   cancelled: () => ({ text: 'never', delayMs: 60_000 }),
+  compacted: (request) => (request.metadata.purpose === 'compaction' ? 'summary' : 'answered'),
   reclaimed: (request) =>
     request.messages.some((m) => m.role === 'tool')
       ? 'taken over'
@@ -74,6 +75,10 @@ const kit = await startKit({
     defineAgent({ name: 'failing' }),
     defineAgent({ name: 'cancelled' }),
     defineAgent({ name: 'reclaimed', tools: [hold] }),
+    defineAgent({
+      name: 'compacted',
+      compaction: { contextLimit: 600, reservedTokens: 0, tailMessages: 1, tailTokens: 100 },
+    }),
   ],
   model,
 });
@@ -101,6 +106,15 @@ if (wanted('cancelled')) {
   await run.cancel({ descendants: 'cascade' });
   await run.result();
   await save('cancelled', run.workflowId);
+}
+if (wanted('compacted')) {
+  // A model phase whose history is over the threshold: modelStep says so, compactStep runs.
+  const conversation = await kit.client.conversation('compacted');
+  await conversation.say(`first ${'x'.repeat(1500)}`);
+  await conversation.say(`second ${'x'.repeat(1500)}`);
+  const run = await conversation.ask('record compaction');
+  await run.result();
+  await save('compacted', run.workflowId);
 }
 if (wanted('reclaimed')) {
   // Reset at the last workflow task while the tool runs: the new run's first write meets the

@@ -37,3 +37,22 @@ export type * from './store/types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';
 export * from './models/index.js';
 export * from './specialists/index.js';
+export { configure, globalDefaults, resetConfiguration } from './config.js';
+export type { TurnKitConfiguration, TurnKitDefaults } from './config.js';
+export { DEFAULT_PROMPT_SECTIONS } from './agents/prompt.js';
+export type {
+  ContextContribution,
+  ContextContributor,
+  ContributorContext,
+  CustomPromptSection,
+  PromptSectionEntry,
+  PromptSectionName,
+  SystemPromptOption,
+  SystemPromptView,
+} from './agents/prompt.js';
+export type { SubjectInput, TurnOptions } from './client/turnkit-client.js';
+export { defineSkill, skillFromFile, skillsFromDirectory } from './agents/skill.js';
+export type { Skill, SkillOptions } from './agents/skill.js';
+export { DEFAULT_COMPACTION } from './agents/compaction-policy.js';
+export type { CompactionPolicy, CompactionSetting } from './agents/compaction-policy.js';
+export type { ManualCompactionOptions } from './engine/compaction.js';

@@ -9,6 +9,7 @@ import { taskOf } from '../engine/build-turn.js';
 import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
 import { claimTurn } from '../engine/claim.js';
 import { laneStep } from '../engine/messaging.js';
+import { runCompactionStep } from '../engine/compaction.js';
 import { runModelStep } from '../engine/model-step.js';
 import { runOutputStep } from '../engine/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
@@ -148,6 +149,15 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
       return mappingFailures(() =>
         withHeartbeat((heartbeat) =>
           retryWhileStoreDown(() => runModelStep(runtime, input, { signal, heartbeat }), { signal }),
+        ),
+      );
+    },
+
+    async compactStep(input) {
+      const signal = Context.current().cancellationSignal;
+      return mappingFailures(() =>
+        withHeartbeat((heartbeat) =>
+          retryWhileStoreDown(() => runCompactionStep(runtime, input, { signal, heartbeat }), { signal }),
         ),
       );
     },

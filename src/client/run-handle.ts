@@ -33,6 +33,11 @@ export function sumUsage(turns: readonly TurnRecord[]): Usage {
   return total;
 }
 
+/** Observed cost in USD of these turns. */
+export function sumCost(turns: readonly TurnRecord[]): number {
+  return turns.reduce((sum, turn) => sum + (turn.cost ?? 0), 0);
+}
+
 export interface RunHandleDeps {
   store: Store;
   temporal: Client;
@@ -147,7 +152,7 @@ export class RunHandle {
 
   /** Observed cost in USD over the whole tree. */
   async cost(): Promise<number> {
-    return (await this.turns()).reduce((sum, turn) => sum + (turn.cost ?? 0), 0);
+    return sumCost(await this.turns());
   }
 
   events(): Promise<EventRecord[]> {

@@ -89,6 +89,8 @@ export interface ModelStepDigest extends TurnDigest {
   cost: number | null;
   /** True when a stored response was reused instead of calling the model again. */
   reused: boolean;
+  /** The model was not called: compaction is due first (only when the step asked). */
+  compactionDue?: boolean;
 }
 
 export interface ToolCallOutcome {

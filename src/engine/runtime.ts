@@ -1,5 +1,6 @@
 import type { Agent } from '../agents/agent.js';
 import type { AgentRegistry } from '../agents/registry.js';
+import { globalDefaults } from '../config.js';
 import { AuthorizationError, ConfigError } from '../errors.js';
 import type { CostConfig } from '../models/cost.js';
 import type { ModelClient } from '../models/types.js';
@@ -48,7 +49,7 @@ export interface RuntimeOptions {
 export class Runtime {
   readonly store: Store;
   readonly agents: AgentRegistry;
-  readonly defaultModel: string;
+  readonly #defaultModel: string | undefined;
   readonly cost: CostConfig;
   readonly logger: Pick<Console, 'warn' | 'error'>;
   readonly #model: ModelClient | undefined;
@@ -60,7 +61,7 @@ export class Runtime {
     if (!options.agents) throw new ConfigError('a runtime needs an agent registry');
     this.store = options.store;
     this.agents = options.agents;
-    this.defaultModel = options.defaultModel ?? 'claude-sonnet-4-5';
+    this.#defaultModel = options.defaultModel;
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
     this.#model = options.model;
@@ -86,6 +87,11 @@ export class Runtime {
       );
     }
     return client;
+  }
+
+  /** The runtime's own default model, else the global one (`configure({defaultModel})`). */
+  get defaultModel(): string {
+    return this.#defaultModel ?? globalDefaults().defaultModel;
   }
 
   modelFor(agent: Agent, turn: TurnRecord): string {

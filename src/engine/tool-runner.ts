@@ -18,6 +18,7 @@ import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
 import type { ToolCallOutcome } from './digest.js';
 import type { Runtime } from './runtime.js';
+import { toolForTurn } from './skills.js';
 import { retryWhileStoreDown } from './store-outage.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
 import { contextOf, principalOf, toolCallParts, turnState } from './turn-state.js';
@@ -139,7 +140,7 @@ export async function runToolCall(
   const { store, turn, agent } = await runtime.ownTurn(input);
   const call = toolCallParts(turnState(turn).parts).find((part) => part.id === input.toolCallId);
   if (!call) throw new TurnKitError(`turn ${turn.id} has no pending tool call ${input.toolCallId}`);
-  const tool = agent.effectiveTools.find((candidate) => candidate.name === call.name);
+  const tool = await toolForTurn(store, agent, turn, call.name);
   const run = new ToolRun(runtime, store, turn, agent, call, tool, input.deferResult ?? false);
   try {
     return await dispatchCall(run, hooks);

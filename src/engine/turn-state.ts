@@ -19,6 +19,10 @@ export interface TurnState {
   wait_input?: boolean;
   reserved_step?: string;
   model_step?: string;
+  /** The model step whose compaction ran (compactStep is idempotent per step key). */
+  compaction_step?: string;
+  /** A turn built with `compact: true` compacted (or found nothing to) once. */
+  compaction_forced?: boolean;
 }
 
 export function turnState(turn: TurnRecord): TurnState {

@@ -2,6 +2,7 @@
  * Any Vercel AI SDK (v7) language model behind TurnKit's ModelClient. The SDK never runs a
  * tool: tools are declared without `execute`, and the engine runs them as activities.
  */
+import { globalDefaults } from '../config.js';
 import { APICallError } from '@ai-sdk/provider';
 import type { LanguageModel, ModelMessage as SdkMessage, ToolSet } from 'ai';
 import { generateText, jsonSchema, Output, tool as sdkTool } from 'ai';
@@ -127,7 +128,8 @@ export class AiSdkModel implements ModelClient {
       {
         role: 'system',
         content: request.instructions,
-        ...(this.#options.cacheInstructions
+        // `configure({ promptCache: false })` turns the cache split off everywhere.
+        ...(this.#options.cacheInstructions && globalDefaults().promptCache
           ? { providerOptions: { anthropic: { cacheControl: { type: 'ephemeral' } } } }
           : {}),
       },

@@ -209,6 +209,8 @@ export function painter(options: PainterOptions): Agent {
   const paint = paintImageTool({ imageModel, gate, maxReferenceImages });
   return defineAgent({
     ...agentOptions,
+    // Specialists take no global defaults (skills, contributors, limits): spec §7.4.
+    inheritGlobals: false,
     name: name ?? 'painter',
     description: agentOptions.description ?? 'Paints one image for a request.',
     instructions: joinInstructions(PAINTER_INSTRUCTIONS, instructions),

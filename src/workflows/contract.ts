@@ -19,6 +19,7 @@ import type {
   TurnDigest,
   TurnErrorDigest,
 } from '../engine/digest.js';
+import type { CompactionDigest, CompactionStepInput } from '../engine/compaction.js';
 import type { ModelStepInput } from '../engine/model-step.js';
 import type { ToolCallInput } from '../engine/tool-runner.js';
 
@@ -83,6 +84,8 @@ export interface TurnActivities {
   waitsReady(input: { turnId: string }): Promise<{ ready: boolean }>;
   claimTurn(input: OwnerInput): Promise<ClaimDigest>;
   modelStep(input: ModelStepInput): Promise<ModelStepDigest>;
+  /** Automatic compaction before a model call (its own model call, purpose `compaction`). */
+  compactStep(input: CompactionStepInput): Promise<CompactionDigest>;
   toolCall(input: ToolCallInput & { maxAttempts: number }): Promise<ToolCallOutcome>;
   finishTools(input: OwnerInput & { terminalToolCallId: string | null }): Promise<TurnDigest>;
   suspendTurn(input: OwnerInput): Promise<void>;

@@ -3,9 +3,9 @@
  * model → tools → output loop, taking the turn back after a reset.
  */
 import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import type { ClaimDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
+import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
-import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
+import { PATCH_COMPACTION, PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
@@ -54,10 +54,21 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
       run.modelCalls += 1;
       const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
       const summary = `model call ${run.modelCalls}`;
+      const step = { turnId: run.turnId, claimToken: run.claimToken, step: stepKey };
+      const callModel = (input: typeof step & { compaction?: boolean }) =>
+        model.modelStep.executeWithOptions({ summary }, [input]);
       run.console.update({ phase: 'model', modelCalls: run.modelCalls });
-      digest = await model.modelStep.executeWithOptions({ summary }, [
-        { turnId: run.turnId, claimToken: run.claimToken, step: stepKey },
-      ]);
+      if (patched(PATCH_COMPACTION)) {
+        digest = await callModel({ ...step, compaction: true });
+        if ((digest as ModelStepDigest).compactionDue) {
+          // Summarize in its own activity, then make the call without asking again.
+          run.console.update({ lastStep: 'compaction' });
+          await model.compactStep.executeWithOptions({ summary: 'compaction' }, [step]);
+          digest = await callModel(step);
+        }
+      } else {
+        digest = await callModel(step);
+      }
       const calls = digest.toolCalls.length;
       run.console.digest(digest);
       run.console.update({
