@@ -10,6 +10,23 @@ export type {
   OutputViolation,
   PromptMode,
 } from './agents/agent.js';
+export {
+  outputPolicy,
+  outputPolicyFromFile,
+  requireImage,
+  requireMediaAnalysis,
+} from './agents/output-policy.js';
+export type {
+  ConstraintContext,
+  ConstraintResult,
+  OutputCheck,
+  OutputPolicy,
+  OutputPolicyKind,
+  OutputPolicyOption,
+  OutputPolicyOptions,
+} from './agents/output-policy.js';
+export { checkOutputPolicy } from './engine/output-checks.js';
+export type { CheckOutputPolicyOptions, OutputAudit } from './engine/output-checks.js';
 export { defineTool } from './agents/tool.js';
 export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordination.js';
 export type { LaunchAgentTool } from './agents/coordination.js';

@@ -10,6 +10,7 @@ import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
 import { claimTurn } from '../engine/claim.js';
 import { laneStep } from '../engine/messaging.js';
 import { runModelStep } from '../engine/model-step.js';
+import { runOutputAudit } from '../engine/output-checks.js';
 import { runOutputStep } from '../engine/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { retryWhileStoreDown } from '../engine/store-outage.js';
@@ -188,6 +189,15 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
 
     async turnStatus(input) {
       return mappingFailures(() => turnStatus(runtime, input));
+    },
+
+    async outputAudit(input) {
+      const signal = Context.current().cancellationSignal;
+      return mappingFailures(() =>
+        withHeartbeat((heartbeat) =>
+          runOutputAudit(runtime, input, { signal, heartbeat: () => heartbeat() }),
+        ),
+      );
     },
 
     async outputStep(input) {

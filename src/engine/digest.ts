@@ -35,6 +35,8 @@ export interface TurnDigest {
   toolCalls: ToolCallDigest[];
   /** The root's deadline (ISO) for the workflow's timer, or null (set by the claim only). */
   deadline: string | null;
+  /** The agent has output constraints or policies: the output phase runs `outputAudit` first. */
+  outputChecks?: boolean;
 }
 
 /** The tool calls of a turn in its tools phase, as the workflow dispatches them. */
@@ -54,6 +56,7 @@ export function turnDigest(agent: Agent, turn: TurnRecord, deadline: Date | null
     phase: phaseOf(turn),
     toolCalls: toolCallDigests(agent, turn),
     deadline: deadline?.toISOString() ?? null,
+    ...(agent.outputConstraints.length > 0 || agent.outputPolicies.length > 0 ? { outputChecks: true } : {}),
   };
 }
 

@@ -16,6 +16,8 @@ export interface TurnState {
   iterations?: number;
   revisions_used?: number;
   policy_audit?: JsonObject;
+  /** What the `outputAudit` activity found for the candidate whose key it names. */
+  output_audit?: { key: string; violations: JsonObject[] } | null;
   wait_input?: boolean;
   reserved_step?: string;
   model_step?: string;
