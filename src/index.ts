@@ -28,9 +28,17 @@ export type {
 export { checkOutputPolicy } from './engine/output-checks.js';
 export type { CheckOutputPolicyOptions, OutputAudit } from './engine/output-checks.js';
 export { defineTool } from './agents/tool.js';
+export { imageTool, IMAGE_MAX_BYTES } from './agents/image-tool.js';
+export type { ImageGate, ImageToolOptions, ImageToolResult } from './agents/image-tool.js';
 export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordination.js';
 export type { LaunchAgentTool } from './agents/coordination.js';
-export type { ToolContext, ToolDefinition, ToolOptions, ToolRecovery } from './agents/tool.js';
+export type {
+  AfterResultsMessage,
+  ToolContext,
+  ToolDefinition,
+  ToolOptions,
+  ToolRecovery,
+} from './agents/tool.js';
 export { AgentRegistry } from './agents/registry.js';
 export type {
   AuthorizationAction,

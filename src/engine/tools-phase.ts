@@ -4,7 +4,8 @@
  */
 import { LostClaim, StaleTask } from '../errors.js';
 import { nowIso } from '../store/records.js';
-import type { Store, TurnRecord } from '../store/types.js';
+import type { AfterResultsMessage } from '../agents/tool.js';
+import type { JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { retakeClaim } from './claim.js';
 import type { OwnerInput, TurnDigest } from './digest.js';
 import { turnDigest } from './digest.js';
@@ -55,6 +56,34 @@ async function skipRemaining(
 }
 
 /**
+ * Writes the messages completed calls asked for after the results (an image, a media
+ * analysis): every call of the response has its result by now, so none sits between a call
+ * and its result. Inside the caller's transaction, which also clears them from the state.
+ */
+async function appendAfterResults(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
+  const pending = turnState(await store.loadTurn(turn.id)).after_results ?? [];
+  if (pending.length === 0) return [];
+  const appended: MessageRecord[] = [];
+  for (const message of pending as unknown as (AfterResultsMessage & { id: string })[]) {
+    appended.push(
+      await store.appendMessage({ ...message, conversationId: turn.conversationId, turnId: turn.id }),
+    );
+  }
+  await updateState(store, turn.id, { after_results: null });
+  return appended;
+}
+
+async function emitCreated(runtime: Runtime, turn: TurnRecord, messages: readonly MessageRecord[]) {
+  await runtime.emitAll(
+    turn,
+    messages.map((message): [string, JsonObject] => [
+      'message.created',
+      { message_id: message.id, role: message.role, kind: message.kind },
+    ]),
+  );
+}
+
+/**
  * Closes the tools phase: after a terminal tool, skip the rest and append its completion
  * message as the output candidate; otherwise go back to the model.
  */
@@ -85,7 +114,12 @@ export async function finishToolsPhase(
     );
   }
   if (!terminal) {
-    return turnDigest(agent, await updateState(store, turn.id, { phase: 'model', parts: null }));
+    const { updated, appended } = await store.atomic(null, async () => {
+      const appended = await appendAfterResults(store, turn);
+      return { updated: await updateState(store, turn.id, { phase: 'model', parts: null }), appended };
+    });
+    await emitCreated(runtime, updated, appended);
+    return turnDigest(agent, updated);
   }
   await skipRemaining(runtime, store, turn, terminal);
   const execution = (await store.listToolExecutions({ turnId: turn.id })).find(
@@ -93,7 +127,8 @@ export async function finishToolsPhase(
   );
   const tool = agent.effectiveTools.find((candidate) => candidate.name === terminal.name);
   const candidate = tool?.completionMessage(execution?.result ?? null) ?? `Completed via ${terminal.name}.`;
-  const { updated, message } = await store.atomic(null, async () => {
+  const { updated, message, appended } = await store.atomic(null, async () => {
+    const appended = await appendAfterResults(store, turn);
     const message = await store.appendMessage({
       conversationId: turn.conversationId,
       turnId: turn.id,
@@ -107,9 +142,9 @@ export async function finishToolsPhase(
       output_data: null,
       terminal_tool_name: terminal.name,
     });
-    return { updated, message };
+    return { updated, message, appended };
   });
-  await runtime.emit(updated, 'message.created', { message_id: message.id, role: 'assistant', kind: 'text' });
+  await emitCreated(runtime, updated, [...appended, message]);
   return turnDigest(agent, updated);
 }
 
