@@ -29,6 +29,8 @@ export { checkOutputPolicy } from './engine/output-checks.js';
 export type { CheckOutputPolicyOptions, OutputAudit } from './engine/output-checks.js';
 export { defineTool } from './agents/tool.js';
 export { imageTool, IMAGE_MAX_BYTES } from './agents/image-tool.js';
+export { viewMediaTool } from './agents/view-media-tool.js';
+export type { MediaFetch, ViewMediaResult, ViewMediaToolOptions } from './agents/view-media-tool.js';
 export type { ImageGate, ImageToolOptions, ImageToolResult } from './agents/image-tool.js';
 export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordination.js';
 export type { LaunchAgentTool } from './agents/coordination.js';

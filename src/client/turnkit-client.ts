@@ -1,5 +1,7 @@
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Agent } from '../agents/agent.js';
+import type { MediaInput } from '../models/media.js';
+import { mediaPart } from '../models/media.js';
 import type { AgentRegistry } from '../agents/registry.js';
 import { buildModelRequest } from '../engine/model-request.js';
 import type { TurnPreview } from '../engine/model-request.js';
@@ -48,6 +50,11 @@ export interface TurnKitClientOptions {
 export interface RunOptions {
   /** Structured input, validated against the agent's `inputSchema` before anything is written. */
   input?: Json;
+  /**
+   * Images and files for the model, stored as parts of the task message and sent as real
+   * image / file content (an unsupported type or an oversized one is an InputError).
+   */
+  media?: readonly MediaInput[];
   /** The application's identity for authorization; the model can never set it. */
   principal?: Json;
   /** Run context, copied on write, rendered to the model as untrusted data. */
@@ -166,6 +173,11 @@ export class TurnKitClient {
       const parsed = resolved.inputSchema.safeParse(undefined);
       if (!parsed.success) throw new InputError(`${resolved.name} needs an input`);
     }
+    if (options.media !== undefined && !Array.isArray(options.media))
+      throw new InputError('media must be an array of { url | data, mimeType, filename? }');
+    const media = (options.media ?? []).map((item) =>
+      mediaPart(item, (message) => new InputError(`input media: ${message}`)),
+    );
     const conversationId = newId('conv');
     if (options.callback !== undefined) {
       if (typeof options.callback !== 'string' || options.callback === '')
@@ -181,7 +193,7 @@ export class TurnKitClient {
       const message = await this.store.appendMessage({
         conversationId,
         role: 'user',
-        content: taskText(task, options.input),
+        content: [{ type: 'text', text: taskText(task, options.input) }, ...media],
         metadata: { source: 'application', task: true },
       });
       return this.#buildTurn(resolved, conversationId, message.id, message.sequence, {
