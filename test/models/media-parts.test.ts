@@ -68,20 +68,21 @@ const request: ModelRequest = {
 };
 const signal = () => ({ signal: new AbortController().signal });
 
+/** Sends the request through a provider's client; returns the result and the user content it sent. */
+async function send(provider: 'openai' | 'anthropic') {
+  const client = createModelClient({ provider, apiKey: 'sk-test', baseURL: baseUrl, maxRetries: 0 });
+  const result = await client.chat(request, signal());
+  return { result, content: userContent(received.at(-1)!.body) as Record<string, unknown>[] };
+}
+
 const userContent = (body: Record<string, unknown>) =>
   (body['messages'] as { role: string; content: unknown }[]).find((m) => m.role === 'user')!.content;
 
 describe('media parts on the providers wire formats', () => {
   it('CORE-28 OpenAI chat completions: an image_url part with a data URL and a file part with file_data', async () => {
-    const client = createModelClient({
-      provider: 'openai',
-      apiKey: 'sk-test',
-      baseURL: baseUrl,
-      maxRetries: 0,
-    });
-    const result = await client.chat(request, signal());
+    const { result, content } = await send('openai');
     expect(result.parts).toEqual([{ type: 'text', text: 'a red square' }]);
-    expect(userContent(received.at(-1)!.body)).toEqual([
+    expect(content).toEqual([
       { type: 'text', text: 'What is in these?' },
       { type: 'image_url', image_url: { url: `data:image/png;base64,${TINY_PNG_BASE64}` } },
       { type: 'file', file: { filename: 'brief.pdf', file_data: `data:application/pdf;base64,${PDF}` } },
@@ -89,14 +90,7 @@ describe('media parts on the providers wire formats', () => {
   });
 
   it('CORE-28 Anthropic messages: a base64 image block and a base64 document block', async () => {
-    const client = createModelClient({
-      provider: 'anthropic',
-      apiKey: 'sk-ant-test',
-      baseURL: baseUrl,
-      maxRetries: 0,
-    });
-    await client.chat(request, signal());
-    const content = userContent(received.at(-1)!.body) as Record<string, unknown>[];
+    const { content } = await send('anthropic');
     expect(content[0]).toMatchObject({ type: 'text', text: 'What is in these?' });
     expect(content[1]).toMatchObject({
       type: 'image',
