@@ -1,6 +1,6 @@
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Agent } from '../agents/agent.js';
-import type { MediaInput } from '../models/media.js';
+import type { MediaInput, MediaPart } from '../models/media.js';
 import { mediaPart } from '../models/media.js';
 import type { AgentRegistry } from '../agents/registry.js';
 import { buildModelRequest } from '../engine/model-request.js';
@@ -84,6 +84,13 @@ export interface ConversationOptions {
   model?: string;
   subject?: Subject;
   metadata?: JsonObject;
+}
+
+/** A user's images and files as stored parts; anything unusable is an InputError before any write. */
+function inputMedia(media: readonly MediaInput[] | undefined): MediaPart[] {
+  if (media !== undefined && !Array.isArray(media))
+    throw new InputError('media must be an array of { url | data, mimeType, filename? }');
+  return (media ?? []).map((item) => mediaPart(item, (message) => new InputError(`input media: ${message}`)));
 }
 
 function taskText(task: string, input: Json | undefined): string {
@@ -173,11 +180,7 @@ export class TurnKitClient {
       const parsed = resolved.inputSchema.safeParse(undefined);
       if (!parsed.success) throw new InputError(`${resolved.name} needs an input`);
     }
-    if (options.media !== undefined && !Array.isArray(options.media))
-      throw new InputError('media must be an array of { url | data, mimeType, filename? }');
-    const media = (options.media ?? []).map((item) =>
-      mediaPart(item, (message) => new InputError(`input media: ${message}`)),
-    );
+    const media = inputMedia(options.media);
     const conversationId = newId('conv');
     if (options.callback !== undefined) {
       if (typeof options.callback !== 'string' || options.callback === '')
@@ -423,14 +426,30 @@ export class ConversationHandle {
     });
   }
 
-  /** Says `text` and starts a turn that sees it (pass `start: false` to only prepare). */
+  /**
+   * Says `text` (with any `media`, sent to the model as real image / file parts) and starts a
+   * turn that sees it (pass `start: false` to only prepare).
+   */
   async ask(
     text: string,
-    options: { start?: boolean; principal?: Json; context?: JsonObject; model?: string } = {},
+    options: {
+      start?: boolean;
+      principal?: Json;
+      context?: JsonObject;
+      model?: string;
+      media?: readonly MediaInput[];
+    } = {},
   ) {
+    const { media, ...turnOptions } = options;
+    const parts = inputMedia(media);
+    if (typeof text !== 'string' || text === '') throw new ArgumentError('ask needs a non-empty text');
     const turn = await this.client.store.atomic(this.id, async () => {
-      const message = await this.say(text);
-      return this.client.buildTurn(this.agentName, this.id, message.id, message.sequence, options);
+      const message = await this.client.store.appendMessage({
+        conversationId: this.id,
+        role: 'user',
+        content: [{ type: 'text', text }, ...parts],
+      });
+      return this.client.buildTurn(this.agentName, this.id, message.id, message.sequence, turnOptions);
     });
     const handle = await this.client.handle(turn);
     return options.start === false ? handle : handle.start();

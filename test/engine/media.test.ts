@@ -163,6 +163,22 @@ describe('media: view_media, media input, media analysis', () => {
     expect(JSON.stringify(received[before])).not.toContain('[image ');
   });
 
+  it('CORE-28 a conversation follow-up with an image (ask) sends it as a real image part', async () => {
+    const conversation = await kit.client.conversation('looker');
+    const before = received.length;
+    const run = await conversation.ask('And this one?', {
+      media: [{ url: `data:image/png;base64,${TINY_PNG_BASE64}` }],
+    });
+    expect((await run.result()).status).toBe('completed');
+    expect(contentParts(received[before]!)).toEqual([
+      { type: 'text', text: 'And this one?' },
+      { type: 'image_url', image_url: { url: `data:image/png;base64,${TINY_PNG_BASE64}` } },
+    ]);
+    await expect(
+      conversation.ask('bad', { media: [{ data: 'AAAA', mimeType: 'audio/x-wav' }] }),
+    ).rejects.toThrow(InputError);
+  });
+
   it('CORE-28 media input of an unsupported type, too large, or neither URL nor data is an InputError before anything is written', async () => {
     const turnsBefore = (await kit.store.listTurns({})).length;
     for (const media of [
