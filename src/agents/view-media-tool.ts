@@ -22,7 +22,7 @@ import { defineTool } from './tool.js';
 export type MediaFetch = (
   url: string,
   init: { signal: AbortSignal },
-) => Promise<Pick<Response, 'status' | 'headers' | 'arrayBuffer'>>;
+) => Promise<Pick<Response, 'status' | 'headers' | 'arrayBuffer'> & { body?: Response['body'] }>;
 
 export interface ViewMediaToolOptions {
   /** The vision model's client (e.g. `createModelClient({ provider: 'openai', apiKey })`). */
@@ -105,10 +105,29 @@ async function fromUrl(
     throw new ToolError(`media is larger than ${limits.maxBytes} bytes`);
   }
   const mimeType = response.headers.get('content-type') ?? '';
-  const bytes = new Uint8Array(await response.arrayBuffer());
+  const bytes = await readCapped(response, limits.maxBytes);
   const filename = decodeURIComponent(new URL(url).pathname.split('/').pop() ?? '') || undefined;
   const media: MediaInput = { data: bytes, mimeType, ...(filename ? { filename } : {}) };
   return { ...mediaPart(media, (message) => new ToolError(message), limits), url };
+}
+
+/** The body, read only up to one byte past the limit: a server that lies about its size cannot fill memory. */
+async function readCapped(response: Awaited<ReturnType<MediaFetch>>, maxBytes: number): Promise<Uint8Array> {
+  if (!response.body) return new Uint8Array(await response.arrayBuffer());
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw new ToolError(`media is larger than ${maxBytes} bytes`);
+    }
+    chunks.push(value);
+  }
+  return new Uint8Array(Buffer.concat(chunks));
 }
 
 const resultText = (result: ModelResult) =>

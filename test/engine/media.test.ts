@@ -49,6 +49,12 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
         res.writeHead(200, { 'content-type': 'image/png' });
         return res.end(Buffer.alloc(5_000, 1));
       }
+      if (url === '/media/chunked.png') {
+        // No content-length: the size is only known by reading.
+        res.writeHead(200, { 'content-type': 'image/png' });
+        for (let i = 0; i < 5; i++) res.write(Buffer.alloc(1_000, 2));
+        return res.end();
+      }
       res.writeHead(404, { 'content-type': 'text/plain' });
       return res.end('not found');
     }
@@ -102,6 +108,7 @@ beforeAll(async () => {
               { name: 'view_media', arguments: { media: `${base}/media/movie.mp4`, objective: 'x' } },
               { name: 'view_media', arguments: { media: `${base}/media/big.png`, objective: 'x' } },
               { name: 'view_media', arguments: { media: 'msg_000000000000000000000000', objective: 'x' } },
+              { name: 'view_media', arguments: { media: `${base}/media/chunked.png`, objective: 'x' } },
               { name: 'view_media', arguments: { media: `${base}/media/cat.png`, objective: 'Colour?' } },
             ],
           },
@@ -258,19 +265,27 @@ describe('media: view_media, media input, media analysis', () => {
     });
   });
 
-  it('CORE-28 view_media bad input: a URL that 404s, an unsupported type, an oversized file, an unknown message are ToolErrors the model reads; a good one is analysed; the turn goes on', async () => {
+  it('CORE-28 view_media bad input: a URL that 404s, an unsupported type, an oversized file (declared or only streamed), an unknown message are ToolErrors the model reads; a good one is analysed; the turn goes on', async () => {
     const run = await kit.client.run('inspector', 'Look at all of them');
     const turn = await run.result();
     expect(turn.status).toBe('completed');
     const executions = await run.toolExecutions();
-    expect(executions.map((e) => e.status)).toEqual(['failed', 'failed', 'failed', 'failed', 'completed']);
-    const errors = executions.slice(0, 4).map((e) => e.error!.message);
+    expect(executions.map((e) => e.status)).toEqual([
+      'failed',
+      'failed',
+      'failed',
+      'failed',
+      'failed',
+      'completed',
+    ]);
+    const errors = executions.slice(0, 5).map((e) => e.error!.message);
     expect(errors[0]).toMatch(/answered 404/);
     expect(errors[1]).toMatch(/unsupported media type video\/mp4/);
     expect(errors[2]).toMatch(/larger than 1000 bytes/);
     expect(errors[3]).toMatch(/no image or file message/);
+    expect(errors[4]).toMatch(/larger than 1000 bytes/);
     const messages = await run.transcript();
-    expect(messages.filter((m) => m.kind === 'tool_result')).toHaveLength(5);
+    expect(messages.filter((m) => m.kind === 'tool_result')).toHaveLength(6);
     expect(messages.filter((m) => m.kind === 'media_analysis')).toHaveLength(1);
     expect(messages.findIndex((m) => m.kind === 'media_analysis')).toBeGreaterThan(
       messages.map((m) => m.kind).lastIndexOf('tool_result'),
