@@ -4,12 +4,12 @@
  */
 import { LostClaim, StaleTask } from '../errors.js';
 import { nowIso } from '../store/records.js';
-import type { AfterResultsMessage } from '../agents/tool.js';
 import type { JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { retakeClaim } from './claim.js';
 import type { OwnerInput, TurnDigest } from './digest.js';
 import { turnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
+import { appendAfterResults } from './after-results.js';
 import { appendToolResultOnce } from './terminal.js';
 import { toolCallParts, turnState, updateState } from './turn-state.js';
 
@@ -53,24 +53,6 @@ async function skipRemaining(
       await runtime.emit(turn, 'tool_call.skipped', { id: call.id, name: call.name });
     }
   }
-}
-
-/**
- * Writes the messages completed calls asked for after the results (an image, a media
- * analysis): every call of the response has its result by now, so none sits between a call
- * and its result. Inside the caller's transaction, which also clears them from the state.
- */
-async function appendAfterResults(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
-  const pending = turnState(await store.loadTurn(turn.id)).after_results ?? [];
-  if (pending.length === 0) return [];
-  const appended: MessageRecord[] = [];
-  for (const message of pending as unknown as (AfterResultsMessage & { id: string })[]) {
-    appended.push(
-      await store.appendMessage({ ...message, conversationId: turn.conversationId, turnId: turn.id }),
-    );
-  }
-  await updateState(store, turn.id, { after_results: null });
-  return appended;
 }
 
 async function emitCreated(runtime: Runtime, turn: TurnRecord, messages: readonly MessageRecord[]) {

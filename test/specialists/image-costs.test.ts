@@ -39,6 +39,12 @@ const model = new ScriptedModel({
     request.messages.some((m) => m.role === 'tool')
       ? 'could not store it'
       : toolCall('paint_image', { prompt: 'big' }),
+  sketchy: () => ({
+    toolCalls: [
+      { name: 'generate_image', arguments: { prompt: 'a sketch' } },
+      { name: 'note', arguments: { text: 'denied' } },
+    ],
+  }),
   sketcher: (request) =>
     request.messages.some((m) => m.role === 'tool')
       ? 'Drew it and noted it.'
@@ -57,6 +63,11 @@ const agents = [
   painter({ name: 'capped', model: 'text-free', imageModel: rated, gate: allow, limits: { maxSpend: 1 } }),
   painter({ name: 'huge', model: 'text-free', imageModel: huge, gate: allow, maxImageBytes: 1_000 }),
   defineAgent({ name: 'sketcher', tools: [imageTool({ imageModel: rated }), note] }),
+  defineAgent({
+    name: 'sketchy',
+    tools: [imageTool({ imageModel: calculated }), note],
+    limits: { maxToolExecutionsByName: { note: 0 } },
+  }),
 ];
 
 let kit: TestKit;
@@ -162,5 +173,15 @@ describe('image tools: costs, budgets, events and transcript order', () => {
       .filter((e) => e.type === 'message.created')
       .map((e) => e.payload['kind']);
     expect(created).toEqual(['tool_call', 'tool_result', 'tool_result', 'image', 'text']);
+  });
+
+  it('CORE-28 a turn that fails after a paint in the same response still writes the image after every result (the repair path)', async () => {
+    const run = await kit.client.run('sketchy', 'Sketch and note');
+    const turn = await run.result();
+    expect(turn.status).toBe('failed');
+    expect(turn.error).toMatchObject({ message: 'maximum executions reached for tool note' });
+    const messages = await run.transcript();
+    expect(messages.map((m) => m.kind)).toEqual(['text', 'tool_call', 'tool_result', 'tool_result', 'image']);
+    expect(turn.cost).toBeCloseTo(0.07, 6);
   });
 });
