@@ -193,9 +193,15 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
 
     async outputAudit(input) {
       const signal = Context.current().cancellationSignal;
+      // A store outage waits inside the attempt, as for a model step (decision 14).
       return mappingFailures(() =>
         withHeartbeat((heartbeat) =>
-          runOutputAudit(runtime, input, { signal, heartbeat: () => heartbeat() }),
+          retryWhileStoreDown(
+            () => runOutputAudit(runtime, input, { signal, heartbeat: () => heartbeat() }),
+            {
+              signal,
+            },
+          ),
         ),
       );
     },
