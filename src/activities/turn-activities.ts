@@ -24,10 +24,9 @@ import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
 import {
   claimTokenOf,
   laneFreeSignal,
-  laneWorkflowId,
+  laneStartOptions,
   turnStartOptions,
   turnWorkflowId,
-  wakeSignal,
 } from '../workflows/contract.js';
 import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
@@ -105,7 +104,12 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
       return mappingFailures(async () => {
         const step = await laneStep(runtime, input.conversationId);
         if (step.next) await startOrNudgeTurn(runtime, step.next, input.settings);
-        return { delivered: step.delivered, woke: step.woke, started: step.next?.id ?? null };
+        return {
+          delivered: step.delivered,
+          woke: step.woke,
+          started: step.next?.id ?? null,
+          queued: Math.max(step.queued - (step.next ? 1 : 0), 0),
+        };
       });
     },
 
@@ -114,11 +118,8 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
         const context = Context.current();
         for (const conversationId of input.conversationIds) {
           await context.client.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
-            workflowId: laneWorkflowId(conversationId),
+            ...laneStartOptions(conversationId, input.settings),
             taskQueue: context.info.taskQueue,
-            args: [{ conversationId, ...(input.settings ? { settings: input.settings } : {}) }],
-            signal: wakeSignal,
-            signalArgs: [],
           });
         }
       });

@@ -18,10 +18,9 @@ import type { TurnSettings } from '../workflows/contract.js';
 import {
   cancelSignal,
   DEFAULT_TASK_QUEUE,
-  laneWorkflowId,
+  laneStartOptions,
   turnStartOptions,
   turnWorkflowId,
-  wakeSignal,
 } from '../workflows/contract.js';
 import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
@@ -369,12 +368,8 @@ export class TurnKitClient {
   /** Signal-with-start of the conversation's lane workflow: deliver, wake, run the next turn. */
   async wakeLane(conversationId: string): Promise<void> {
     await this.temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
+      ...laneStartOptions(conversationId, this.turnSettings),
       taskQueue: this.taskQueue,
-      workflowId: laneWorkflowId(conversationId),
-      args: [{ conversationId, ...(this.turnSettings ? { settings: this.turnSettings } : {}) }],
-      signal: wakeSignal,
-      signalArgs: [],
-      staticSummary: `lane of ${conversationId}`,
     });
   }
 

@@ -7,7 +7,7 @@
  */
 import type { SearchAttributePair } from '@temporalio/common';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
 import type {
   ClaimDigest,
@@ -71,6 +71,8 @@ export interface LaneStepResult {
   delivered: number;
   woke: string | null;
   started: string | null;
+  /** Submitted turns still waiting for the lane after this step (absent in older histories). */
+  queued?: number;
 }
 
 // --- Activities ------------------------------------------------------------------------
@@ -129,6 +131,29 @@ export const targetFinishedSignal = defineSignal<[string?]>(SIGNALS.targetFinish
 /** To a conversation's lane: look at deliveries and queued turns. */
 export const wakeSignal = defineSignal<[]>(SIGNALS.wake);
 
+// --- Queries -----------------------------------------------------------------------------
+
+/** Query names, as the Temporal UI and CLI send them. */
+export const QUERIES = { state: 'state' } as const;
+
+/** What `state` returns: the turn's progress as the workflow last saw it in a digest. */
+export interface TurnConsoleState {
+  turnId: string;
+  status: string;
+  phase: string | null;
+  iteration: number;
+  maxIterations: number | null;
+  modelCalls: number;
+  runningTools: string[];
+  /** e.g. "model call 2 → 3 tool calls", "tool lookup completed". */
+  lastStep: string | null;
+  tokens: number;
+  cost: number;
+}
+
+/** `temporal workflow query --type state`: the turn's progress (ids, counts and names only). */
+export const stateQuery = defineQuery<TurnConsoleState>(QUERIES.state);
+
 // --- Workflow ids, claim tokens, search attributes ---------------------------------------
 
 /** The task queue workers poll and clients start turns on, unless TURNKIT_TASK_QUEUE or an option says otherwise. */
@@ -170,7 +195,14 @@ export const TURNKIT_STATUS = defineSearchAttributeKey('TurnKitStatus', SearchAt
 
 /** What every start of a turn workflow needs to know about the turn (a turn row fits). */
 export interface TurnStart {
-  turn: { id: string; agentName: string; conversationId: string; rootTurnId: string; status: string };
+  turn: {
+    id: string;
+    agentName: string;
+    conversationId: string;
+    rootTurnId: string;
+    status: string;
+    parentTurnId?: string | null;
+  };
   /** What the turn is about, for the summary shown in the Temporal UI. */
   task: string;
   settings?: TurnSettings | undefined;
@@ -185,17 +217,44 @@ export function turnStartOptions({ turn, task, settings }: TurnStart): {
   workflowId: string;
   args: [TurnWorkflowInput];
   staticSummary: string;
+  staticDetails: string;
   typedSearchAttributes: SearchAttributePair[];
 } {
+  const head = task.replace(/\s+/g, ' ').trim().slice(0, 120);
   return {
     workflowId: turnWorkflowId(turn.id),
     args: [{ turnId: turn.id, ...(settings ? { settings } : {}) }],
-    staticSummary: `${turn.agentName}: ${task.replace(/\s+/g, ' ').slice(0, 120)}`,
+    staticSummary: `${turn.agentName}: ${head}`,
+    staticDetails: turnDetails(turn, head),
     typedSearchAttributes: [
       { key: TURNKIT_AGENT, value: turn.agentName },
       { key: TURNKIT_CONVERSATION_ID, value: turn.conversationId },
       { key: TURNKIT_ROOT_TURN_ID, value: turn.rootTurnId },
       { key: TURNKIT_STATUS, value: turn.status },
     ],
+  };
+}
+
+/** The turn's static details in the UI (markdown): who, where in the tree, and the task's head. */
+function turnDetails(turn: TurnStart['turn'], head: string): string {
+  const code = (value: string) => `\`${value.replace(/`/g, "'")}\``;
+  const tree = [`conversation ${code(turn.conversationId)}`, `root ${code(turn.rootTurnId)}`];
+  if (turn.parentTurnId) tree.push(`parent ${code(turn.parentTurnId)}`);
+  return [
+    `**agent** ${code(turn.agentName)} · **turn** ${code(turn.id)}`,
+    tree.join(' · '),
+    `> ${head}`,
+  ].join('\n\n');
+}
+
+/** Signal-with-start options of a conversation's lane, for every path that wakes one. */
+export function laneStartOptions(conversationId: string, settings?: TurnSettings) {
+  return {
+    workflowId: laneWorkflowId(conversationId),
+    args: [{ conversationId, ...(settings ? { settings } : {}) }] as [LaneWorkflowInput],
+    signal: wakeSignal,
+    signalArgs: [] as [],
+    staticSummary: `lane of ${conversationId}`,
+    staticDetails: `**conversation** \`${conversationId}\`\n\nDelivers its messages and runs its turns one at a time.`,
   };
 }

@@ -16,7 +16,8 @@ const MAX_RECLAIMS = 3;
 /** Claims the turn; refused by a busy lane or an open join, waits for a nudge and claims again. */
 export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
   const { store } = run.activities;
-  let claim = await runStoreStep(() => store.claimTurn(run.owner()));
+  const claimTurn = () => store.claimTurn.executeWithOptions({ summary: 'claim' }, [run.owner()]);
+  let claim = await runStoreStep(claimTurn);
   for (
     let wait = 1;
     !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
@@ -28,9 +29,14 @@ export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
     } else {
       await sleep(`${wait} seconds`);
     }
-    claim = await runStoreStep(() => store.claimTurn(run.owner()));
+    claim = await runStoreStep(claimTurn);
   }
-  if (claim.claimed) upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+  if (claim.claimed) {
+    upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+    run.console.digest(claim);
+  } else {
+    run.console.update({ status: claim.status });
+  }
   return claim;
 }
 
@@ -47,14 +53,29 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
     if (digest.phase === 'model') {
       run.modelCalls += 1;
       const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
-      digest = await model.modelStep({ turnId: run.turnId, claimToken: run.claimToken, step: stepKey });
+      const summary = `model call ${run.modelCalls}`;
+      run.console.update({ phase: 'model', modelCalls: run.modelCalls });
+      digest = await model.modelStep.executeWithOptions({ summary }, [
+        { turnId: run.turnId, claimToken: run.claimToken, step: stepKey },
+      ]);
+      const calls = digest.toolCalls.length;
+      run.console.digest(digest);
+      run.console.update({
+        lastStep: `${summary} → ${calls === 0 ? 'output' : `${calls} tool call${calls === 1 ? '' : 's'}`}`,
+      });
     } else if (digest.phase === 'tools') {
       digest = await runToolsPhase(run, digest);
+      run.console.digest(digest);
     } else {
+      run.console.update({ phase: 'output' });
       if (digest.outputChecks && patched(PATCH_OUTPUT_AUDIT)) {
-        await checks.outputAudit({ turnId: run.turnId, claimToken: run.claimToken });
+        await checks.outputAudit.executeWithOptions({ summary: 'output checks' }, [
+          { turnId: run.turnId, claimToken: run.claimToken },
+        ]);
       }
-      const output = await runStoreStep(() => store.outputStep(run.owner()));
+      const output = await runStoreStep(() =>
+        store.outputStep.executeWithOptions({ summary: 'output' }, [run.owner()]),
+      );
       if (output.done)
         return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
       digest = { ...digest, phase: 'model', toolCalls: [] };

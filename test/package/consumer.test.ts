@@ -252,4 +252,22 @@ describe.skipIf(!(await requireTemporal()))('the published package', () => {
     expect(shipped).toEqual(expect.arrayContaining(['dist', 'package.json', 'README.md']));
     expect(shipped).not.toContain('test');
   });
+
+  it('the installed package has the turnkit command: --help lists its commands, a bad turn id is one line', async () => {
+    const bin = join(app, 'node_modules/.bin/turnkit');
+    const help = await run(bin, ['--help'], { cwd: app });
+    for (const command of ['worker', 'run', 'ls', 'show', 'watch', 'cancel', 'send'])
+      expect(help.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+    const missing = await run(
+      bin,
+      ['--store', join(app, 'cli.sqlite'), 'show', 'turn_000000000000000000000000'],
+      {
+        cwd: app,
+      },
+    ).catch((error: { code: number; stderr: string }) => error);
+    expect(missing).toMatchObject({
+      code: 1,
+      stderr: 'turnkit: no turn turn_000000000000000000000000 in the store\n',
+    });
+  });
 });
