@@ -177,9 +177,11 @@ export interface JudgeHost {
   metadata: ModelRequest['metadata'];
   signal: AbortSignal;
   heartbeat?: () => void;
-  /** Inside a turn: events and the charge to the turn (may raise BudgetError). */
+  /** The verdict of this judge already stored for this candidate (a retry): no call is made. */
+  memo?: OutputViolation[] | undefined;
+  /** Inside a turn: events, the charge to the turn and the stored verdict (may raise BudgetError). */
   requested?: (request: ModelRequest) => Promise<void>;
-  completed?: (request: ModelRequest, result: ModelResult) => Promise<void>;
+  completed?: (request: ModelRequest, result: ModelResult, violations: OutputViolation[]) => Promise<void>;
 }
 
 /** One judge call: an internal model call with purpose `output_policy`, no tools, a JSON verdict. */
@@ -188,6 +190,7 @@ export async function judgeOutput(
   output: Json,
   host: JudgeHost,
 ): Promise<OutputViolation[]> {
+  if (host.memo) return host.memo;
   const request: ModelRequest = {
     model: host.model,
     instructions: judgeInstructions(policy),
@@ -203,8 +206,12 @@ export async function judgeOutput(
     request,
     host.heartbeat ? { signal: host.signal, onProgress: host.heartbeat } : { signal: host.signal },
   );
-  await host.completed?.(request, result);
-  return verdictViolations(policy, result ?? { parts: [], usage: { inputTokens: 0, outputTokens: 0 } });
+  const violations = verdictViolations(
+    policy,
+    result ?? { parts: [], usage: { inputTokens: 0, outputTokens: 0 } },
+  );
+  await host.completed?.(request, result, violations);
+  return violations;
 }
 
 // --- Media requirements ----------------------------------------------------------------
@@ -242,7 +249,7 @@ export interface CheckSet {
 async function runChecks(
   checks: CheckSet,
   context: ConstraintContext,
-  judgeHost: (policy: OutputPolicy) => JudgeHost,
+  judgeHost: (policy: OutputPolicy, index: number) => JudgeHost,
   messages: () => Promise<MessageRecord[]>,
 ): Promise<OutputViolation[]> {
   const output = outputOf(context.outputText, context.outputData);
@@ -250,8 +257,9 @@ async function runChecks(
   for (const constraint of checks.constraints) {
     violations.push(...toViolations(await constraint(output, context)));
   }
-  for (const policy of checks.policies) {
-    if (policy.kind === 'llm') violations.push(...(await judgeOutput(policy, output, judgeHost(policy))));
+  for (const [index, policy] of checks.policies.entries()) {
+    if (policy.kind === 'llm')
+      violations.push(...(await judgeOutput(policy, output, judgeHost(policy, index))));
     else violations.push(...mediaViolations(policy, context.outputData, await messages()));
   }
   return violations;
@@ -273,11 +281,6 @@ export interface OutputCheckHooks {
   heartbeat?: () => void;
 }
 
-export interface OutputDefaults {
-  outputPolicyModel?: string | undefined;
-  outputPolicyThinking?: Thinking | null | undefined;
-}
-
 const DEFAULT_POLICY_THINKING: Thinking = { effort: 'low' };
 
 /**
@@ -295,7 +298,11 @@ export async function checkTurnOutput(
   const state = turnState(turn);
   const outputText = state.candidate ?? '';
   const outputData = state.output_data ?? null;
-  const judgeHost = (policy: OutputPolicy): JudgeHost => {
+  // Verdicts already stored for this candidate: a retried audit (a store outage, a failed later
+  // judge) does not call, or charge, a judge twice.
+  const key = auditKey(state);
+  const judged = state.output_judged?.key === key ? state.output_judged.verdicts : {};
+  const judgeHost = (policy: OutputPolicy, index: number): JudgeHost => {
     const model =
       policy.model ?? agent.outputPolicyModel ?? runtime.outputPolicyModel ?? runtime.modelFor(agent, turn);
     const thinking =
@@ -313,6 +320,7 @@ export async function checkTurnOutput(
       metadata: { turnId: turn.id, conversationId: turn.conversationId, agentName: agent.name },
       signal: hooks.signal,
       ...(hooks.heartbeat ? { heartbeat: hooks.heartbeat } : {}),
+      memo: judged[String(index)] as unknown as OutputViolation[] | undefined,
       requested: (request) =>
         runtime.emit(turn, 'output_policy.model.requested', {
           model: request.model,
@@ -320,10 +328,22 @@ export async function checkTurnOutput(
           message_count: request.messages.length,
           policy: policy.name,
         }),
-      completed: async (request, result) => {
+      completed: async (request, result, violations) => {
         const usage = result?.usage ?? { inputTokens: 0, outputTokens: 0 };
         const charged = result?.model ?? request.model;
-        const cost = await recordInternalCall(runtime, store, turn.id, usage, charged);
+        // The charge and the verdict land together.
+        const cost = await store.atomic(null, async () => {
+          const recorded = await recordInternalCall(runtime, store, turn.id, usage, charged);
+          const fresh = turnState(await store.loadTurn(turn.id)).output_judged;
+          const verdicts = fresh?.key === key ? fresh.verdicts : {};
+          await updateState(store, turn.id, {
+            output_judged: {
+              key,
+              verdicts: { ...verdicts, [String(index)]: violations as unknown as JsonObject[] },
+            },
+          });
+          return recorded;
+        });
         await runtime.emit(turn, 'output_policy.model.completed', {
           model: charged,
           tool_call_count: 0,

@@ -21,6 +21,8 @@ export interface TurnState {
    * result (`ToolContext.appendAfterResults`): written when the tools phase closes.
    */
   after_results?: JsonObject[] | null;
+  /** Verdicts of the judges that already answered for the candidate of `key`, by policy index. */
+  output_judged?: { key: string; verdicts: Record<string, JsonObject[]> } | null;
   /** What the `outputAudit` activity found for the candidate whose key it names. */
   output_audit?: { key: string; violations: JsonObject[] } | null;
   wait_input?: boolean;

@@ -75,6 +75,19 @@ const model = new ScriptedModel({
     () => '{"approved": true, "violations": []}',
   ),
   imageless: () => 'No picture, sorry.',
+  retried: (() => {
+    let secondJudge = 0;
+    return (request: ModelRequest): ScriptedStep => {
+      if (request.metadata.purpose !== 'output_policy') return 'Fine.';
+      if (request.instructions.includes('"paid"'))
+        return {
+          text: '{"approved": true, "violations": []}',
+          usage: { inputTokens: 100_000, outputTokens: 0 },
+        };
+      // The second judge's provider fails once (retryable): the audit activity is retried.
+      return secondJudge++ === 0 ? { error: { status: 503 } } : '{"approved": true, "violations": []}';
+    };
+  })(),
   pictured: () => toolCall('paint_image', { prompt: 'a cat' }),
 });
 
@@ -118,6 +131,13 @@ const agents = [
     name: 'runtimeDefault',
     model: 'answer-model',
     outputPolicy: outputPolicy({ content: 'Be correct.' }),
+  }),
+  defineAgent({
+    name: 'retried',
+    outputPolicy: [
+      outputPolicy({ name: 'paid', content: 'Be correct.', model: 'judge-priced' }),
+      outputPolicy({ name: 'flaky', content: 'Be kind.' }),
+    ],
   }),
   defineAgent({
     name: 'imageless',
@@ -207,6 +227,19 @@ describe('LLM-judged output policies', () => {
     expect(broke.error).toMatchObject({ message: 'cost limit reached' });
     expect(broke.error!.class).toMatch(/BudgetError$/);
     expect(broke.cost).toBeCloseTo(2, 6);
+  });
+
+  it('CORE-22 a retried audit reuses the verdicts already stored: a judge is neither called nor charged twice', async () => {
+    const run = await kit.client.run('retried', 'x');
+    const turn = await run.result();
+    expect(turn.status).toBe('completed');
+    const judges = judgeCalls(model, 'retried').map((call) =>
+      call.request.instructions.includes('"paid"') ? 'paid' : 'flaky',
+    );
+    expect(judges).toEqual(['paid', 'flaky', 'flaky']);
+    // 100 000 input tokens at $2/M, once.
+    expect(turn.cost).toBeCloseTo(0.2, 6);
+    expect(await run.policyAudit()).toEqual({ clean: true, violations: [] });
   });
 
   it('CORE-22 a judge answering non-JSON or the wrong shape is a recorded violation, never a stuck turn', async () => {
