@@ -59,6 +59,7 @@ const model = new ScriptedModel({
           ],
         },
   reviewer: () => 'reviewed',
+  revised: (request) => (request.messages.length > 1 ? 'final answer' : 'draft TODO'),
   failing: [{ error: { status: 400, message: 'rejected' } }],
   cancelled: () => ({ text: 'never', delayMs: 60_000 }),
   compacted: (request) => (request.metadata.purpose === 'compaction' ? 'summary' : 'answered'),
@@ -79,6 +80,12 @@ const kit = await startKit({
       name: 'compacted',
       compaction: { contextLimit: 600, reservedTokens: 0, tailMessages: 1, tailTokens: 100 },
     }),
+    // Output checks in their own activity, and one revision (PATCH_OUTPUT_AUDIT).
+    defineAgent({
+      name: 'revised',
+      outputRetries: 1,
+      outputConstraints: [(output) => (String(output).includes('TODO') ? 'remove the TODO' : null)],
+    }),
   ],
   model,
 });
@@ -95,7 +102,7 @@ const wanted = (name: string) => only.length === 0 || only.includes(name);
 const until = async (predicate: () => Promise<boolean>) => {
   while (!(await predicate())) await new Promise((r) => setTimeout(r, 50));
 };
-for (const name of ['terminal', 'looping', 'fanout', 'failing'].filter(wanted)) {
+for (const name of ['terminal', 'looping', 'fanout', 'failing', 'revised'].filter(wanted)) {
   const run = await kit.client.run(name, `record ${name}`);
   await run.result();
   await save(name, run.workflowId);

@@ -11,6 +11,7 @@ import { claimTurn } from '../engine/claim.js';
 import { laneStep } from '../engine/messaging.js';
 import { runCompactionStep } from '../engine/compaction.js';
 import { runModelStep } from '../engine/model-step.js';
+import { runOutputAudit } from '../engine/output-checks.js';
 import { runOutputStep } from '../engine/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { retryWhileStoreDown } from '../engine/store-outage.js';
@@ -199,6 +200,21 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
 
     async turnStatus(input) {
       return mappingFailures(() => turnStatus(runtime, input));
+    },
+
+    async outputAudit(input) {
+      const signal = Context.current().cancellationSignal;
+      // A store outage waits inside the attempt, as for a model step (decision 14).
+      return mappingFailures(() =>
+        withHeartbeat((heartbeat) =>
+          retryWhileStoreDown(
+            () => runOutputAudit(runtime, input, { signal, heartbeat: () => heartbeat() }),
+            {
+              signal,
+            },
+          ),
+        ),
+      );
     },
 
     async outputStep(input) {

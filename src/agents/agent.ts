@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ArgumentError, ConfigError } from '../errors.js';
 import type { ModelClient, Thinking } from '../models/types.js';
-import type { Json, JsonObject, TurnRecord } from '../store/types.js';
+import type { Json, JsonObject } from '../store/types.js';
 import { DEFAULT_LIMITS, globalDefaults } from '../config.js';
 import type { ContextContributor, PromptSectionEntry, SystemPromptOption } from './prompt.js';
 import {
@@ -14,8 +14,12 @@ import type { CompactionPolicy, CompactionSetting } from './compaction-policy.js
 import { checkCompactionSetting, layerCompaction } from './compaction-policy.js';
 import type { Skill } from './skill.js';
 import { loadSkillTool, uniqueSkills } from './skill.js';
+import type { OutputConstraint, OutputPolicy, OutputPolicyOption } from './output-policy.js';
+import { resolveOutputPolicies } from './output-policy.js';
 import type { ToolDefinition } from './tool.js';
 import { buildTool } from './tool.js';
+
+export type { OutputConstraint, OutputViolation } from './output-policy.js';
 
 /** Root-wide limits (spec §3.4). A tree always runs under its root turn's limits. */
 export interface BudgetLimits {
@@ -33,24 +37,6 @@ export interface BudgetLimits {
 export { DEFAULT_LIMITS } from '../config.js';
 
 export type PromptMode = 'full' | 'minimal' | 'task' | 'none';
-
-export interface OutputViolation {
-  rule: string;
-  message: string;
-  metadata?: JsonObject;
-}
-
-/** A deterministic output check: return nothing/true/false when fine, else violation(s). */
-export type OutputConstraint = (
-  output: Json,
-  context: { turn: TurnRecord; outputText: string | null; outputData: Json },
-) =>
-  | void
-  | boolean
-  | string
-  | Partial<OutputViolation>
-  | (string | Partial<OutputViolation>)[]
-  | Promise<void | boolean | string | Partial<OutputViolation> | (string | Partial<OutputViolation>)[]>;
 
 export interface AgentOptions {
   name: string;
@@ -88,6 +74,15 @@ export interface AgentOptions {
   /** Structured output the model must produce; persisted as `outputData`. */
   outputSchema?: z.ZodType;
   outputConstraints?: readonly OutputConstraint[];
+  /**
+   * LLM-judged policies (`outputPolicy(...)`, a `.md`/`.markdown`/`.txt` path), `requireImage()`,
+   * `requireMediaAnalysis()`, or deterministic constraints (functions, `{ check }` objects).
+   */
+  outputPolicy?: OutputPolicyOption | readonly OutputPolicyOption[] | null;
+  /** The judges' model when a policy names none (else the runtime's, else the turn's model). */
+  outputPolicyModel?: string;
+  /** The judges' thinking when a policy sets none (else the runtime's, else `{effort: 'low'}`). */
+  outputPolicyThinking?: Thinking | null;
   /** `fail` (default): dirty output fails the turn. `report`: completes with the audit. */
   outputPolicyMode?: 'fail' | 'report';
   /** Revision rounds allowed when output checks fail. */
@@ -119,6 +114,9 @@ export interface Agent {
   /** JSON Schema of `outputSchema`, as the model sees it. */
   readonly outputJsonSchema: JsonObject | undefined;
   readonly outputConstraints: readonly OutputConstraint[];
+  readonly outputPolicies: readonly OutputPolicy[];
+  readonly outputPolicyModel: string | undefined;
+  readonly outputPolicyThinking: Thinking | null | undefined;
   readonly outputPolicyMode: 'fail' | 'report';
   readonly outputRetries: number;
   readonly client: ModelClient | undefined;
@@ -242,6 +240,7 @@ export function defineAgent(options: AgentOptions): Agent {
   if (options.promptBehavior !== undefined && typeof options.promptBehavior !== 'string')
     throw new ArgumentError(`agent ${name}: promptBehavior must be a string`);
   const outputJsonSchema = options.outputSchema ? schemaToJson(options.outputSchema) : undefined;
+  const policies = resolveOutputPolicies(name, options.outputPolicy);
   return Object.freeze({
     name,
     description: options.description ?? '',
@@ -269,7 +268,10 @@ export function defineAgent(options: AgentOptions): Agent {
     inputSchema: options.inputSchema,
     outputSchema: options.outputSchema,
     outputJsonSchema,
-    outputConstraints: Object.freeze([...(options.outputConstraints ?? [])]),
+    outputConstraints: Object.freeze([...(options.outputConstraints ?? []), ...policies.constraints]),
+    outputPolicies: Object.freeze(policies.policies),
+    outputPolicyModel: options.outputPolicyModel,
+    outputPolicyThinking: options.outputPolicyThinking,
     outputPolicyMode: mode,
     outputRetries,
     client: options.client,

@@ -135,6 +135,8 @@ function partText(part: ContentPart): string {
       return `← ${part.error ? 'error: ' : ''}${part.text}`;
     case 'image':
       return `[image ${part.mime_type}${part.url ? ` ${part.url}` : ''}]`;
+    case 'file':
+      return `[file ${part.mime_type}${part.filename ? ` ${part.filename}` : ''}]`;
     case 'media_analysis':
       return `[media analysis] ${part.text}`;
     case 'provider':

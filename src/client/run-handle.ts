@@ -10,6 +10,7 @@ import type {
   TurnRecord,
   Usage,
 } from '../store/types.js';
+import type { OutputViolation } from '../agents/output-policy.js';
 import { turnWorkflowId } from '../workflows/contract.js';
 
 export function sumUsage(turns: readonly TurnRecord[]): Usage {
@@ -127,6 +128,26 @@ export class RunHandle {
 
   async error(): Promise<TurnRecord['error']> {
     return (await this.turn()).error;
+  }
+
+  /**
+   * The audit of the turn's final output check, `{clean, violations: [{rule, message,
+   * metadata?}]}`, or null when the agent has no output checks (or the turn has not ended).
+   */
+  async policyAudit(): Promise<{ clean: boolean; violations: OutputViolation[] } | null> {
+    const options = (await this.turn()).options;
+    const state = options['state'];
+    const audit =
+      (state && typeof state === 'object' && !Array.isArray(state) ? state['policy_audit'] : undefined) ??
+      options['policy_audit'];
+    return audit && typeof audit === 'object' && !Array.isArray(audit)
+      ? (audit as unknown as { clean: boolean; violations: OutputViolation[] })
+      : null;
+  }
+
+  /** True unless the final output check found violations (no checks: clean). */
+  async policyClean(): Promise<boolean> {
+    return (await this.policyAudit())?.clean ?? true;
   }
 
   /** Every turn of the run's tree, root first. */

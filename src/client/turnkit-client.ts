@@ -4,6 +4,8 @@ import type { Agent, PromptMode } from '../agents/agent.js';
 import type { ModelClient, Thinking } from '../models/types.js';
 import type { ManualCompactionOptions } from '../engine/compaction.js';
 import { compactConversation } from '../engine/compaction.js';
+import type { MediaInput, MediaPart } from '../models/media.js';
+import { mediaPart } from '../models/media.js';
 import type { AgentRegistry } from '../agents/registry.js';
 import { buildModelRequest } from '../engine/model-request.js';
 import type { TurnPreview } from '../engine/model-request.js';
@@ -81,6 +83,11 @@ export interface TurnOptions {
 export interface RunOptions extends TurnOptions {
   /** Structured input, validated against the agent's `inputSchema` before anything is written. */
   input?: Json;
+  /**
+   * Images and files for the model, stored as parts of the task message and sent as real
+   * image / file content (an unsupported type or an oversized one is an InputError).
+   */
+  media?: readonly MediaInput[];
   /** The application's identity for authorization; the model can never set it. */
   principal?: Json;
   /** Run context, copied on write, rendered to the model as untrusted data. */
@@ -125,6 +132,13 @@ function subjectOf(subject: SubjectInput | undefined): (Subject & { prompt?: str
   if (prompt !== undefined && typeof prompt !== 'string')
     throw new ArgumentError('a subject prompt must be a string');
   return { type: subject.type, id: String(subject.id), ...(prompt !== undefined ? { prompt } : {}) };
+}
+
+/** A user's images and files as stored parts; anything unusable is an InputError before any write. */
+function inputMedia(media: readonly MediaInput[] | undefined): MediaPart[] {
+  if (media !== undefined && !Array.isArray(media))
+    throw new InputError('media must be an array of { url | data, mimeType, filename? }');
+  return (media ?? []).map((item) => mediaPart(item, (message) => new InputError(`input media: ${message}`)));
 }
 
 function taskText(task: string, input: Json | undefined): string {
@@ -215,6 +229,7 @@ export class TurnKitClient {
       const parsed = resolved.inputSchema.safeParse(undefined);
       if (!parsed.success) throw new InputError(`${resolved.name} needs an input`);
     }
+    const media = inputMedia(options.media);
     const conversationId = newId('conv');
     const rootTurnId = await this.#sharedRoot(options);
     if (options.callback !== undefined) {
@@ -231,7 +246,7 @@ export class TurnKitClient {
       const message = await this.store.appendMessage({
         conversationId,
         role: 'user',
-        content: taskText(task, options.input),
+        content: [{ type: 'text', text: taskText(task, options.input) }, ...media],
         metadata: { source: 'application', task: true },
       });
       // `task` unless the caller names a mode; `null` leaves it to the agent (spec §1.2).
@@ -486,14 +501,30 @@ export class ConversationHandle {
     });
   }
 
-  /** Says `text` and starts a turn that sees it (pass `start: false` to only prepare). */
+  /**
+   * Says `text` (with any `media`, sent to the model as real image / file parts) and starts a
+   * turn that sees it (pass `start: false` to only prepare).
+   */
   async ask(
     text: string,
-    options: TurnOptions & { start?: boolean; principal?: Json; context?: JsonObject; model?: string } = {},
+    options: TurnOptions & {
+      start?: boolean;
+      principal?: Json;
+      context?: JsonObject;
+      model?: string;
+      media?: readonly MediaInput[];
+    } = {},
   ) {
+    const { media, ...turnOptions } = options;
+    const parts = inputMedia(media);
+    if (typeof text !== 'string' || text === '') throw new ArgumentError('ask needs a non-empty text');
     const turn = await this.client.store.atomic(this.id, async () => {
-      const message = await this.say(text);
-      return this.client.buildTurn(this.agentName, this.id, message.id, message.sequence, options);
+      const message = await this.client.store.appendMessage({
+        conversationId: this.id,
+        role: 'user',
+        content: [{ type: 'text', text }, ...parts],
+      });
+      return this.client.buildTurn(this.agentName, this.id, message.id, message.sequence, turnOptions);
     });
     const handle = await this.client.handle(turn);
     return options.start === false ? handle : handle.start();

@@ -36,6 +36,8 @@ export interface TurnDigest {
   toolCalls: ToolCallDigest[];
   /** The root's deadline (ISO) for the workflow's timer, or null (set by the claim only). */
   deadline: string | null;
+  /** The agent has output constraints or policies: the output phase runs `outputAudit` first. */
+  outputChecks?: boolean;
   /** For the Temporal UI's current details (absent in digests recorded before it existed). */
   progress?: TurnProgress;
 }
@@ -65,6 +67,7 @@ export function turnDigest(agent: Agent, turn: TurnRecord, deadline: Date | null
     phase: phaseOf(turn),
     toolCalls: toolCallDigests(agent, turn),
     deadline: deadline?.toISOString() ?? null,
+    ...(agent.outputConstraints.length > 0 || agent.outputPolicies.length > 0 ? { outputChecks: true } : {}),
     progress: {
       iteration: iterationsOf(turn),
       maxIterations: limitsFromJson(turn.options['budget_limits'], agent.limits).maxIterations,

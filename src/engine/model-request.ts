@@ -4,6 +4,7 @@ import { offeredTools } from '../agents/agent.js';
 import { copyForCallback } from '../agents/prompt.js';
 import type { ToolDefinition } from '../agents/tool.js';
 import { ArgumentError } from '../errors.js';
+import { modelMediaOf } from '../models/media.js';
 import type { ModelMessage, ModelRequest, ModelToolSpec } from '../models/types.js';
 import type { ConversationRecord, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { loadedSkillsOf } from './skills.js';
@@ -28,11 +29,16 @@ function textOf(message: MessageRecord): string {
       if (part.type === 'image')
         return [`[image ${part.mime_type}${part.url ? ` ${part.url}` : ''} message ${message.id}]`];
       if (part.type === 'media_analysis')
-        return [`[media analysis${part.media ? ` ${JSON.stringify(part.media)}` : ''}]\n${part.text}`];
+        return [
+          `[media analysis of ${JSON.stringify(part.media ?? {})} message ${message.id}]\n${part.text}`,
+        ];
       return [];
     })
     .join('\n');
 }
+
+const plainText = (message: MessageRecord) =>
+  message.content.flatMap((part) => (part.type === 'text' ? [part.text] : [])).join('\n');
 
 /** Provider-neutral projection of stored messages (thinking before text, tool calls exposed). */
 export function projectMessages(messages: readonly MessageRecord[]): ModelMessage[] {
@@ -61,6 +67,11 @@ export function projectMessages(messages: readonly MessageRecord[]): ModelMessag
       };
     }
     if (message.role === 'tool') return { role: 'user', content: textOf(message) };
+    // A user's images and files reach the model as real image / file parts, not as text.
+    if (message.role === 'user') {
+      const media = message.content.flatMap((part) => modelMediaOf(part) ?? []);
+      if (media.length > 0) return { role: 'user', content: plainText(message), media };
+    }
     return { role: message.role, content: textOf(message) } as ModelMessage;
   });
 }

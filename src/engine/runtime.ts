@@ -3,7 +3,7 @@ import type { AgentRegistry } from '../agents/registry.js';
 import { globalDefaults } from '../config.js';
 import { AuthorizationError, ConfigError } from '../errors.js';
 import type { CostConfig } from '../models/cost.js';
-import type { ModelClient } from '../models/types.js';
+import type { ModelClient, Thinking } from '../models/types.js';
 import { FencedStore } from '../store/fenced-store.js';
 import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 import type { OwnerInput } from './digest.js';
@@ -43,6 +43,10 @@ export interface RuntimeOptions {
   /** In-process listeners, called after each event is durably appended. */
   onEvent?: EventListener | readonly EventListener[];
   logger?: Pick<Console, 'warn' | 'error'>;
+  /** Default model of output-policy judges (after the policy's and the agent's own). */
+  outputPolicyModel?: string;
+  /** Default thinking of output-policy judges; `{effort: 'low'}` when unset. */
+  outputPolicyThinking?: Thinking | null;
 }
 
 /** What the engine needs at run time: store, agents, models, policy, listeners. */
@@ -52,6 +56,8 @@ export class Runtime {
   readonly #defaultModel: string | undefined;
   readonly cost: CostConfig;
   readonly logger: Pick<Console, 'warn' | 'error'>;
+  readonly outputPolicyModel: string | undefined;
+  readonly outputPolicyThinking: Thinking | null | undefined;
   readonly #model: ModelClient | undefined;
   readonly #authorization: AuthorizationPolicy | undefined;
   readonly #listeners: EventListener[];
@@ -64,6 +70,8 @@ export class Runtime {
     this.#defaultModel = options.defaultModel;
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
+    this.outputPolicyModel = options.outputPolicyModel;
+    this.outputPolicyThinking = options.outputPolicyThinking;
     this.#model = options.model;
     this.#authorization = options.authorization;
     const listeners = options.onEvent;

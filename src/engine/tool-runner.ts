@@ -21,7 +21,9 @@ import type { Runtime } from './runtime.js';
 import { toolForTurn } from './skills.js';
 import { retryWhileStoreDown } from './store-outage.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
-import { contextOf, principalOf, toolCallParts, turnState } from './turn-state.js';
+import { newId } from '../ids.js';
+import { checkTreeSpend, recordInternalCall } from './charge.js';
+import { contextOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
 
 type ToolCall = ReturnType<typeof toolCallParts>[number];
 
@@ -47,6 +49,8 @@ const KNOWN_WORK = new Set(['subAgent', 'launchAgent', 'waitFor', 'sendMessage']
 
 class ToolRun {
   readonly events: Array<[string, JsonObject]> = [];
+  /** Messages the tool asked for after the results; stored with its completion. */
+  readonly afterResults: JsonObject[] = [];
 
   constructor(
     readonly runtime: Runtime,
@@ -97,6 +101,12 @@ class ToolRun {
         completedAt: nowIso(),
       });
       const message = row ? await this.appendResult(row, payload, status !== 'completed') : null;
+      if (row && status === 'completed' && this.afterResults.length > 0) {
+        const fresh = await this.store.loadTurn(this.turn.id);
+        await updateState(this.store, this.turn.id, {
+          after_results: [...(turnState(fresh).after_results ?? []), ...this.afterResults],
+        });
+      }
       return { row, message };
     });
     // Someone else (cancel, recovery) closed the row while the tool ran: the late outcome is dropped.
@@ -319,6 +329,15 @@ async function executeTool(
     execution,
     store: run.store,
     heartbeat: hooks.heartbeat,
+    recordUsage: async (usage, model) =>
+      (await recordInternalCall(run.runtime, run.store, run.turn.id, usage, model)).total,
+    checkSpend: () => checkTreeSpend(run.store, run.turn.id, run.agent.limits),
+    appendAfterResults: async (message) => {
+      const id = newId('msg');
+      run.afterResults.push({ ...(JSON.parse(JSON.stringify(message)) as JsonObject), id });
+      return id;
+    },
+    emit: (type, payload) => run.runtime.emit(run.turn, type, payload),
   };
   return normalizeToolPayload(await tool.execute(args, context));
 }

@@ -16,6 +16,15 @@ export interface TurnState {
   iterations?: number;
   revisions_used?: number;
   policy_audit?: JsonObject;
+  /**
+   * Messages completed tool calls asked to append once every call of the response has its
+   * result (`ToolContext.appendAfterResults`): written when the tools phase closes.
+   */
+  after_results?: JsonObject[] | null;
+  /** Verdicts of the judges that already answered for the candidate of `key`, by policy index. */
+  output_judged?: { key: string; verdicts: Record<string, JsonObject[]> } | null;
+  /** What the `outputAudit` activity found for the candidate whose key it names. */
+  output_audit?: { key: string; violations: JsonObject[] } | null;
   wait_input?: boolean;
   reserved_step?: string;
   model_step?: string;

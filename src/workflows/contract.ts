@@ -21,6 +21,7 @@ import type {
 } from '../engine/digest.js';
 import type { CompactionDigest, CompactionStepInput } from '../engine/compaction.js';
 import type { ModelStepInput } from '../engine/model-step.js';
+import type { OutputAuditDigest } from '../engine/output-checks.js';
 import type { ToolCallInput } from '../engine/tool-runner.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
@@ -35,12 +36,15 @@ export interface ActivitySettings {
 export interface TurnSettings {
   model?: ActivitySettings;
   tool?: ActivitySettings;
+  /** The output checks: constraints and LLM-judged policies (user code with no time bound). */
+  output?: ActivitySettings;
 }
 
 export const DEFAULT_TURN_SETTINGS: Required<{ [K in keyof TurnSettings]: Required<ActivitySettings> }> = {
   model: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 5 },
   // A replay-safe tool may be re-run until the last attempt; any other tool runs once.
   tool: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 3 },
+  output: { startToCloseTimeout: '5 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 3 },
 };
 
 export interface TurnWorkflowInput {
@@ -91,6 +95,8 @@ export interface TurnActivities {
   suspendTurn(input: OwnerInput): Promise<void>;
   resumeTurn(input: OwnerInput): Promise<TurnDigest>;
   turnStatus(input: { turnId: string }): Promise<{ status: string }>;
+  /** Runs the output constraints and judges on the candidate; stores the audit for `outputStep`. */
+  outputAudit(input: OwnerInput): Promise<OutputAuditDigest>;
   outputStep(input: OwnerInput): Promise<OutputStepDigest>;
   authorizeCancel(input: { turnId: string } & CancelRequest): Promise<{ allowed: boolean; reason?: string }>;
   rejectCancel(input: { turnId: string; reason: string }): Promise<void>;

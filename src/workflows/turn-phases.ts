@@ -5,7 +5,7 @@
 import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
-import { PATCH_COMPACTION, PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
+import { PATCH_COMPACTION, PATCH_OUTPUT_AUDIT, PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
@@ -47,7 +47,7 @@ export interface PhasesDone {
 
 /** Model → tools → output until the output phase says the turn is done. */
 async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
-  const { model, store } = run.activities;
+  const { model, output: checks, store } = run.activities;
   let digest = start;
   for (;;) {
     if (digest.phase === 'model') {
@@ -79,6 +79,11 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
       run.console.digest(digest);
     } else {
       run.console.update({ phase: 'output' });
+      if (digest.outputChecks && patched(PATCH_OUTPUT_AUDIT)) {
+        await checks.outputAudit.executeWithOptions({ summary: 'output checks' }, [
+          { turnId: run.turnId, claimToken: run.claimToken },
+        ]);
+      }
       const output = await runStoreStep(() =>
         store.outputStep.executeWithOptions({ summary: 'output' }, [run.owner()]),
       );
