@@ -1,9 +1,9 @@
 import type { Agent, OutputViolation } from '../agents/agent.js';
-import { ArgumentError } from '../errors.js';
+import { ArgumentError, storedErrorClass } from '../errors.js';
 import type { Json, JsonObject, TurnRecord } from '../store/types.js';
 import type { OutputStepDigest, OwnerInput } from './digest.js';
 import type { Runtime } from './runtime.js';
-import { terminalNotice, writeTerminal } from './terminal.js';
+import { repeatedNotice, terminalNotice, writeTerminal } from './terminal.js';
 import { turnState, updateState } from './turn-state.js';
 
 export interface OutputAudit {
@@ -70,6 +70,11 @@ function revisionPrompt(audit: OutputAudit, terminalToolName: string | null | un
  * request and go back to the model; otherwise write the terminal status with the output.
  */
 export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promise<OutputStepDigest> {
+  // Run again after the terminal write committed (the worker died in a listener, BG-14).
+  const repeated = await repeatedNotice(runtime, input.turnId);
+  if (repeated) {
+    return { done: true, status: (await runtime.store.loadTurn(input.turnId)).status, notice: repeated };
+  }
   const { store, turn, agent } = await runtime.ownTurn(input);
   const state = turnState(turn);
   const candidate = state.candidate ?? '';
@@ -107,7 +112,7 @@ export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promis
   const auditJson = audit as unknown as JsonObject | null;
   const error = failed
     ? {
-        class: 'OutputAudit',
+        class: storedErrorClass('OutputAudit'),
         message: audit.violations.map((v) => v.message).join('; '),
         policy_audit: auditJson,
       }
