@@ -1,4 +1,4 @@
-import { AuthorizationError } from '../errors.js';
+import { AuthorizationError, storedErrorClass } from '../errors.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { TurnRecord } from '../store/types.js';
 import { rootConversationId } from '../store/tree.js';
@@ -10,12 +10,16 @@ import { emitCallback, interruptToolExecutions, repairTranscript, terminalNotice
 
 export type { CancelDescendants, CancelRequest } from './cancel-request.js';
 
-/** Authorizes `:cancel`; a denial is recorded as an event and reported, nothing is cancelled. */
+/**
+ * Authorizes `:cancel`; a denial is recorded as an event and reported, nothing is cancelled.
+ * A finished turn has nothing to cancel: `finished`, no check, no event (a no-op).
+ */
 export async function authorizeCancel(
   runtime: Runtime,
   input: { turnId: string } & CancelRequest,
-): Promise<{ allowed: boolean; reason?: string }> {
+): Promise<{ allowed: boolean; reason?: string; finished?: boolean }> {
   const turn = await runtime.store.loadTurn(input.turnId);
+  if (TERMINAL_TURN_STATUSES.includes(turn.status)) return { allowed: false, finished: true };
   try {
     await runtime.authorize('cancel', input.principal, { turn: turn.id, descendants: input.descendants });
     return { allowed: true };
@@ -78,7 +82,7 @@ export async function cancelTurn(
         status: 'cancelled' as const,
         claimToken: null,
         completedAt: new Date().toISOString(),
-        error: { class: 'Cancelled', message: 'cancelled by application' },
+        error: { class: storedErrorClass('Cancelled'), message: 'cancelled by application' },
       };
       const fresh = await store.loadTurn(row.id);
       const callback = await completionCallback(runtime, store, { ...fresh, ...attrs });

@@ -87,7 +87,9 @@ export interface TurnActivities {
   resumeTurn(input: OwnerInput): Promise<TurnDigest>;
   turnStatus(input: { turnId: string }): Promise<{ status: string }>;
   outputStep(input: OwnerInput): Promise<OutputStepDigest>;
-  authorizeCancel(input: { turnId: string } & CancelRequest): Promise<{ allowed: boolean; reason?: string }>;
+  authorizeCancel(
+    input: { turnId: string } & CancelRequest,
+  ): Promise<{ allowed: boolean; reason?: string; finished?: boolean }>;
   rejectCancel(input: { turnId: string; reason: string }): Promise<void>;
   cancelTurn(input: {
     turnId: string;
