@@ -6,7 +6,13 @@ import type { CancelDescendants, CancelRequest } from './cancel-request.js';
 import type { Runtime } from './runtime.js';
 import type { TerminalNotice } from './digest.js';
 import { completionCallback, mergeNotices } from './messaging.js';
-import { emitCallback, interruptToolExecutions, repairTranscript, terminalNotice } from './terminal.js';
+import {
+  emitCallback,
+  interruptToolExecutions,
+  repairTranscript,
+  repeatedNotice,
+  terminalNotice,
+} from './terminal.js';
 
 export type { CancelDescendants, CancelRequest } from './cancel-request.js';
 
@@ -100,6 +106,9 @@ export async function cancelTurn(
     await emitCallback(runtime, row, callback);
     notices.push(await terminalNotice(store, row, callback.delivery));
   }
+  // Run again after its worker died past the commit: whoever must hear of it hears again.
+  const repeated = cancelled.length === 0 ? await repeatedNotice(runtime, target.id) : null;
+  if (repeated) notices.push(repeated);
   return {
     status: (await store.loadTurn(target.id)).status,
     cancelled: cancelled.map(({ row }) => row.id),
