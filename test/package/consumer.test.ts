@@ -111,6 +111,7 @@ const PUBLIC_API: Record<string, string[]> = {
     'readFileTool',
     'readOnlyTool',
     'sendMessageTool',
+    'storedErrorClass',
     'toModelError',
     'turnWorkflowId',
     'waitForTool',
