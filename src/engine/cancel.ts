@@ -18,14 +18,16 @@ export type { CancelDescendants, CancelRequest } from './cancel-request.js';
 
 /**
  * Authorizes `:cancel`; a denial is recorded as an event and reported, nothing is cancelled.
- * A finished turn has nothing to cancel: `finished`, no check, no event (a no-op).
+ * A finished turn has nothing to cancel: `finished`, no check and no event. Its workflow may
+ * still stop what it runs (a cascade committed in the store signals each child so that its
+ * in-flight model call or tool is aborted); the store is not written again.
  */
 export async function authorizeCancel(
   runtime: Runtime,
   input: { turnId: string } & CancelRequest,
 ): Promise<{ allowed: boolean; reason?: string; finished?: boolean }> {
   const turn = await runtime.store.loadTurn(input.turnId);
-  if (TERMINAL_TURN_STATUSES.includes(turn.status)) return { allowed: false, finished: true };
+  if (TERMINAL_TURN_STATUSES.includes(turn.status)) return { allowed: true, finished: true };
   try {
     await runtime.authorize('cancel', input.principal, { turn: turn.id, descendants: input.descendants });
     return { allowed: true };

@@ -312,8 +312,9 @@ describe('fidelity (issue 15)', () => {
     expect(next.options['principal']).toEqual(owner);
     expect(next.submittedAt).not.toBeNull();
     expect(next.parentTurnId).toBeNull();
-    const continued = await (await kit.client.handle(next.id)).result();
-    expect(continued.status).toBe('completed');
+    // Built pending by the lane, which then starts its workflow.
+    await waitUntil(async () => (await kit.store.loadTurn(next.id)).status === 'completed');
+    const continued = await kit.store.loadTurn(next.id);
     expect(continued.outputText).toBe('continued: buffered: new data');
   });
 
