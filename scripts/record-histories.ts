@@ -59,6 +59,7 @@ const model = new ScriptedModel({
           ],
         },
   reviewer: () => 'reviewed',
+  slowclaim: () => 'claimed slowly',
   revised: (request) => (request.messages.length > 1 ? 'final answer' : 'draft TODO'),
   failing: [{ error: { status: 400, message: 'rejected' } }],
   cancelled: () => ({ text: 'never', delayMs: 60_000 }),
@@ -79,6 +80,16 @@ const kit = await startKit({
     defineAgent({
       name: 'compacted',
       compaction: { contextLimit: 600, reservedTokens: 0, tailMessages: 1, tailTokens: 100 },
+    }),
+    // A claim (a local activity) that outlives its workflow task: the model's validate takes
+    // 9 s, so the claim's marker and the commands after it land in two workflow tasks.
+    defineAgent({
+      name: 'slowclaim',
+      outputConstraints: [() => null],
+      client: {
+        validate: () => new Promise<void>((resolve) => setTimeout(resolve, 9_000)),
+        chat: (request, options) => model.chat(request, options),
+      },
     }),
     // Output checks in their own activity, and one revision (PATCH_OUTPUT_AUDIT).
     defineAgent({
@@ -102,7 +113,7 @@ const wanted = (name: string) => only.length === 0 || only.includes(name);
 const until = async (predicate: () => Promise<boolean>) => {
   while (!(await predicate())) await new Promise((r) => setTimeout(r, 50));
 };
-for (const name of ['terminal', 'looping', 'fanout', 'failing', 'revised'].filter(wanted)) {
+for (const name of ['terminal', 'looping', 'fanout', 'failing', 'revised', 'slowclaim'].filter(wanted)) {
   const run = await kit.client.run(name, `record ${name}`);
   await run.result();
   await save(name, run.workflowId);

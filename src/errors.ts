@@ -71,3 +71,43 @@ export class LostClaim extends TurnKitError {}
  * activities are fenced by the task's history length instead. Never retried.
  */
 export class StaleTask extends LostClaim {}
+
+/**
+ * The names of TurnKit's own error classes, plus the two classes TurnKit stores without an
+ * exception behind them: `Cancelled` (spec §5.9) and `OutputAudit` (spec §3.3).
+ */
+const TURNKIT_CLASSES = new Set([
+  'ArgumentError',
+  'ConfigError',
+  'ModelAccessError',
+  'InputError',
+  'BudgetError',
+  'AuthorizationError',
+  'ModelError',
+  'ToolError',
+  'ToolValidationError',
+  'CompactionError',
+  'StoreError',
+  'RecordNotFound',
+  'LostClaim',
+  'StaleTask',
+  'Cancelled',
+  'OutputAudit',
+  // An activity that timed out (the workflow's own classification of a Temporal timeout).
+  'TimeoutError',
+]);
+
+const PREFIX = 'TurnKit::';
+
+/**
+ * The error class as a TurnKit-compatible store row carries it (`error.class`,
+ * `error.details.class`, `options.callback_denied.class`): TurnKit's own classes are written
+ * `TurnKit::<Class>` as the spec writes them (`TurnKit::Cancelled`, `TurnKit::ModelError`);
+ * any other class (a tool's `TypeError`) keeps its name. Idempotent. Every write path uses
+ * it, and so does every reader that compares a stored class.
+ */
+export function storedErrorClass(name: string): string {
+  if (name.startsWith(PREFIX)) return name;
+  if (name === 'TurnKitError') return `${PREFIX}Error`;
+  return TURNKIT_CLASSES.has(name) ? `${PREFIX}${name}` : name;
+}

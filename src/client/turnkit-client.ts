@@ -1,4 +1,9 @@
-import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+} from '@temporalio/client';
 import type { z } from 'zod';
 import type { Agent, PromptMode } from '../agents/agent.js';
 import type { ModelClient, Thinking } from '../models/types.js';
@@ -11,7 +16,8 @@ import { buildModelRequest } from '../engine/model-request.js';
 import type { TurnPreview } from '../engine/model-request.js';
 import { Runtime } from '../engine/runtime.js';
 import { depthOf } from '../engine/turn-state.js';
-import { ArgumentError, InputError } from '../errors.js';
+import { ArgumentError, AuthorizationError, InputError } from '../errors.js';
+import { authorizeCancel, cancelTurn } from '../engine/cancel.js';
 import { newId } from '../ids.js';
 import { jsonCopy, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
@@ -32,6 +38,7 @@ import {
   cancelSignal,
   DEFAULT_TASK_QUEUE,
   laneStartOptions,
+  targetFinishedSignal,
   turnStartOptions,
   turnWorkflowId,
 } from '../workflows/contract.js';
@@ -232,12 +239,14 @@ export class TurnKitClient {
     const media = inputMedia(options.media);
     const conversationId = newId('conv');
     const rootTurnId = await this.#sharedRoot(options);
+    // Allocated before the checks, so the policy sees the turn it decides about.
+    const turnId = newId('turn');
     if (options.callback !== undefined) {
       if (typeof options.callback !== 'string' || options.callback === '')
         throw new ArgumentError('callback must be a conversation id');
       await this.store.loadConversation(options.callback);
       await this.#runtime.authorize('callback', options.principal ?? null, {
-        turn: null,
+        turn: turnId,
         destination_conversation: options.callback,
       });
     }
@@ -256,6 +265,7 @@ export class TurnKitClient {
         promptMode,
         rootTurnId,
         submit,
+        turnId,
       });
     });
     return turn;
@@ -342,8 +352,12 @@ export class TurnKitClient {
   }
 
   /**
-   * Sends the turn's workflow the `cancel` signal (the same path as `temporal workflow
-   * signal --name cancel`). Cancelling a finished turn is a harmless ArgumentError.
+   * Cancels a turn (spec §5.9). The cancel is authorized here, with the same policy the
+   * workers hold, so a denial throws AuthorizationError before anything is sent (and is
+   * recorded as `cancel.denied`). A turn that never started (a prepared run, or one whose
+   * workflow start failed) is cancelled in the store, with the events and callbacks of any
+   * cancel; a started one gets its workflow's `cancel` signal (the same path as `temporal
+   * workflow signal --name cancel`). Cancelling a finished turn is a no-op.
    */
   async cancel(
     turnId: string,
@@ -355,10 +369,30 @@ export class TurnKitClient {
     });
     if (!parsed.ok) throw new ArgumentError(parsed.reason);
     const turn = await this.store.loadTurn(turnId);
-    if (TERMINAL_TURN_STATUSES.includes(turn.status)) {
-      throw new ArgumentError(`turn ${turnId} is already ${turn.status}: there is nothing to cancel`);
+    if (TERMINAL_TURN_STATUSES.includes(turn.status)) return;
+    const verdict = await authorizeCancel(this.#runtime, { turnId, ...parsed.value });
+    if (verdict.finished) return;
+    if (!verdict.allowed) throw new AuthorizationError(verdict.reason ?? 'not authorized to cancel');
+    if (turn.submittedAt === null) return this.#cancelInStore(turnId, parsed.value.descendants);
+    try {
+      await this.temporal.workflow.getHandle(turnWorkflowId(turnId)).signal(cancelSignal, parsed.value);
+    } catch (error) {
+      // Submitted, but its workflow never started or already closed: nobody runs the turn.
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+      await this.#cancelInStore(turnId, parsed.value.descendants);
     }
-    await this.temporal.workflow.getHandle(turnWorkflowId(turnId)).signal(cancelSignal, parsed.value);
+  }
+
+  /** The store half of a cancel, for a turn no workflow runs; then who must hear of it. */
+  async #cancelInStore(turnId: string, descendants: CancelDescendants): Promise<void> {
+    const { notice } = await cancelTurn(this.#runtime, { turnId, descendants });
+    for (const waiter of notice.waiters) {
+      await this.temporal.workflow
+        .getHandle(turnWorkflowId(waiter))
+        .signal(targetFinishedSignal, turnWorkflowId(turnId))
+        .catch(() => undefined);
+    }
+    for (const lane of notice.lanes) await this.wakeLane(lane);
   }
 
   /** The request the turn's next model call would send, without calling the model (CORE-09). */
@@ -399,7 +433,7 @@ export class TurnKitClient {
     conversationId: string,
     triggerMessageId: string,
     sequence: number,
-    options: RunOptions & { submit?: boolean },
+    options: RunOptions & { submit?: boolean; turnId?: string },
   ): Promise<TurnRecord> {
     return buildTurn(
       this.store,
@@ -416,6 +450,7 @@ export class TurnKitClient {
         ...(options.compact !== undefined ? { compact: options.compact } : {}),
         ...(options.rootTurnId ? { rootTurnId: options.rootTurnId } : {}),
         ...(options.callback ? { callbackConversationId: options.callback } : {}),
+        ...(options.turnId ? { id: options.turnId } : {}),
         submit: options.submit ?? false,
       },
     );

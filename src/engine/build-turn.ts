@@ -7,6 +7,8 @@ import { jsonCopy, nowIso } from '../store/records.js';
 import type { Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 
 export interface BuildTurnOptions {
+  /** The turn's id, when the caller allocated it first (to authorize with it). */
+  id?: string;
   /** The application's identity; absent → the conversation's stored principal. */
   principal?: Json;
   /** Run context; absent → the conversation's stored context. */
@@ -68,6 +70,7 @@ export async function buildTurn(
   if (options.callbackConversationId)
     turnOptions['callback_conversation_id'] = options.callbackConversationId;
   return store.createTurn({
+    ...(options.id ? { id: options.id } : {}),
     conversationId,
     agentName: agent.name,
     contextMessageSequence: trigger.sequence,

@@ -1,4 +1,4 @@
-import { AuthorizationError } from '../errors.js';
+import { AuthorizationError, storedErrorClass } from '../errors.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { TurnRecord } from '../store/types.js';
 import { rootConversationId } from '../store/tree.js';
@@ -6,16 +6,28 @@ import type { CancelDescendants, CancelRequest } from './cancel-request.js';
 import type { Runtime } from './runtime.js';
 import type { TerminalNotice } from './digest.js';
 import { completionCallback, mergeNotices } from './messaging.js';
-import { emitCallback, interruptToolExecutions, repairTranscript, terminalNotice } from './terminal.js';
+import {
+  emitCallback,
+  interruptToolExecutions,
+  repairTranscript,
+  repeatedNotice,
+  terminalNotice,
+} from './terminal.js';
 
 export type { CancelDescendants, CancelRequest } from './cancel-request.js';
 
-/** Authorizes `:cancel`; a denial is recorded as an event and reported, nothing is cancelled. */
+/**
+ * Authorizes `:cancel`; a denial is recorded as an event and reported, nothing is cancelled.
+ * A finished turn has nothing to cancel: `finished`, no check and no event. Its workflow may
+ * still stop what it runs (a cascade committed in the store signals each child so that its
+ * in-flight model call or tool is aborted); the store is not written again.
+ */
 export async function authorizeCancel(
   runtime: Runtime,
   input: { turnId: string } & CancelRequest,
-): Promise<{ allowed: boolean; reason?: string }> {
+): Promise<{ allowed: boolean; reason?: string; finished?: boolean }> {
   const turn = await runtime.store.loadTurn(input.turnId);
+  if (TERMINAL_TURN_STATUSES.includes(turn.status)) return { allowed: true, finished: true };
   try {
     await runtime.authorize('cancel', input.principal, { turn: turn.id, descendants: input.descendants });
     return { allowed: true };
@@ -78,7 +90,7 @@ export async function cancelTurn(
         status: 'cancelled' as const,
         claimToken: null,
         completedAt: new Date().toISOString(),
-        error: { class: 'Cancelled', message: 'cancelled by application' },
+        error: { class: storedErrorClass('Cancelled'), message: 'cancelled by application' },
       };
       const fresh = await store.loadTurn(row.id);
       const callback = await completionCallback(runtime, store, { ...fresh, ...attrs });
@@ -96,6 +108,9 @@ export async function cancelTurn(
     await emitCallback(runtime, row, callback);
     notices.push(await terminalNotice(store, row, callback.delivery));
   }
+  // Run again after its worker died past the commit: whoever must hear of it hears again.
+  const repeated = cancelled.length === 0 ? await repeatedNotice(runtime, target.id) : null;
+  if (repeated) notices.push(repeated);
   return {
     status: (await store.loadTurn(target.id)).status,
     cancelled: cancelled.map(({ row }) => row.id),

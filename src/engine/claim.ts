@@ -7,6 +7,7 @@ import type { Store, TurnRecord, TurnStatus } from '../store/types.js';
 import { Budget } from './budget.js';
 import type { ClaimDigest, OwnerInput } from './digest.js';
 import { turnDigest } from './digest.js';
+import { validateModel } from './model-step.js';
 import type { Runtime } from './runtime.js';
 import { phaseOf, turnState, updateState } from './turn-state.js';
 
@@ -157,6 +158,7 @@ export async function claimTurn(
   const taken = options.supersede ? await supersedeClaim(store, initial, claimToken) : null;
   if (taken) {
     await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
+    await validateModel(runtime, agent, taken);
     return { claimed: true, ...turnDigest(agent, taken, await deadline()) };
   }
   const outcome = await claimInLane(store, turnId, claimToken);
@@ -167,6 +169,8 @@ export async function claimTurn(
       model: runtime.modelFor(agent, outcome.turn),
     });
   }
+  // Before the phase loop (spec §3.2 step 4): a model that can never work fails the turn now.
+  await validateModel(runtime, agent, outcome.turn);
   const turn = await injectWaitResults(runtime, outcome.turn, {
     turnId,
     claimToken,

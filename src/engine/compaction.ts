@@ -6,7 +6,7 @@
  */
 import type { Agent } from '../agents/agent.js';
 import type { CompactionPolicy } from '../agents/compaction-policy.js';
-import { BudgetError, CompactionError, LostClaim, StoreError } from '../errors.js';
+import { BudgetError, CompactionError, LostClaim, StoreError, storedErrorClass } from '../errors.js';
 import { addUsage, costFromUsage } from '../models/cost.js';
 import type { ModelClient, ModelMessage, ModelRequest, ModelUsage } from '../models/types.js';
 import { nowIso } from '../store/records.js';
@@ -283,7 +283,7 @@ export async function runCompactionStep(
     const reason = error instanceof Error ? error.message : String(error);
     runtime.logger.warn(`turnkit: automatic compaction of ${turn.id} failed (ignored): ${reason}`);
     await runtime.emit(turn, 'compaction.failed', {
-      error: { class: error instanceof Error ? error.name : 'Error', message: reason },
+      error: { class: storedErrorClass(error instanceof Error ? error.name : 'Error'), message: reason },
     });
     return { compacted: false, messageId: null };
   }

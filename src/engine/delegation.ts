@@ -46,9 +46,11 @@ export async function delegate(
     agent: subAgent.name,
     arguments: { task },
   });
-  await runtime.authorize('wait', principal, { turn: parent.id, targets: [`child of ${execution.id}`] });
   return store.atomicGraph(async () => {
     const child = await childTurn(store, parent, subAgent, execution, task, principal);
+    // Authorized with the real child id (spec §4.8: `Background.wait`); a denial rolls the
+    // child and the edge back together.
+    await runtime.authorize('wait', principal, { turn: parent.id, targets: [child.id] });
     await addWaits(store, { turnId: parent.id, targetTurnIds: [child.id], transition: false });
     return child;
   });

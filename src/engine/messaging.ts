@@ -3,7 +3,7 @@
  * callbacks, and the conversation lane's step. Every function here is idempotent, so a
  * crash or retry anywhere repeats it safely.
  */
-import { ArgumentError, AuthorizationError, RecordNotFound } from '../errors.js';
+import { ArgumentError, AuthorizationError, RecordNotFound, storedErrorClass } from '../errors.js';
 import { deliver } from '../store/maintenance.js';
 import { canonicalJson, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
@@ -158,13 +158,19 @@ export async function completionCallback(
     });
   } catch (error) {
     if (!(error instanceof AuthorizationError)) throw error;
-    return { delivery: null, denied: { class: error.name, message: error.message, at: nowIso() } };
+    return {
+      delivery: null,
+      denied: { class: storedErrorClass(error.name), message: error.message, at: nowIso() },
+    };
   }
   try {
     await store.loadConversation(destination);
   } catch (error) {
     if (!(error instanceof RecordNotFound)) throw error;
-    return { delivery: null, denied: { class: 'RecordNotFound', message: error.message, at: nowIso() } };
+    return {
+      delivery: null,
+      denied: { class: storedErrorClass('RecordNotFound'), message: error.message, at: nowIso() },
+    };
   }
   const delivery = await store.createDelivery({
     key: `completion:${final.id}`,

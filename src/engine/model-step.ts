@@ -117,13 +117,50 @@ async function callModel(
       .chat(request, { signal: hooks.signal, onProgress: hooks.heartbeat });
   } catch (error) {
     if (hooks.signal.aborted) throw error;
-    if (error instanceof ModelError || error instanceof ConfigError) throw error;
-    throw new ModelError(`model call failed: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-      retryable: true,
-    });
+    throw modelFailure(error, 'model call failed');
   }
   return { request, result };
+}
+
+/** Whether an error says the model can never work as configured (a ConfigError, by class or name). */
+function isConfigFailure(error: unknown): boolean {
+  if (error instanceof ConfigError) return true;
+  // A ConfigError of another copy of TurnKit (an app with two installs) still names its class.
+  const name = error instanceof Error ? error.name : '';
+  return name === 'ConfigError' || name === 'ModelAccessError';
+}
+
+/**
+ * What a failure of the model client becomes (spec §3.2, §3.10): a ModelError stays as it
+ * is; a ModelAccessError or another ConfigError fails the turn at once, with its own class,
+ * never retried; anything else is a retryable ModelError.
+ */
+export function modelFailure(error: unknown, what: string): Error {
+  if (error instanceof ModelError) return error;
+  if (isConfigFailure(error)) {
+    if (error instanceof ConfigError) return error;
+    const failure = new ConfigError((error as Error).message, { cause: error });
+    failure.name = (error as Error).name;
+    return failure;
+  }
+  return new ModelError(`${what}: ${error instanceof Error ? error.message : String(error)}`, {
+    cause: error,
+    retryable: true,
+  });
+}
+
+/**
+ * `client.validate(model)` (spec §3.2 step 4), run by the claim step before the phase loop:
+ * a model that can never work fails the turn before any model call.
+ */
+export async function validateModel(runtime: Runtime, agent: OwnedTurn['agent'], turn: TurnRecord) {
+  const client = runtime.modelClientFor(agent);
+  if (!client.validate) return;
+  try {
+    await client.validate(runtime.modelFor(agent, turn));
+  } catch (error) {
+    throw modelFailure(error, 'model validation failed');
+  }
 }
 
 /**

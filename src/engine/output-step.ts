@@ -1,5 +1,6 @@
 import type { Agent } from '../agents/agent.js';
 import type { OutputViolation } from '../agents/output-policy.js';
+import { storedErrorClass } from '../errors.js';
 import type { JsonObject, TurnRecord } from '../store/types.js';
 import type { OutputStepDigest, OwnerInput } from './digest.js';
 import type { OutputAudit } from './output-checks.js';
@@ -11,7 +12,7 @@ import {
   storedAudit,
 } from './output-checks.js';
 import type { Runtime } from './runtime.js';
-import { terminalNotice, writeTerminal } from './terminal.js';
+import { repeatedNotice, terminalNotice, writeTerminal } from './terminal.js';
 import type { TurnState } from './turn-state.js';
 import { turnState, updateState } from './turn-state.js';
 
@@ -66,6 +67,11 @@ function revisionPrompt(
  * request and go back to the model; otherwise write the terminal status with the output.
  */
 export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promise<OutputStepDigest> {
+  // Run again after the terminal write committed (the worker died in a listener, BG-14).
+  const repeated = await repeatedNotice(runtime, input.turnId);
+  if (repeated) {
+    return { done: true, status: (await runtime.store.loadTurn(input.turnId)).status, notice: repeated };
+  }
   const { store, turn, agent } = await runtime.ownTurn(input);
   const state = turnState(turn);
   const candidate = state.candidate ?? '';
@@ -103,7 +109,7 @@ export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promis
   const auditJson = audit as unknown as JsonObject | null;
   const error = failed
     ? {
-        class: 'OutputAudit',
+        class: storedErrorClass('OutputAudit'),
         message: audit.violations.map((v) => v.message).join('; '),
         policy_audit: auditJson,
       }

@@ -1,5 +1,6 @@
-import { LostClaim } from '../errors.js';
+import { LostClaim, storedErrorClass } from '../errors.js';
 import { nowIso } from '../store/records.js';
+import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type {
   DeliveryRecord,
   Json,
@@ -192,6 +193,22 @@ export async function terminalNotice(
 }
 
 /**
+ * The notice of a terminal write that already committed, for a step that runs again after
+ * its worker died between the commit and the step's result (a `turn.completed` listener that
+ * exits the process, BG-14): the waiters and lanes, with the completion callback's
+ * destination while that delivery is still undelivered. Null while the turn is not terminal.
+ */
+export async function repeatedNotice(runtime: Runtime, turnId: string): Promise<TerminalNotice | null> {
+  const store = runtime.store;
+  const turn = await store.loadTurn(turnId);
+  if (!TERMINAL_TURN_STATUSES.includes(turn.status)) return null;
+  const callback = (await store.listDeliveries({ sourceConversationId: turn.conversationId })).find(
+    (delivery) => delivery.key === `completion:${turn.id}` && delivery.deliveredAt === null,
+  );
+  return terminalNotice(store, turn, callback ?? null);
+}
+
+/**
  * Fails the turn durably with a typed error (no-op when the claim is gone). A turn that is
  * suspended waiting (claim released) is taken back by its own run first, so a root timeout
  * during a join fails it instead of leaving it waiting.
@@ -203,7 +220,7 @@ export async function failTurn(
   try {
     const retaken = await retakeClaim(runtime, input, ['waiting', 'pending']);
     const { store } = await runtime.ownTurn(input, retaken ?? undefined);
-    const error = { class: input.error.class, message: input.error.message };
+    const error = { class: storedErrorClass(input.error.class), message: input.error.message };
     const { turn, callback } = await writeTerminal(
       runtime,
       store,
@@ -214,7 +231,10 @@ export async function failTurn(
     await runtime.emit(turn, 'turn.failed', { error });
     return { status: turn.status, notice: await terminalNotice(runtime.store, turn, callback) };
   } catch (error) {
-    if (error instanceof LostClaim) return { status: (await runtime.store.loadTurn(input.turnId)).status };
-    throw error;
+    if (!(error instanceof LostClaim)) throw error;
+    // Terminal already (this step's commit, or a cancel): tell whoever must hear of it again.
+    const notice = await repeatedNotice(runtime, input.turnId);
+    const status = (await runtime.store.loadTurn(input.turnId)).status;
+    return notice ? { status, notice } : { status };
   }
 }

@@ -1,7 +1,14 @@
 import type { Agent } from '../agents/agent.js';
 import type { ToolContext, ToolDefinition } from '../agents/tool.js';
 import { normalizeToolPayload, validateToolArguments } from '../agents/tool.js';
-import { AuthorizationError, BudgetError, LostClaim, ToolError, TurnKitError } from '../errors.js';
+import {
+  AuthorizationError,
+  BudgetError,
+  LostClaim,
+  storedErrorClass,
+  ToolError,
+  TurnKitError,
+} from '../errors.js';
 import { nowIso } from '../store/records.js';
 import type {
   Json,
@@ -135,7 +142,7 @@ class ToolRun {
 }
 
 function errorDetails(error: unknown, extra: JsonObject = {}): JsonObject {
-  return { class: error instanceof Error ? error.name : 'Error', ...extra };
+  return { class: storedErrorClass(error instanceof Error ? error.name : 'Error'), ...extra };
 }
 
 /**

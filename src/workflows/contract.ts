@@ -98,7 +98,9 @@ export interface TurnActivities {
   /** Runs the output constraints and judges on the candidate; stores the audit for `outputStep`. */
   outputAudit(input: OwnerInput): Promise<OutputAuditDigest>;
   outputStep(input: OwnerInput): Promise<OutputStepDigest>;
-  authorizeCancel(input: { turnId: string } & CancelRequest): Promise<{ allowed: boolean; reason?: string }>;
+  authorizeCancel(
+    input: { turnId: string } & CancelRequest,
+  ): Promise<{ allowed: boolean; reason?: string; finished?: boolean }>;
   rejectCancel(input: { turnId: string; reason: string }): Promise<void>;
   cancelTurn(input: {
     turnId: string;

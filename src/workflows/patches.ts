@@ -1,3 +1,5 @@
+import { patched } from '@temporalio/workflow';
+
 /**
  * Patch ids (`patched()`): every change to the command sequence of the released turn workflow
  * is guarded, and CI replays the recorded histories of the earlier version.
@@ -7,7 +9,24 @@ export const PATCH_NOTIFY = 'turnkit-terminal-notice-1';
 export const PATCH_COORDINATION = 'turnkit-coordination-tools-1';
 export const PATCH_RECLAIM = 'turnkit-reclaim-after-reset-1';
 export const PATCH_FAIL_ACTIVITY = 'turnkit-fail-as-activity-1';
+
+// The patches below are decided once, in the run's first activation, before any command
+// (`runFeatures`): a `patched()` call right after a local activity's result misreads a
+// history in which that local activity outlived its workflow task (the marker and the
+// commands after it land in two tasks), and the replay fails (docs/architecture.md).
+
 /** A model phase asks whether compaction is due and runs `compactStep` first when it is. */
-export const PATCH_COMPACTION = 'turnkit-compaction-1';
+export const PATCH_COMPACTION = 'turnkit-compaction-2';
 /** Output constraints and judges run in their own scheduled activity before the output step. */
-export const PATCH_OUTPUT_AUDIT = 'turnkit-output-audit-activity-1';
+export const PATCH_OUTPUT_AUDIT = 'turnkit-output-audit-activity-2';
+
+/** What this run of the turn workflow does, fixed at its start. */
+export interface RunFeatures {
+  compaction: boolean;
+  outputAudit: boolean;
+}
+
+/** Call first thing in the workflow, before any command. */
+export function runFeatures(): RunFeatures {
+  return { compaction: patched(PATCH_COMPACTION), outputAudit: patched(PATCH_OUTPUT_AUDIT) };
+}

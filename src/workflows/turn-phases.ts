@@ -5,7 +5,7 @@
 import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
-import { PATCH_COMPACTION, PATCH_OUTPUT_AUDIT, PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
+import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
@@ -58,7 +58,7 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
       const callModel = (input: typeof step & { compaction?: boolean }) =>
         model.modelStep.executeWithOptions({ summary }, [input]);
       run.console.update({ phase: 'model', modelCalls: run.modelCalls });
-      if (patched(PATCH_COMPACTION)) {
+      if (run.features.compaction) {
         digest = await callModel({ ...step, compaction: true });
         if ((digest as ModelStepDigest).compactionDue) {
           // Summarize in its own activity, then make the call without asking again.
@@ -79,7 +79,7 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
       run.console.digest(digest);
     } else {
       run.console.update({ phase: 'output' });
-      if (digest.outputChecks && patched(PATCH_OUTPUT_AUDIT)) {
+      if (digest.outputChecks && run.features.outputAudit) {
         await checks.outputAudit.executeWithOptions({ summary: 'output checks' }, [
           { turnId: run.turnId, claimToken: run.claimToken },
         ]);

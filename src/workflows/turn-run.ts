@@ -12,6 +12,7 @@ import {
 import type { OwnerInput, TurnErrorDigest } from '../engine/digest.js';
 import type { TurnActivityProxies } from './activity-options.js';
 import type { TurnConsole } from './console.js';
+import type { RunFeatures } from './patches.js';
 import type { TurnSettings } from './contract.js';
 
 export interface TurnRun {
@@ -27,6 +28,8 @@ export interface TurnRun {
   modelCalls: number;
   /** What the Temporal UI shows of the turn (current details, the `state` query). */
   console: TurnConsole;
+  /** Patches decided at the run's start. */
+  features: RunFeatures;
   /**
    * The owner's input for a store step, with the running workflow task's history length: a
    * stale task of this run still has the claim token, and this fences it (StaleTask).

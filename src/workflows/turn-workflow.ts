@@ -15,6 +15,7 @@ import type { CancelRequest } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
 import { turnActivities } from './activity-options.js';
 import { TurnConsole } from './console.js';
+import { runFeatures } from './patches.js';
 import type { TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
 import {
   cancelSignal,
@@ -31,6 +32,8 @@ import { isLostClaim, isStaleTask } from './turn-run.js';
 
 export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkflowResult> {
   const { turnId } = input;
+  // Before any command: see patches.ts.
+  const features = runFeatures();
   const activities = turnActivities(input.settings);
   // Everything the turn does runs in this scope, so cancel and the root timeout stop it alike.
   const scope = new CancellationScope();
@@ -66,6 +69,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     nudges: () => nudges,
     modelCalls: 0,
     console: new TurnConsole(turnId),
+    features,
     owner: () => ({ turnId, claimToken, taskHistoryLength: workflowInfo().historyLength }),
   };
   let end: TurnEnd;

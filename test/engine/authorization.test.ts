@@ -108,7 +108,7 @@ function expectDenied(execution: ToolExecutionRecord | undefined, action: string
   expect(execution?.status).toBe('failed');
   expect(execution?.error?.message).toBe(`not authorized to ${action}`);
   expect((execution?.error as { details?: Record<string, unknown> }).details).toMatchObject({
-    class: 'AuthorizationError',
+    class: 'TurnKit::AuthorizationError',
     authorization_denied: true,
   });
 }

@@ -223,7 +223,7 @@ describe('compaction (CORE-25)', () => {
     const turn = await (await conversation.ask('third')).result();
     expect(turn.status).toBe('completed');
     const failed = (await kit.store.listEvents(turn.id)).find((e) => e.type === 'compaction.failed');
-    expect(failed?.payload['error']).toMatchObject({ class: 'CompactionError' });
+    expect(failed?.payload['error']).toMatchObject({ class: 'TurnKit::CompactionError' });
     expect(summaries(await conversation.messages())).toEqual([]);
 
     summaryText = 'SUMMARY';
@@ -232,7 +232,7 @@ describe('compaction (CORE-25)', () => {
     await capped.say(`second ${'q'.repeat(1500)}`);
     const denied = await (await capped.ask('third')).result();
     expect(denied.status).toBe('failed');
-    expect(denied.error).toMatchObject({ class: 'BudgetError', message: 'cost limit reached' });
+    expect(denied.error).toMatchObject({ class: 'TurnKit::BudgetError', message: 'cost limit reached' });
     expect(mainRequests('capped')).toEqual([]); // the main call never ran
     expect(denied.cost).toBeGreaterThan(0.5); // the compaction's cost was recorded
   });

@@ -209,7 +209,7 @@ describe('deliveries and the conversation lane', () => {
       gates.get('bg33')!.open();
       const turn = await run.result();
       expect(turn.status).toBe('completed');
-      expect(turn.options['callback_denied']).toMatchObject({ class: 'AuthorizationError' });
+      expect(turn.options['callback_denied']).toMatchObject({ class: 'TurnKit::AuthorizationError' });
       expect(await recipient.inbox()).toHaveLength(0);
     } finally {
       policy.deny = new Set();

@@ -36,7 +36,7 @@ describe('message parts (CORE-12)', () => {
     await add('assistant', 'tool_call', parts['toolCall']!);
     await add('tool', 'tool_result', parts['toolResult']!, { tool_name: 'lookup' });
     const image = await add('assistant', 'image', parts['image']!);
-    await add('assistant', 'media_analysis', parts['media']!);
+    const analysis = await add('assistant', 'media_analysis', parts['media']!);
     await add('assistant', 'text', parts['provider']!);
 
     const stored = await store.listMessages(conversation.id);
@@ -64,7 +64,8 @@ describe('message parts (CORE-12)', () => {
     expect(JSON.stringify(projected[3])).not.toContain('AAAA');
     expect(projected[4]).toEqual({
       role: 'assistant',
-      content: '[media analysis {"mime_type":"image/png"}]\na red square',
+      // Named by its message, like an image, so the model can refer to it.
+      content: `[media analysis of {"mime_type":"image/png"} message ${analysis.id}]\na red square`,
     });
     // Provider-specific parts stay in the store and out of the request.
     expect(projected[5]).toEqual({ role: 'assistant', content: 'with a citation' });

@@ -264,7 +264,7 @@ describe('turn workflow on the Temporal dev server', () => {
     const turn = await run.result();
     expect(turn.status).toBe('failed');
     expect(turn.error).toMatchObject({
-      class: 'BudgetError',
+      class: 'TurnKit::BudgetError',
       message: 'maximum executions reached for tool status_tool',
     });
     const executions = await run.toolExecutions();
@@ -291,7 +291,7 @@ describe('turn workflow on the Temporal dev server', () => {
     ]);
     expect(executions[0]!.error).toMatchObject({
       message: 'missing required argument: count',
-      details: { class: 'ToolValidationError' },
+      details: { class: 'TurnKit::ToolValidationError' },
     });
     expect(executions[1]!.error?.message).toContain('count');
     expect(executions[2]!.error?.message).toBe('unknown argument(s): extra');
@@ -376,14 +376,14 @@ describe('turn workflow on the Temporal dev server', () => {
   it('an empty model response fails the turn with a typed ModelError', async () => {
     const turn = await (await kit.client.run('empty', 'Nothing')).result();
     expect(turn.status).toBe('failed');
-    expect(turn.error).toMatchObject({ class: 'ModelError' });
+    expect(turn.error).toMatchObject({ class: 'TurnKit::ModelError' });
     expect(turn.error!.message).toContain('empty response');
   });
 
   it('BG-03 a provider rejection fails the turn durably as ModelError after exactly one provider attempt', async () => {
     const turn = await (await kit.client.run('rejected', 'Fail')).result();
     expect(turn.status).toBe('failed');
-    expect(turn.error).toMatchObject({ class: 'ModelError' });
+    expect(turn.error).toMatchObject({ class: 'TurnKit::ModelError' });
     expect(turn.error!.message).toContain('bad model');
     expect(script.callsFor('rejected')).toHaveLength(1);
   });
@@ -434,7 +434,7 @@ describe('turn workflow on the Temporal dev server', () => {
     const run = await kit.client.run('spender', 'Spend');
     const turn = await run.result();
     expect(turn.status).toBe('failed');
-    expect(turn.error).toMatchObject({ class: 'BudgetError', message: 'cost limit reached' });
+    expect(turn.error).toMatchObject({ class: 'TurnKit::BudgetError', message: 'cost limit reached' });
     // 1M input tokens at $3 + 10 cache-write tokens at $100k/M + 5 thinking tokens at $100k/M = 3 + 1 + 0.5
     expect(turn.cost).toBeCloseTo(4.5, 6);
     expect(turn.usage).toMatchObject({ input_tokens: 1_000_000, cache_write_tokens: 10, thinking_tokens: 5 });

@@ -110,9 +110,11 @@ describe('AI SDK 7 models through a real turn', () => {
     const run = await kit.client.run('legacy-helper', 'hello');
     const turn = await run.result();
     expect(turn.status).toBe('failed');
-    expect(turn.error).toMatchObject({ class: 'ConfigError' });
+    expect(turn.error).toMatchObject({ class: 'TurnKit::ConfigError' });
     expect(turn.error!.message).toMatch(/specification "v1"/);
+    // `validate` refuses it in the claim step, before the phase loop: no model request at all.
     const events = (await run.events()).map((e) => e.type);
-    expect(events.filter((type) => type === 'model.requested')).toHaveLength(1);
+    expect(events.filter((type) => type === 'turn.started')).toHaveLength(1);
+    expect(events.filter((type) => type === 'model.requested')).toHaveLength(0);
   });
 });

@@ -119,6 +119,7 @@ const PUBLIC_API: Record<string, string[]> = {
     'sendMessageTool',
     'skillFromFile',
     'skillsFromDirectory',
+    'storedErrorClass',
     'toModelError',
     'turnWorkflowId',
     'waitForTool',

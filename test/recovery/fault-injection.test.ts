@@ -269,7 +269,7 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       expect(afterFault.status).toBe('running');
       expect(turn.status).toBe('cancelled');
       expect(turn.outputText).toBeNull();
-      expect(turn.error).toEqual({ class: 'Cancelled', message: 'cancelled by application' });
+      expect(turn.error).toEqual({ class: 'TurnKit::Cancelled', message: 'cancelled by application' });
       expect(tree.executions.map((e) => e.status)).toEqual(['interrupted']);
     }, 120_000);
 
