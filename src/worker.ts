@@ -5,6 +5,8 @@ import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker
 import { createTurnActivities } from './activities/turn-activities.js';
 import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
+import type { ProviderMap } from './models/provider-registry.js';
+import { registryModelFor } from './models/provider-registry.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 
 export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
@@ -39,6 +41,11 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
   address?: string;
   namespace?: string;
   taskQueue?: string;
+  /**
+   * AI SDK providers by prefix, for model ids `provider:model` (`TURNKIT_MODEL` too), through
+   * the AI SDK's provider registry; a prefix not given loads the installed `@ai-sdk/<prefix>`.
+   */
+  providers?: ProviderMap;
   /** Extra Worker options (concurrency limits, identity, …). */
   worker?: Partial<
     Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
@@ -58,7 +65,7 @@ export interface TurnKitWorker {
  * process's store, agents and model clients. Add more of these to scale out.
  */
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
-  const runtime = new Runtime(options);
+  const runtime = new Runtime({ ...options, model: await registryModelFor(options) });
   const owned = options.connection
     ? undefined
     : await NativeConnection.connect({

@@ -35,7 +35,7 @@ export interface RuntimeOptions {
   agents: AgentRegistry;
   /** Default model client; an agent's own `client` wins. */
   model?: ModelClient;
-  /** Model id for agents that name none. */
+  /** Model id for agents that name none (default `TURNKIT_MODEL`, e.g. `openai:gpt-4o-mini`). */
   defaultModel?: string;
   cost?: CostConfig;
   authorization?: AuthorizationPolicy;
@@ -60,7 +60,7 @@ export class Runtime {
     if (!options.agents) throw new ConfigError('a runtime needs an agent registry');
     this.store = options.store;
     this.agents = options.agents;
-    this.defaultModel = options.defaultModel ?? 'claude-sonnet-4-5';
+    this.defaultModel = options.defaultModel ?? (process.env['TURNKIT_MODEL'] || 'claude-sonnet-4-5');
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
     this.#model = options.model;
