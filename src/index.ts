@@ -15,6 +15,8 @@ export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordina
 export type { LaunchAgentTool } from './agents/coordination.js';
 export type { ToolContext, ToolDefinition, ToolOptions, ToolRecovery } from './agents/tool.js';
 export { AgentRegistry } from './agents/registry.js';
+export { mcpTools } from './agents/mcp.js';
+export type { McpServerOptions, McpToolSet } from './agents/mcp.js';
 export type {
   AuthorizationAction,
   AuthorizationPolicy,

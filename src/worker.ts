@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { WorkerOptions } from '@temporalio/worker';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 import { createTurnActivities } from './activities/turn-activities.js';
+import { checkMcpManifests } from './agents/mcp.js';
 import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
 import type { ProviderMap } from './models/provider-registry.js';
@@ -66,6 +67,8 @@ export interface TurnKitWorker {
  */
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
   const runtime = new Runtime({ ...options, model: await registryModelFor(options) });
+  // Every worker of a store must list the same MCP tools: a different list is refused at boot.
+  await checkMcpManifests(runtime.store, runtime.agents);
   const owned = options.connection
     ? undefined
     : await NativeConnection.connect({

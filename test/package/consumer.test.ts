@@ -105,6 +105,7 @@ const PUBLIC_API: Record<string, string[]> = {
     'launchAgentTool',
     'librarian',
     'loadInstalledProvider',
+    'mcpTools',
     'modelClientFromEnv',
     'oracle',
     'paintImageTool',
