@@ -25,6 +25,7 @@ export type {
   RuntimeOptions,
 } from './engine/runtime.js';
 export type { TurnPreview, PromptReport } from './engine/model-request.js';
+export type { TracingOptions } from './engine/tracing.js';
 export { TurnKitClient, ConversationHandle } from './client/turnkit-client.js';
 export type {
   TurnKitClientOptions,

@@ -8,6 +8,7 @@ import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
 import type { ProviderMap } from './models/provider-registry.js';
 import { registryModelFor } from './models/provider-registry.js';
+import { OTEL_WORKFLOW_INTERCEPTORS, tracingWorkerOptions } from './worker-tracing.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 
 export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
@@ -19,9 +20,21 @@ export function turnWorkflowsPath(): string {
 }
 
 let bundled: Promise<{ code: string }> | undefined;
+let bundledTraced: Promise<{ code: string }> | undefined;
 
-/** Bundles TurnKit's workflows once per process (bundling takes seconds). */
-export function bundleTurnWorkflows(): Promise<{ code: string }> {
+/**
+ * Bundles TurnKit's workflows once per process (bundling takes seconds); `traced`: with
+ * Temporal's OpenTelemetry workflow interceptors (a bundle of its own).
+ */
+export function bundleTurnWorkflows(options: { traced?: boolean } = {}): Promise<{ code: string }> {
+  if (options.traced) {
+    bundledTraced ??= bundleWorkflowCode({
+      workflowsPath: turnWorkflowsPath(),
+      workflowInterceptorModules: [OTEL_WORKFLOW_INTERCEPTORS],
+      logger: quietBundlerLogger,
+    });
+    return bundledTraced;
+  }
   bundled ??= bundleWorkflowCode({ workflowsPath: turnWorkflowsPath(), logger: quietBundlerLogger });
   return bundled;
 }
@@ -79,8 +92,10 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     connection,
     namespace: options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default',
     taskQueue: options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE),
-    workflowBundle: await bundleTurnWorkflows(),
+    workflowBundle: await bundleTurnWorkflows({ traced: runtime.telemetry.enabled }),
     activities: createTurnActivities(runtime),
+    // OpenTelemetry, only when a tracer provider was passed (options.tracing).
+    ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
     // Cancellation reaches an activity through its heartbeat: keep the round trip short.
     maxHeartbeatThrottleInterval: '500 milliseconds',
     defaultHeartbeatThrottleInterval: '500 milliseconds',

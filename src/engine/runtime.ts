@@ -6,6 +6,8 @@ import type { ModelClient } from '../models/types.js';
 import { FencedStore } from '../store/fenced-store.js';
 import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 import type { OwnerInput } from './digest.js';
+import type { TracingOptions } from './tracing.js';
+import { Telemetry } from './tracing.js';
 
 export type AuthorizationAction = 'tool' | 'launch_agent' | 'wait' | 'callback' | 'send_message' | 'cancel';
 
@@ -42,6 +44,8 @@ export interface RuntimeOptions {
   /** In-process listeners, called after each event is durably appended. */
   onEvent?: EventListener | readonly EventListener[];
   logger?: Pick<Console, 'warn' | 'error'>;
+  /** OpenTelemetry, opt-in: spans for turns, model calls and tool calls (none without it). */
+  tracing?: TracingOptions;
 }
 
 /** What the engine needs at run time: store, agents, models, policy, listeners. */
@@ -51,6 +55,7 @@ export class Runtime {
   readonly defaultModel: string;
   readonly cost: CostConfig;
   readonly logger: Pick<Console, 'warn' | 'error'>;
+  readonly telemetry: Telemetry;
   readonly #model: ModelClient | undefined;
   readonly #authorization: AuthorizationPolicy | undefined;
   readonly #listeners: EventListener[];
@@ -63,6 +68,7 @@ export class Runtime {
     this.defaultModel = options.defaultModel ?? (process.env['TURNKIT_MODEL'] || 'claude-sonnet-4-5');
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
+    this.telemetry = new Telemetry(options.tracing, this.logger);
     this.#model = options.model;
     this.#authorization = options.authorization;
     const listeners = options.onEvent;
