@@ -206,6 +206,31 @@ describe.skipIf(!(await requireTemporal()))('otel', () => {
     expect(tools.filter((span) => span.status.code === SpanStatusCode.ERROR)).toHaveLength(1);
   });
 
+  it('otel: transcript text goes into spans only when recordContent is enabled', async () => {
+    const recording: TracingOptions = { tracerProvider: provider, recordContent: true };
+    const kit = await startKit({ agents, model: model(), runtime: { tracing: recording } });
+    try {
+      const recorder = new TurnKitClient({
+        store: kit.store,
+        agents: kit.agents,
+        temporal: await connectClient(),
+        taskQueue: kit.taskQueue,
+        tracing: recording,
+      });
+      const turn = await (await recorder.run('traced', SECRET_TASK)).result();
+      expect(turn.status).toBe('completed');
+      const spans = await traceOf(turn.id, (all) => named(all, 'chat').length === 2);
+      const [first, second] = named(spans, 'chat');
+      expect(String(first!.attributes['gen_ai.input.messages'])).toContain('xyzzy');
+      expect(String(second!.attributes['gen_ai.output.messages'])).toContain('It means magic.');
+      const [tool] = named(spans, 'execute_tool');
+      expect(tool!.attributes['gen_ai.tool.call.arguments']).toBe('{"word":"xyzzy"}');
+      expect(String(tool!.attributes['gen_ai.tool.call.result'])).toContain('secret meaning of xyzzy');
+    } finally {
+      await kit.stop();
+    }
+  });
+
   it('otel: a tracer that throws is logged and never fails a turn', async () => {
     const broken: Tracer = {
       startSpan: () => {
