@@ -3,6 +3,9 @@
  * official SDK), on the real dev server with a SQLite store; only the model is scripted.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,6 +24,7 @@ import { connectNative, requireTemporal, uniqueTaskQueue } from '../helpers/temp
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit, tempSqliteUrl } from '../helpers/turnkit.js';
 import { waitUntil } from '../helpers/wait.js';
+import { fixtureServer } from '../fixtures/mcp-server.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const logFile = join(mkdtempSync(join(tmpdir(), 'turnkit-mcp-')), 'calls.jsonl');
@@ -179,6 +183,40 @@ describe.skipIf(!(await requireTemporal()))('mcp', () => {
     const executions = await run.toolExecutions();
     expect(executions).toHaveLength(1);
     expect(executions[0]!.status).not.toBe('running');
+  });
+
+  it('mcp: a streamable-HTTP server by url serves the same tools, and a turn calls them', async () => {
+    // Stateless: one MCP server and transport per HTTP request, as the SDK's example does.
+    const http = createServer((req, res) => {
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+      const server = fixtureServer();
+      res.on('close', () => void transport.close().then(() => server.close()));
+      void server.connect(transport).then(() => transport.handleRequest(req, res));
+    });
+    await new Promise<void>((done) => http.listen(0, '127.0.0.1', done));
+    const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
+    const remote = await mcpTools({ name: 'remote', url, prefix: 'remote' });
+    try {
+      expect(remote.map((tool) => tool.name)).toContain('remote_add');
+      const agent = defineAgent({ name: 'remote-user', tools: [...remote] });
+      const kit = await startKit({
+        agents: [agent],
+        model: new ScriptedModel({
+          'remote-user': script('remote-user', [{ name: 'remote_add', arguments: { a: 40, b: 2 } }]),
+        }),
+      });
+      try {
+        const turn = await (await kit.client.run('remote-user', 'Add.')).result();
+        expect(turn.status).toBe('completed');
+        expect(JSON.parse(turn.outputText!)).toEqual([JSON.stringify({ sum: 42 })]);
+      } finally {
+        await kit.stop();
+      }
+    } finally {
+      await remote.close();
+      http.closeAllConnections();
+      await new Promise((done) => http.close(done));
+    }
   });
 
   it('mcp: a server that does not start is a ConfigError at boot', async () => {
