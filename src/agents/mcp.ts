@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { ArgumentError, ConfigError, ToolError } from '../errors.js';
 import type { Json, JsonObject, Store } from '../store/types.js';
@@ -81,12 +82,19 @@ class McpConnection {
 
   connect(): Promise<Client> {
     if (this.#closed) return Promise.reject(new ToolError(`MCP server ${this.name} is closed`));
-    this.#client ??= this.#open();
-    this.#client.catch(() => (this.#client = undefined));
-    return this.#client;
+    if (this.#client) return this.#client;
+    const opening = this.#open(() => {
+      // The session is gone (server exited, connection lost): the next call opens a new one.
+      if (this.#client === opening) this.#client = undefined;
+    });
+    this.#client = opening;
+    opening.catch(() => {
+      if (this.#client === opening) this.#client = undefined;
+    });
+    return opening;
   }
 
-  async #open(): Promise<Client> {
+  async #open(onClose: () => void): Promise<Client> {
     const client = new Client({ name: 'turnkit', version: '0.2.0' });
     const options = this.options;
     let transport;
@@ -108,10 +116,7 @@ class McpConnection {
         requestInit: { headers: options.headers ?? {} },
       });
     }
-    // The session is gone (server exited, connection lost): the next call opens a new one.
-    client.onclose = () => {
-      this.#client = undefined;
-    };
+    client.onclose = onClose;
     await client.connect(transport, { timeout: options.connectTimeoutMs ?? 15_000 });
     return client;
   }
@@ -158,6 +163,25 @@ function payloadOf(server: string, tool: string, result: unknown): Json {
   return { content: JSON.parse(JSON.stringify(content)) as Json[] };
 }
 
+/**
+ * What a failed `tools/call` becomes: an answer that is not a valid tool result or an error the
+ * server sent is a known failure (ToolError); a session that broke mid-call has an unknown
+ * outcome (a replay-safe tool's plain Error is retried by Temporal under the same key).
+ */
+function callFailure(server: string, tool: string, recovery: ToolRecovery, error: unknown): Error {
+  const message = messageOf(error);
+  const mcp = error instanceof McpError;
+  const broken =
+    mcp &&
+    (error.code === Number(ErrorCode.ConnectionClosed) || error.code === Number(ErrorCode.RequestTimeout));
+  const transport = /closed|terminated|EPIPE|ECONN|fetch failed/i.test(message);
+  if (/invalid [\w/]* ?result/i.test(message) || (!mcp && !transport))
+    return new ToolError(`MCP server ${server} returned an invalid result for ${tool}: ${message}`);
+  if (mcp && !broken) return new ToolError(`MCP server ${server}: ${tool} failed: ${message}`);
+  if (recovery === 'replaySafe') return new Error(`MCP call ${tool} on ${server} failed: ${message}`);
+  return new ToolError(`MCP call ${tool} on ${server} failed (outcome unknown): ${message}`);
+}
+
 function toTool(connection: McpConnection, listed: ListedTool, options: McpServerOptions): ToolDefinition {
   const name = options.prefix ? `${options.prefix}_${listed.name}` : listed.name;
   if (!TOOL_NAME.test(name)) {
@@ -196,19 +220,7 @@ function toTool(connection: McpConnection, listed: ListedTool, options: McpServe
           );
         } catch (error) {
           if (context.signal.aborted) throw error;
-          const message = messageOf(error);
-          // A schema failure of the response is the server's fault, known: the call failed.
-          if (error instanceof z.ZodError || /invalid|validat/i.test(message))
-            throw new ToolError(
-              `MCP server ${connection.name} returned an invalid result for ${listed.name}: ${message}`,
-            );
-          // The session broke mid-call: whether the tool did its work is unknown.
-          const outcome = recovery === 'replaySafe' ? '' : ' (outcome unknown)';
-          const failure = new Error(
-            `MCP call ${listed.name} on ${connection.name} failed${outcome}: ${message}`,
-          );
-          if (recovery === 'replaySafe') throw failure; // retried by Temporal under the same key
-          throw new ToolError(failure.message);
+          throw callFailure(connection.name, listed.name, recovery, error);
         }
         return payloadOf(connection.name, listed.name, result);
       },
