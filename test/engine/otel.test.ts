@@ -51,6 +51,7 @@ const flaky = defineTool({
 const agents = [
   defineAgent({ name: 'traced', tools: [lookup] }),
   defineAgent({ name: 'retried', tools: [flaky] }),
+  defineAgent({ name: 'slowpoke' }),
 ];
 const model = () =>
   new ScriptedModel({
@@ -66,6 +67,8 @@ const model = () =>
       { toolCalls: [{ name: 'flaky', arguments: {} }] },
       'done',
     ],
+    // Outlives its attempt's timeout, as a call on a dead worker would; the retry answers.
+    slowpoke: [{ text: 'too late', delayMs: 8_000 }, 'on time'],
   });
 
 /** The spans of one turn's trace, once its workflow span has come out of the sandbox. */
@@ -204,6 +207,34 @@ describe.skipIf(!(await requireTemporal()))('otel', () => {
     const tools = named(spans, 'RunActivity:toolCall');
     expect(tools).toHaveLength(2);
     expect(tools.filter((span) => span.status.code === SpanStatusCode.ERROR)).toHaveLength(1);
+  });
+
+  it('otel: an attempt that timed out is a failed span, not a missing one, and its retry a successful one', async () => {
+    const strict = new TurnKitClient({
+      store,
+      agents: new AgentRegistry(agents),
+      temporal: await connectClient(),
+      taskQueue: client.taskQueue,
+      tracing,
+      turnSettings: {
+        model: { startToCloseTimeout: '2 seconds', heartbeatTimeout: '1 second', maximumAttempts: 3 },
+      },
+    });
+    const turn = await (await strict.run('slowpoke', 'Answer in time.')).result();
+    expect(turn.status).toBe('completed');
+    expect(turn.outputText).toBe('on time');
+    const spans = await traceOf(
+      turn.id,
+      (all) => named(all, 'chat').length === 2 && named(all, 'RunActivity:modelStep').length === 2,
+    );
+    expect(named(spans, 'chat').map((span) => span.status.code)).toEqual([
+      SpanStatusCode.ERROR,
+      SpanStatusCode.OK,
+    ]);
+    const attempts = named(spans, 'RunActivity:modelStep');
+    expect(attempts.map((span) => span.status.code).sort()).toEqual(
+      [SpanStatusCode.OK, SpanStatusCode.ERROR].sort(),
+    );
   });
 
   it('otel: transcript text goes into spans only when recordContent is enabled', async () => {
