@@ -42,6 +42,8 @@ export type {
   ToolRecovery,
 } from './agents/tool.js';
 export { AgentRegistry } from './agents/registry.js';
+export { mcpTools } from './agents/mcp.js';
+export type { McpServerOptions, McpToolSet } from './agents/mcp.js';
 export type {
   AuthorizationAction,
   AuthorizationPolicy,
@@ -50,6 +52,7 @@ export type {
   RuntimeOptions,
 } from './engine/runtime.js';
 export type { TurnPreview, PromptReport } from './engine/model-request.js';
+export type { TracingOptions } from './engine/tracing.js';
 export { TurnKitClient, ConversationHandle } from './client/turnkit-client.js';
 export type {
   TurnKitClientOptions,

@@ -3,8 +3,12 @@ import { fileURLToPath } from 'node:url';
 import type { WorkerOptions } from '@temporalio/worker';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 import { createTurnActivities } from './activities/turn-activities.js';
+import { checkMcpManifests } from './agents/mcp.js';
 import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
+import type { ProviderMap } from './models/provider-registry.js';
+import { registryModelFor } from './models/provider-registry.js';
+import { OTEL_WORKFLOW_INTERCEPTORS, tracingWorkerOptions } from './worker-tracing.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 
 export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
@@ -16,9 +20,21 @@ export function turnWorkflowsPath(): string {
 }
 
 let bundled: Promise<{ code: string }> | undefined;
+let bundledTraced: Promise<{ code: string }> | undefined;
 
-/** Bundles TurnKit's workflows once per process (bundling takes seconds). */
-export function bundleTurnWorkflows(): Promise<{ code: string }> {
+/**
+ * Bundles TurnKit's workflows once per process (bundling takes seconds); `traced`: with
+ * Temporal's OpenTelemetry workflow interceptors (a bundle of its own).
+ */
+export function bundleTurnWorkflows(options: { traced?: boolean } = {}): Promise<{ code: string }> {
+  if (options.traced) {
+    bundledTraced ??= bundleWorkflowCode({
+      workflowsPath: turnWorkflowsPath(),
+      workflowInterceptorModules: [OTEL_WORKFLOW_INTERCEPTORS],
+      logger: quietBundlerLogger,
+    });
+    return bundledTraced;
+  }
   bundled ??= bundleWorkflowCode({ workflowsPath: turnWorkflowsPath(), logger: quietBundlerLogger });
   return bundled;
 }
@@ -39,6 +55,11 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
   address?: string;
   namespace?: string;
   taskQueue?: string;
+  /**
+   * AI SDK providers by prefix, for model ids `provider:model` (`TURNKIT_MODEL` too), through
+   * the AI SDK's provider registry; a prefix not given loads the installed `@ai-sdk/<prefix>`.
+   */
+  providers?: ProviderMap;
   /** Extra Worker options (concurrency limits, identity, …). */
   worker?: Partial<
     Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
@@ -58,7 +79,9 @@ export interface TurnKitWorker {
  * process's store, agents and model clients. Add more of these to scale out.
  */
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
-  const runtime = new Runtime(options);
+  const runtime = new Runtime({ ...options, model: await registryModelFor(options) });
+  // Every worker of a store must list the same MCP tools: a different list is refused at boot.
+  await checkMcpManifests(runtime.store, runtime.agents);
   const owned = options.connection
     ? undefined
     : await NativeConnection.connect({
@@ -69,8 +92,10 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     connection,
     namespace: options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default',
     taskQueue: options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE),
-    workflowBundle: await bundleTurnWorkflows(),
+    workflowBundle: await bundleTurnWorkflows({ traced: runtime.telemetry.enabled }),
     activities: createTurnActivities(runtime),
+    // OpenTelemetry, only when a tracer provider was passed (options.tracing).
+    ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
     // Cancellation reaches an activity through its heartbeat: keep the round trip short.
     maxHeartbeatThrottleInterval: '500 milliseconds',
     defaultHeartbeatThrottleInterval: '500 milliseconds',

@@ -11,11 +11,14 @@ import type { ManualCompactionOptions } from '../engine/compaction.js';
 import { compactConversation } from '../engine/compaction.js';
 import type { MediaInput, MediaPart } from '../models/media.js';
 import { mediaPart } from '../models/media.js';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { AgentRegistry } from '../agents/registry.js';
 import { buildModelRequest } from '../engine/model-request.js';
 import type { TurnPreview } from '../engine/model-request.js';
 import { Runtime } from '../engine/runtime.js';
 import { depthOf } from '../engine/turn-state.js';
+import type { TracingOptions } from '../engine/tracing.js';
+import { turnAttributes } from '../engine/genai-spans.js';
 import { ArgumentError, AuthorizationError, InputError } from '../errors.js';
 import { authorizeCancel, cancelTurn } from '../engine/cancel.js';
 import { newId } from '../ids.js';
@@ -66,6 +69,11 @@ export interface TurnKitClientOptions {
   authorization?: AuthorizationPolicy;
   /** Model client for work done in this process: `conversation.compact()`. */
   model?: ModelClient;
+  /**
+   * OpenTelemetry, opt-in: `run` opens an `invoke_agent` span and Temporal's client
+   * interceptor carries its context into the turn's workflow and activities.
+   */
+  tracing?: TracingOptions;
 }
 
 /**
@@ -170,16 +178,25 @@ export class TurnKitClient {
   constructor(options: TurnKitClientOptions & { temporal: Client }) {
     this.store = options.store;
     this.agents = options.agents;
-    this.temporal = options.temporal;
-    this.taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
-    this.turnSettings = options.turnSettings;
     this.#runtime = new Runtime({
       store: options.store,
       agents: options.agents,
       defaultModel: options.defaultModel,
       ...(options.model ? { model: options.model } : {}),
       ...(options.authorization ? { authorization: options.authorization } : {}),
+      ...(options.tracing ? { tracing: options.tracing } : {}),
     });
+    const tracer = this.#runtime.telemetry.tracer;
+    // Traced: the same connection, with Temporal's OpenTelemetry client interceptor.
+    this.temporal = tracer
+      ? new Client({
+          connection: options.temporal.connection,
+          namespace: options.temporal.options.namespace,
+          interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor({ tracer })] },
+        })
+      : options.temporal;
+    this.taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
+    this.turnSettings = options.turnSettings;
   }
 
   static async connect(options: TurnKitClientOptions): Promise<TurnKitClient> {
@@ -205,10 +222,15 @@ export class TurnKitClient {
 
   /** Runs a task on a fresh conversation: writes the rows, then starts the turn workflow. */
   async run(agent: Agent | string, task: string, options: RunOptions = {}): Promise<RunHandle> {
-    // The rows commit (already submitted) before the workflow starts; a failed start can be repeated.
-    const turn = await this.#prepare(agent, task, options, true);
-    await this.#startWorkflow(turn, task);
-    return this.handle(turn);
+    const name = this.#agent(agent).name;
+    const attributes = { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': name };
+    return this.#runtime.telemetry.span(`invoke_agent ${name}`, attributes, async (span) => {
+      // The rows commit (already submitted) before the workflow starts; a failed start can be repeated.
+      const turn = await this.#prepare(agent, task, options, true);
+      span.set(turnAttributes(turn));
+      await this.#startWorkflow(turn, task);
+      return this.handle(turn);
+    });
   }
 
   /** Writes a run's rows without starting it: the turn stays `pending` until `start()`. */

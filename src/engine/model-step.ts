@@ -6,6 +6,7 @@ import { nowIso } from '../store/records.js';
 import type { ContentPart, JsonObject, MessageRecord, TurnRecord } from '../store/types.js';
 import { Budget } from './budget.js';
 import type { ModelStepDigest } from './digest.js';
+import { modelSpanEnd, modelSpanStart } from './genai-spans.js';
 import { turnDigest } from './digest.js';
 import { compactionDue } from './compaction.js';
 import { buildModelRequest } from './model-request.js';
@@ -55,8 +56,16 @@ export async function runModelStep(
     return { ...reused(owned, owned.turn), reused: false, compactionDue: true };
   const depth = await depthOf(owned.store, owned.turn);
   const { turn, budget } = await reserveIteration(owned, input.step, depth);
-  const { request, result } = await callModel(runtime, owned, turn, depth, hooks);
-  const stored = await persistResponse(runtime, owned, turn, input.step, request, result);
+  // One span per model call (a no-op without tracing); a failed attempt ends it failed.
+  const stored = await runtime.telemetry.span('chat', modelSpanStart(turn, input.step), async (span) => {
+    const { request, result } = await callModel(runtime, owned, turn, depth, hooks);
+    span.rename(`chat ${request.model}`);
+    span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(owned.agent), request, result));
+    const persisted = await persistResponse(runtime, owned, turn, input.step, request, result);
+    if (persisted?.cost !== undefined && persisted.cost !== null)
+      span.set({ 'turnkit.cost_usd': persisted.cost });
+    return persisted;
+  });
   if (!stored) return reused(owned, await owned.store.loadTurn(input.turnId));
   // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
   budget.addCost(stored.cost);

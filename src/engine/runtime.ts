@@ -7,6 +7,8 @@ import type { ModelClient, Thinking } from '../models/types.js';
 import { FencedStore } from '../store/fenced-store.js';
 import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 import type { OwnerInput } from './digest.js';
+import type { TracingOptions } from './tracing.js';
+import { Telemetry } from './tracing.js';
 
 export type AuthorizationAction = 'tool' | 'launch_agent' | 'wait' | 'callback' | 'send_message' | 'cancel';
 
@@ -36,7 +38,7 @@ export interface RuntimeOptions {
   agents: AgentRegistry;
   /** Default model client; an agent's own `client` wins. */
   model?: ModelClient;
-  /** Model id for agents that name none. */
+  /** Model id for agents that name none (default `TURNKIT_MODEL`, e.g. `openai:gpt-4o-mini`). */
   defaultModel?: string;
   cost?: CostConfig;
   authorization?: AuthorizationPolicy;
@@ -47,6 +49,8 @@ export interface RuntimeOptions {
   outputPolicyModel?: string;
   /** Default thinking of output-policy judges; `{effort: 'low'}` when unset. */
   outputPolicyThinking?: Thinking | null;
+  /** OpenTelemetry, opt-in: spans for turns, model calls and tool calls (none without it). */
+  tracing?: TracingOptions;
 }
 
 /** What the engine needs at run time: store, agents, models, policy, listeners. */
@@ -58,6 +62,7 @@ export class Runtime {
   readonly logger: Pick<Console, 'warn' | 'error'>;
   readonly outputPolicyModel: string | undefined;
   readonly outputPolicyThinking: Thinking | null | undefined;
+  readonly telemetry: Telemetry;
   readonly #model: ModelClient | undefined;
   readonly #authorization: AuthorizationPolicy | undefined;
   readonly #listeners: EventListener[];
@@ -67,11 +72,13 @@ export class Runtime {
     if (!options.agents) throw new ConfigError('a runtime needs an agent registry');
     this.store = options.store;
     this.agents = options.agents;
-    this.#defaultModel = options.defaultModel;
+    // An explicit default, else TURNKIT_MODEL, else the global one (configure({defaultModel})).
+    this.#defaultModel = options.defaultModel ?? (process.env['TURNKIT_MODEL'] || undefined);
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
     this.outputPolicyModel = options.outputPolicyModel;
     this.outputPolicyThinking = options.outputPolicyThinking;
+    this.telemetry = new Telemetry(options.tracing, this.logger);
     this.#model = options.model;
     this.#authorization = options.authorization;
     const listeners = options.onEvent;

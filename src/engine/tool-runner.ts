@@ -19,6 +19,7 @@ import type {
   TurnRecord,
 } from '../store/types.js';
 import { Budget } from './budget.js';
+import { toolSpanAttributes } from './genai-spans.js';
 import { isLaunchAgentTool } from '../agents/coordination.js';
 import type { CoordinationOutcome } from './coordination.js';
 import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
@@ -273,7 +274,13 @@ async function crossEffectBoundary(
     await run.store.atomic(null, async () => true);
     if (tool.kind === 'subAgent') return await delegateCall(run, tool, execution);
     if (tool.kind !== 'ordinary') return await coordinationCall(run, execution);
-    payload = await executeTool(run, tool, execution, principal, hooks);
+    const telemetry = run.runtime.telemetry;
+    const attributes = toolSpanAttributes(telemetry, run.turn, tool, execution, run.call.arguments);
+    payload = await telemetry.span(`execute_tool ${tool.name}`, attributes, async (span) => {
+      const result = await executeTool(run, tool, execution, principal, hooks);
+      if (telemetry.recordContent) span.set({ 'gen_ai.tool.call.result': JSON.stringify(result) });
+      return result;
+    });
   } catch (error) {
     return failedOutcome(run, tool, execution, error, hooks);
   }

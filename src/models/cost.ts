@@ -40,7 +40,8 @@ export function costFromUsage(usage: ModelUsage, model: string, config: CostConf
   if (typeof usage.cost === 'number') return { total: usage.cost, details: unknownDetails(usage.cost) };
   const calculated = config.costCalculator?.(usage, model);
   if (typeof calculated === 'number') return { total: calculated, details: unknownDetails(calculated) };
-  const rates = config.costRates?.[model];
+  // `provider:model` ids (the provider registry) fall back to the rates of the bare model id.
+  const rates = config.costRates?.[model] ?? config.costRates?.[model.slice(model.indexOf(':') + 1)];
   if (!rates) return { total: null, details: unknownDetails(null) };
   const component = (tokens: number | undefined, rate: number | undefined): number | null => {
     if (!tokens) return 0;

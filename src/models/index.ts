@@ -12,6 +12,8 @@ export { AiSdkModel, checkModelSpecification, toModelError } from './ai-sdk-mode
 export type { AiSdkModelOptions } from './ai-sdk-model.js';
 export { createModelClient, modelClientFromEnv } from './providers.js';
 export type { ProviderConfig } from './providers.js';
+export { loadInstalledProvider, ProviderRegistryModel, splitModelId } from './provider-registry.js';
+export type { ProviderMap, ProviderRegistryModelOptions } from './provider-registry.js';
 export { addUsage, costFromUsage } from './cost.js';
 export type { Cost, CostConfig, CostRates } from './cost.js';
 export { AiSdkImageModel } from './image.js';
