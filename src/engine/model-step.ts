@@ -3,7 +3,7 @@ import { ConfigError, ModelError } from '../errors.js';
 import { addUsage, costFromUsage } from '../models/cost.js';
 import type { ModelRequest, ModelResult } from '../models/types.js';
 import { nowIso } from '../store/records.js';
-import type { ContentPart, JsonObject, MessageRecord, TurnRecord } from '../store/types.js';
+import type { ContentPart, JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { Budget } from './budget.js';
 import type { ModelStepDigest } from './digest.js';
 import { turnDigest } from './digest.js';
@@ -20,6 +20,8 @@ export interface ModelStepInput {
    * and a reset run never mistakes an older run's step for its own.
    */
   step: string;
+  /** Provider errors this step may see before it fails the turn (default 5). */
+  maxProviderAttempts?: number;
 }
 
 export interface ModelStepHooks {
@@ -49,7 +51,7 @@ export async function runModelStep(
   if (turnState(owned.turn).model_step === input.step) return reused(owned, owned.turn);
   const depth = await depthOf(owned.store, owned.turn);
   const { turn, budget } = await reserveIteration(owned, input.step, depth);
-  const { request, result } = await callModel(runtime, owned, turn, depth, hooks);
+  const { request, result } = await callModel(runtime, owned, turn, depth, hooks, input);
   const stored = await persistResponse(runtime, owned, turn, input.step, request, result);
   if (!stored) return reused(owned, await owned.store.loadTurn(input.turnId));
   // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
@@ -88,7 +90,8 @@ async function reserveIteration(
 
 /**
  * Builds the request and calls the model, outside any transaction. A failure the provider
- * did not classify is a retryable ModelError; an empty response is not retryable.
+ * did not classify is a retryable ModelError, counted against the step's provider attempts;
+ * an empty response is not retryable.
  */
 async function callModel(
   runtime: Runtime,
@@ -96,6 +99,7 @@ async function callModel(
   turn: TurnRecord,
   depth: number,
   hooks: ModelStepHooks,
+  input: ModelStepInput,
 ): Promise<{ request: ModelRequest; result: ModelResult }> {
   const { request, report } = await buildModelRequest(runtime, store, agent, turn, depth);
   await runtime.emit(turn, 'model.requested', {
@@ -111,13 +115,43 @@ async function callModel(
       .chat(request, { signal: hooks.signal, onProgress: hooks.heartbeat });
   } catch (error) {
     if (hooks.signal.aborted) throw error;
-    if (error instanceof ModelError || error instanceof ConfigError) throw error;
-    throw new ModelError(`model call failed: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-      retryable: true,
-    });
+    if (error instanceof ConfigError || (error instanceof ModelError && !error.retryable)) throw error;
+    throw await countProviderError(store, turn.id, input, error);
   }
   return { request, result };
+}
+
+const DEFAULT_MAX_PROVIDER_ATTEMPTS = 5;
+
+/**
+ * Counts a retryable provider error against the step (in the turn's state, so every worker
+ * sees it): the error that reaches `maxProviderAttempts` fails the step for good. An attempt
+ * that died with its worker never gets here, so worker loss spends none of these attempts.
+ * The retry waits 1 s, doubling to 30 s.
+ */
+async function countProviderError(
+  store: Store,
+  turnId: string,
+  input: ModelStepInput,
+  error: unknown,
+): Promise<ModelError> {
+  const count = await store.atomic(null, async () => {
+    const previous = turnState(await store.loadTurn(turnId)).provider_errors;
+    const count = previous?.step === input.step ? previous.count + 1 : 1;
+    await updateState(store, turnId, { provider_errors: { step: input.step, count } });
+    return count;
+  });
+  const message =
+    error instanceof ModelError
+      ? error.message
+      : `model call failed: ${error instanceof Error ? error.message : String(error)}`;
+  const status = error instanceof ModelError ? error.status : undefined;
+  return new ModelError(message, {
+    cause: error instanceof ModelError ? (error.cause ?? error) : error,
+    ...(status !== undefined ? { status } : {}),
+    retryable: count < (input.maxProviderAttempts ?? DEFAULT_MAX_PROVIDER_ATTEMPTS),
+    retryDelayMs: Math.min(1_000 * 2 ** (count - 1), 30_000),
+  });
 }
 
 /**

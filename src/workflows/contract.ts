@@ -24,23 +24,61 @@ import type { ToolCallInput } from '../engine/tool-runner.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
 
-/** Per-kind activity settings; heartbeat timeout, retries and the root timeout are separate. */
+/**
+ * Per-kind activity settings. The heartbeat timeout is how soon a lost worker is noticed;
+ * `maximumAttempts` and `scheduleToCloseTimeout` bound Temporal's own retries, which after
+ * an infrastructure fault (a worker that died or stopped heartbeating) are the only ones:
+ * provider and tool errors are counted by the engine (`TurnSettings.maxProviderAttempts`,
+ * `maxToolAttempts`), so a crash-looping worker never spends the budget meant for them.
+ */
 export interface ActivitySettings {
   startToCloseTimeout?: string | number;
   heartbeatTimeout?: string | number;
+  /** Temporal's attempts of the activity, whatever failed them; 0 is unbounded. */
   maximumAttempts?: number;
+  /** All attempts of one activity together (never less than `startToCloseTimeout`). */
+  scheduleToCloseTimeout?: string | number;
 }
 
 export interface TurnSettings {
   model?: ActivitySettings;
   tool?: ActivitySettings;
+  /** Provider errors one model step may see; the last one fails the turn with ModelError. */
+  maxProviderAttempts?: number;
+  /** Runs of a replay-safe tool that threw (not a ToolError) before its execution is failed. */
+  maxToolAttempts?: number;
 }
 
-export const DEFAULT_TURN_SETTINGS: Required<{ [K in keyof TurnSettings]: Required<ActivitySettings> }> = {
-  model: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 5 },
-  // A replay-safe tool may be re-run until the last attempt; any other tool runs once.
-  tool: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 3 },
-};
+/**
+ * Heartbeats are sent every 500 ms (HEARTBEAT_INTERVAL_MS) and are throttled to that period
+ * (the worker's `maxHeartbeatThrottleInterval`); 5 s misses ten of them before a worker is
+ * given up for lost, which under load on 2 cores never fired spuriously
+ * (docs/architecture.md, decision 16), and lets another worker retry a killed worker's step
+ * within about 5 s. Infrastructure retries are unbounded but limited by the schedule-to-close
+ * timeout and, before that, by the turn's root timeout.
+ */
+export const DEFAULT_TURN_SETTINGS = {
+  model: {
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '5 seconds',
+    maximumAttempts: 0,
+    scheduleToCloseTimeout: '1 hour',
+  },
+  tool: {
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '5 seconds',
+    maximumAttempts: 0,
+    scheduleToCloseTimeout: '1 hour',
+  },
+  maxProviderAttempts: 5,
+  // A replay-safe tool may be re-run until its last attempt; any other tool runs once.
+  maxToolAttempts: 3,
+} as const satisfies Required<{
+  model: Required<ActivitySettings>;
+  tool: Required<ActivitySettings>;
+  maxProviderAttempts: number;
+  maxToolAttempts: number;
+}>;
 
 export interface TurnWorkflowInput {
   turnId: string;
@@ -81,6 +119,7 @@ export interface TurnActivities {
   waitsReady(input: { turnId: string }): Promise<{ ready: boolean }>;
   claimTurn(input: OwnerInput): Promise<ClaimDigest>;
   modelStep(input: ModelStepInput): Promise<ModelStepDigest>;
+  /** `maxAttempts`: the turn's `maxToolAttempts`. */
   toolCall(input: ToolCallInput & { maxAttempts: number }): Promise<ToolCallOutcome>;
   finishTools(input: OwnerInput & { terminalToolCallId: string | null }): Promise<TurnDigest>;
   suspendTurn(input: OwnerInput): Promise<void>;

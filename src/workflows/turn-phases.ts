@@ -47,7 +47,12 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
     if (digest.phase === 'model') {
       run.modelCalls += 1;
       const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
-      digest = await model.modelStep({ turnId: run.turnId, claimToken: run.claimToken, step: stepKey });
+      digest = await model.modelStep({
+        turnId: run.turnId,
+        claimToken: run.claimToken,
+        step: stepKey,
+        maxProviderAttempts: run.activities.maxProviderAttempts,
+      });
     } else if (digest.phase === 'tools') {
       digest = await runToolsPhase(run, digest);
     } else {
