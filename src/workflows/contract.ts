@@ -60,13 +60,13 @@ export interface TurnSettings {
 export const DEFAULT_TURN_SETTINGS = {
   model: {
     startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: '5 seconds',
+    heartbeatTimeout: '3 seconds',
     maximumAttempts: 0,
     scheduleToCloseTimeout: '1 hour',
   },
   tool: {
     startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: '5 seconds',
+    heartbeatTimeout: '3 seconds',
     maximumAttempts: 0,
     scheduleToCloseTimeout: '1 hour',
   },
