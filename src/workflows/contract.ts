@@ -47,15 +47,20 @@ export interface TurnSettings {
   maxProviderAttempts?: number;
   /** Runs of a replay-safe tool that threw (not a ToolError) before its execution is failed. */
   maxToolAttempts?: number;
+  /**
+   * The turn workflow's task timeout (Temporal's default: 10 s): how long a workflow task
+   * handed to a worker that then froze (paused, not dead) holds its turn up.
+   */
+  workflowTaskTimeout?: string | number;
 }
 
 /**
- * Heartbeats are sent every 500 ms (HEARTBEAT_INTERVAL_MS) and are throttled to that period
- * (the worker's `maxHeartbeatThrottleInterval`); 5 s misses ten of them before a worker is
- * given up for lost, which under load on 2 cores never fired spuriously
- * (docs/architecture.md, decision 16), and lets another worker retry a killed worker's step
- * within about 5 s. Infrastructure retries are unbounded but limited by the schedule-to-close
- * timeout and, before that, by the turn's root timeout.
+ * Heartbeats are sent every 500 ms (HEARTBEAT_INTERVAL_MS) and throttled to that period (the
+ * worker's `maxHeartbeatThrottleInterval`). A 3 s heartbeat timeout misses five of them before
+ * a worker is given up for lost; that never fired spuriously under 1,000 concurrent runs on
+ * 2 cores, and another worker retries a killed worker's step about 4 s after the kill
+ * (docs/architecture.md, decision 16). Infrastructure retries are unbounded, limited by the
+ * schedule-to-close timeout and, before that, by the turn's root timeout.
  */
 export const DEFAULT_TURN_SETTINGS = {
   model: {
@@ -219,8 +224,12 @@ export function turnStartOptions({ turn, task, settings }: TurnStart): {
   args: [TurnWorkflowInput];
   staticSummary: string;
   typedSearchAttributes: SearchAttributePair[];
+  workflowTaskTimeout?: string | number;
 } {
   return {
+    ...(settings?.workflowTaskTimeout !== undefined
+      ? { workflowTaskTimeout: settings.workflowTaskTimeout }
+      : {}),
     workflowId: turnWorkflowId(turn.id),
     args: [{ turnId: turn.id, ...(settings ? { settings } : {}) }],
     staticSummary: `${turn.agentName}: ${task.replace(/\s+/g, ' ').slice(0, 120)}`,

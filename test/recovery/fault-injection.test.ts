@@ -84,6 +84,8 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       // and retries after timeouts are unbounded, so a paused worker's open polls may swallow a
       // few of them (each then times out) without failing the turn.
       temporal: (await temporalConnections()).client,
+      // A workflow task a paused worker took holds the turn until this timeout.
+      turnSettings: { workflowTaskTimeout: '2 seconds' },
     });
     const env = {
       TURNKIT_TEST_DATABASE_URL: join(dir, 'turnkit.sqlite'),
