@@ -84,8 +84,10 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       // and retries after timeouts are unbounded, so a paused worker's open polls may swallow a
       // few of them (each then times out) without failing the turn.
       temporal: (await temporalConnections()).client,
-      // A workflow task a paused worker took holds the turn until this timeout.
-      turnSettings: { workflowTaskTimeout: '2 seconds' },
+      // A workflow task a paused worker took holds the turn until this timeout. One provider
+      // error, or one throw of a replay-safe tool, would end its step: a killed or paused
+      // worker's attempt must not count as one (issue 20).
+      turnSettings: { workflowTaskTimeout: '2 seconds', maxProviderAttempts: 1, maxToolAttempts: 1 },
     });
     const env = {
       TURNKIT_TEST_DATABASE_URL: join(dir, 'turnkit.sqlite'),
