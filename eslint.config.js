@@ -22,6 +22,10 @@ export default tseslint.config(
               group: ['**/store/*', '**/models/*', 'better-sqlite3', 'pg', 'ai', '@ai-sdk/*', 'node:*'],
               message: 'Workflow code must stay deterministic: do I/O in activities.',
             },
+            {
+              group: ['**/activities/*'],
+              message: 'Workflows and activities meet only in src/workflows/contract.ts (no import cycle).',
+            },
           ],
         },
       ],

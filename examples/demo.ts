@@ -55,6 +55,7 @@ await worker.run(
       { principal: { user: 'demo' }, context: { audience: 'newcomers' } },
     );
     console.log(`Started turn ${run.turnId}`);
+    console.log(`Watch it live: npm run turnkit -- --store ${databaseUrl} watch ${run.turnId}`);
     console.log(`Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
     const turn = await run.result();
     const executions = await run.toolExecutions();
@@ -68,6 +69,9 @@ await worker.run(
       `Tokens: ${usage.input_tokens} in / ${usage.output_tokens} out — cost $${(await run.cost()).toFixed(4)}`,
     );
     console.log(`Run in the Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
+    console.log(
+      `On the command line: npm run turnkit -- --store ${databaseUrl} show ${run.turnId}   (watch, ls, cancel: docs/cli.md)`,
+    );
     if (turn.status !== 'completed') process.exitCode = 1;
   })(),
 );

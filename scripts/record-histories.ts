@@ -59,8 +59,10 @@ const model = new ScriptedModel({
           ],
         },
   reviewer: () => 'reviewed',
+  revised: (request) => (request.messages.length > 1 ? 'final answer' : 'draft TODO'),
   failing: [{ error: { status: 400, message: 'rejected' } }],
   cancelled: () => ({ text: 'never', delayMs: 60_000 }),
+  compacted: (request) => (request.metadata.purpose === 'compaction' ? 'summary' : 'answered'),
   reclaimed: (request) =>
     request.messages.some((m) => m.role === 'tool')
       ? 'taken over'
@@ -74,6 +76,16 @@ const kit = await startKit({
     defineAgent({ name: 'failing' }),
     defineAgent({ name: 'cancelled' }),
     defineAgent({ name: 'reclaimed', tools: [hold] }),
+    defineAgent({
+      name: 'compacted',
+      compaction: { contextLimit: 600, reservedTokens: 0, tailMessages: 1, tailTokens: 100 },
+    }),
+    // Output checks in their own activity, and one revision (PATCH_OUTPUT_AUDIT).
+    defineAgent({
+      name: 'revised',
+      outputRetries: 1,
+      outputConstraints: [(output) => (String(output).includes('TODO') ? 'remove the TODO' : null)],
+    }),
   ],
   model,
 });
@@ -90,7 +102,7 @@ const wanted = (name: string) => only.length === 0 || only.includes(name);
 const until = async (predicate: () => Promise<boolean>) => {
   while (!(await predicate())) await new Promise((r) => setTimeout(r, 50));
 };
-for (const name of ['terminal', 'looping', 'fanout', 'failing'].filter(wanted)) {
+for (const name of ['terminal', 'looping', 'fanout', 'failing', 'revised'].filter(wanted)) {
   const run = await kit.client.run(name, `record ${name}`);
   await run.result();
   await save(name, run.workflowId);
@@ -101,6 +113,15 @@ if (wanted('cancelled')) {
   await run.cancel({ descendants: 'cascade' });
   await run.result();
   await save('cancelled', run.workflowId);
+}
+if (wanted('compacted')) {
+  // A model phase whose history is over the threshold: modelStep says so, compactStep runs.
+  const conversation = await kit.client.conversation('compacted');
+  await conversation.say(`first ${'x'.repeat(1500)}`);
+  await conversation.say(`second ${'x'.repeat(1500)}`);
+  const run = await conversation.ask('record compaction');
+  await run.result();
+  await save('compacted', run.workflowId);
 }
 if (wanted('reclaimed')) {
   // Reset at the last workflow task while the tool runs: the new run's first write meets the

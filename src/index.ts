@@ -10,10 +10,37 @@ export type {
   OutputViolation,
   PromptMode,
 } from './agents/agent.js';
+export {
+  outputPolicy,
+  outputPolicyFromFile,
+  requireImage,
+  requireMediaAnalysis,
+} from './agents/output-policy.js';
+export type {
+  ConstraintContext,
+  ConstraintResult,
+  OutputCheck,
+  OutputPolicy,
+  OutputPolicyKind,
+  OutputPolicyOption,
+  OutputPolicyOptions,
+} from './agents/output-policy.js';
+export { checkOutputPolicy } from './engine/output-checks.js';
+export type { CheckOutputPolicyOptions, OutputAudit } from './engine/output-checks.js';
 export { defineTool } from './agents/tool.js';
+export { imageTool, IMAGE_MAX_BYTES } from './agents/image-tool.js';
+export { viewMediaTool } from './agents/view-media-tool.js';
+export type { MediaFetch, ViewMediaResult, ViewMediaToolOptions } from './agents/view-media-tool.js';
+export type { ImageGate, ImageToolOptions, ImageToolResult } from './agents/image-tool.js';
 export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordination.js';
 export type { LaunchAgentTool } from './agents/coordination.js';
-export type { ToolContext, ToolDefinition, ToolOptions, ToolRecovery } from './agents/tool.js';
+export type {
+  AfterResultsMessage,
+  ToolContext,
+  ToolDefinition,
+  ToolOptions,
+  ToolRecovery,
+} from './agents/tool.js';
 export { AgentRegistry } from './agents/registry.js';
 export type {
   AuthorizationAction,
@@ -37,3 +64,22 @@ export type * from './store/types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';
 export * from './models/index.js';
 export * from './specialists/index.js';
+export { configure, globalDefaults, resetConfiguration } from './config.js';
+export type { TurnKitConfiguration, TurnKitDefaults } from './config.js';
+export { DEFAULT_PROMPT_SECTIONS } from './agents/prompt.js';
+export type {
+  ContextContribution,
+  ContextContributor,
+  ContributorContext,
+  CustomPromptSection,
+  PromptSectionEntry,
+  PromptSectionName,
+  SystemPromptOption,
+  SystemPromptView,
+} from './agents/prompt.js';
+export type { SubjectInput, TurnOptions } from './client/turnkit-client.js';
+export { defineSkill, skillFromFile, skillsFromDirectory } from './agents/skill.js';
+export type { Skill, SkillOptions } from './agents/skill.js';
+export { DEFAULT_COMPACTION } from './agents/compaction-policy.js';
+export type { CompactionPolicy, CompactionSetting } from './agents/compaction-policy.js';
+export type { ManualCompactionOptions } from './engine/compaction.js';

@@ -76,7 +76,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     defaultHeartbeatThrottleInterval: '500 milliseconds',
     // A workflow task sent to a worker that died waits this long on its sticky queue before
     // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
-    // only costs a replay from history on another worker (docs/architecture.md, decision 16).
+    // only costs a replay from history on another worker (docs/architecture.md, decision 20).
     stickyQueueScheduleToStartTimeout: '3 seconds',
     ...options.worker,
   });

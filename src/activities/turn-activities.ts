@@ -9,7 +9,9 @@ import { taskOf } from '../engine/build-turn.js';
 import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
 import { claimTurn } from '../engine/claim.js';
 import { laneStep } from '../engine/messaging.js';
+import { runCompactionStep } from '../engine/compaction.js';
 import { runModelStep } from '../engine/model-step.js';
+import { runOutputAudit } from '../engine/output-checks.js';
 import { runOutputStep } from '../engine/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { retryWhileStoreDown } from '../engine/store-outage.js';
@@ -23,10 +25,9 @@ import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
 import {
   claimTokenOf,
   laneFreeSignal,
-  laneWorkflowId,
+  laneStartOptions,
   turnStartOptions,
   turnWorkflowId,
-  wakeSignal,
 } from '../workflows/contract.js';
 import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
@@ -105,7 +106,12 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
       return mappingFailures(async () => {
         const step = await laneStep(runtime, input.conversationId);
         if (step.next) await startOrNudgeTurn(runtime, step.next, input.settings);
-        return { delivered: step.delivered, woke: step.woke, started: step.next?.id ?? null };
+        return {
+          delivered: step.delivered,
+          woke: step.woke,
+          started: step.next?.id ?? null,
+          queued: Math.max(step.queued - (step.next ? 1 : 0), 0),
+        };
       });
     },
 
@@ -114,11 +120,8 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
         const context = Context.current();
         for (const conversationId of input.conversationIds) {
           await context.client.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
-            workflowId: laneWorkflowId(conversationId),
+            ...laneStartOptions(conversationId, input.settings),
             taskQueue: context.info.taskQueue,
-            args: [{ conversationId, ...(input.settings ? { settings: input.settings } : {}) }],
-            signal: wakeSignal,
-            signalArgs: [],
           });
         }
       });
@@ -152,6 +155,15 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
       );
     },
 
+    async compactStep(input) {
+      const signal = Context.current().cancellationSignal;
+      return mappingFailures(() =>
+        withHeartbeat((heartbeat) =>
+          retryWhileStoreDown(() => runCompactionStep(runtime, input, { signal, heartbeat }), { signal }),
+        ),
+      );
+    },
+
     async toolCall(input) {
       const signal = Context.current().cancellationSignal;
       // A store outage re-dispatches the call inside this attempt (a finished execution keeps
@@ -180,6 +192,21 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
 
     async turnStatus(input) {
       return mappingFailures(() => turnStatus(runtime, input));
+    },
+
+    async outputAudit(input) {
+      const signal = Context.current().cancellationSignal;
+      // A store outage waits inside the attempt, as for a model step (decision 14).
+      return mappingFailures(() =>
+        withHeartbeat((heartbeat) =>
+          retryWhileStoreDown(
+            () => runOutputAudit(runtime, input, { signal, heartbeat: () => heartbeat() }),
+            {
+              signal,
+            },
+          ),
+        ),
+      );
     },
 
     async outputStep(input) {

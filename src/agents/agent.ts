@@ -1,9 +1,25 @@
 import { z } from 'zod';
 import { ArgumentError, ConfigError } from '../errors.js';
 import type { ModelClient, Thinking } from '../models/types.js';
-import type { Json, JsonObject, TurnRecord } from '../store/types.js';
+import type { Json, JsonObject } from '../store/types.js';
+import { DEFAULT_LIMITS, globalDefaults } from '../config.js';
+import type { ContextContributor, PromptSectionEntry, SystemPromptOption } from './prompt.js';
+import {
+  resolveContributors,
+  resolveDataMaxChars,
+  resolvePromptSections,
+  resolveSystemPrompt,
+} from './prompt.js';
+import type { CompactionPolicy, CompactionSetting } from './compaction-policy.js';
+import { checkCompactionSetting, layerCompaction } from './compaction-policy.js';
+import type { Skill } from './skill.js';
+import { loadSkillTool, uniqueSkills } from './skill.js';
+import type { OutputConstraint, OutputPolicy, OutputPolicyOption } from './output-policy.js';
+import { resolveOutputPolicies } from './output-policy.js';
 import type { ToolDefinition } from './tool.js';
 import { buildTool } from './tool.js';
+
+export type { OutputConstraint, OutputViolation } from './output-policy.js';
 
 /** Root-wide limits (spec §3.4). A tree always runs under its root turn's limits. */
 export interface BudgetLimits {
@@ -17,34 +33,10 @@ export interface BudgetLimits {
   timeout: number | null;
 }
 
-export const DEFAULT_LIMITS: BudgetLimits = Object.freeze({
-  maxIterations: 25,
-  maxToolExecutions: 100,
-  maxToolExecutionsByName: {},
-  maxSpend: null,
-  maxDepth: 3,
-  timeout: 300,
-});
+/** TurnKit's built-in limits (spec §1.3); `configure({limits})` changes them for new agents. */
+export { DEFAULT_LIMITS } from '../config.js';
 
 export type PromptMode = 'full' | 'minimal' | 'task' | 'none';
-
-export interface OutputViolation {
-  rule: string;
-  message: string;
-  metadata?: JsonObject;
-}
-
-/** A deterministic output check: return nothing/true/false when fine, else violation(s). */
-export type OutputConstraint = (
-  output: Json,
-  context: { turn: TurnRecord; outputText: string | null; outputData: Json },
-) =>
-  | void
-  | boolean
-  | string
-  | Partial<OutputViolation>
-  | (string | Partial<OutputViolation>)[]
-  | Promise<void | boolean | string | Partial<OutputViolation> | (string | Partial<OutputViolation>)[]>;
 
 export interface AgentOptions {
   name: string;
@@ -57,6 +49,24 @@ export interface AgentOptions {
   /** Autonomous orchestrator: prepends the orchestrator preamble, defaults to task mode. */
   orchestrator?: boolean;
   promptMode?: PromptMode;
+  /** Replaces the generated system prompt: a string, or a function of the generated one. */
+  systemPrompt?: SystemPromptOption;
+  /** Sections of `full`/`task` mode, in order: built-in names and custom sections. */
+  promptSections?: readonly PromptSectionEntry[];
+  /** Replaces the behavior section's text. */
+  promptBehavior?: string;
+  /** Truncation of each data block (subject, live context); default 20 000. */
+  promptDataMaxChars?: number;
+  /** Called at every model call, in the model activity, to add live-context blocks. */
+  contextContributors?: readonly ContextContributor[];
+  /** `false` disables compaction; an object overrides policy keys (spec §3.6). */
+  compaction?: CompactionSetting;
+  /** Skills always loaded into the prompt. */
+  skills?: readonly Skill[];
+  /** Skills listed in the prompt that the model loads with `load_skill` (global ones first). */
+  availableSkills?: readonly Skill[];
+  /** `false`: take none of the global defaults (`configure`); specialists do this. */
+  inheritGlobals?: boolean;
   limits?: Partial<BudgetLimits>;
   thinking?: Thinking | null;
   /** Validated by `run` before anything is written (InputError). */
@@ -64,6 +74,15 @@ export interface AgentOptions {
   /** Structured output the model must produce; persisted as `outputData`. */
   outputSchema?: z.ZodType;
   outputConstraints?: readonly OutputConstraint[];
+  /**
+   * LLM-judged policies (`outputPolicy(...)`, a `.md`/`.markdown`/`.txt` path), `requireImage()`,
+   * `requireMediaAnalysis()`, or deterministic constraints (functions, `{ check }` objects).
+   */
+  outputPolicy?: OutputPolicyOption | readonly OutputPolicyOption[] | null;
+  /** The judges' model when a policy names none (else the runtime's, else the turn's model). */
+  outputPolicyModel?: string;
+  /** The judges' thinking when a policy sets none (else the runtime's, else `{effort: 'low'}`). */
+  outputPolicyThinking?: Thinking | null;
   /** `fail` (default): dirty output fails the turn. `report`: completes with the audit. */
   outputPolicyMode?: 'fail' | 'report';
   /** Revision rounds allowed when output checks fail. */
@@ -81,6 +100,13 @@ export interface Agent {
   readonly subAgents: readonly Agent[];
   readonly orchestrator: boolean;
   readonly promptMode: PromptMode | undefined;
+  readonly systemPrompt: SystemPromptOption | undefined;
+  readonly promptSections: readonly PromptSectionEntry[] | undefined;
+  readonly promptBehavior: string | undefined;
+  readonly promptDataMaxChars: number;
+  /** The agent's own contributors after the global ones snapshotted at definition. */
+  readonly contextContributors: readonly ContextContributor[];
+  readonly inheritGlobals: boolean;
   readonly limits: BudgetLimits;
   readonly thinking: Thinking | null | undefined;
   readonly inputSchema: z.ZodType | undefined;
@@ -88,10 +114,25 @@ export interface Agent {
   /** JSON Schema of `outputSchema`, as the model sees it. */
   readonly outputJsonSchema: JsonObject | undefined;
   readonly outputConstraints: readonly OutputConstraint[];
+  readonly outputPolicies: readonly OutputPolicy[];
+  readonly outputPolicyModel: string | undefined;
+  readonly outputPolicyThinking: Thinking | null | undefined;
   readonly outputPolicyMode: 'fail' | 'report';
   readonly outputRetries: number;
   readonly client: ModelClient | undefined;
-  /** Tools the model is offered: configured tools plus one generated tool per sub-agent. */
+  /** The effective compaction policy (defaults ⊕ global ⊕ agent), or null when disabled. */
+  readonly compaction: CompactionPolicy | null;
+  /** Always in the prompt (their tools always offered). */
+  readonly skills: readonly Skill[];
+  /** Listed in the prompt and loadable with `load_skill`. */
+  readonly availableSkills: readonly Skill[];
+  /** Tool name → key of the available skill that owns it (offered only once loaded). */
+  readonly skillTools: ReadonlyMap<string, string>;
+  /**
+   * Every tool a turn of this agent may use: configured tools, the tools of its skills and
+   * available skills, one generated tool per sub-agent, and `load_skill`. A turn is offered
+   * an available skill's tools only once it loaded the skill (`offeredTools`).
+   */
   readonly effectiveTools: readonly ToolDefinition[];
 }
 
@@ -102,8 +143,12 @@ function positiveInteger(name: string, value: unknown, agent: string): number {
   return value;
 }
 
-function resolveLimits(agent: string, limits: Partial<BudgetLimits> = {}): BudgetLimits {
-  const merged = { ...DEFAULT_LIMITS, ...limits };
+function resolveLimits(
+  agent: string,
+  limits: Partial<BudgetLimits> = {},
+  base: BudgetLimits = DEFAULT_LIMITS,
+): BudgetLimits {
+  const merged = { ...base, ...limits };
   positiveInteger('maxIterations', merged.maxIterations, agent);
   positiveInteger('maxToolExecutions', merged.maxToolExecutions, agent);
   positiveInteger('maxDepth', merged.maxDepth, agent);
@@ -155,8 +200,32 @@ export function defineAgent(options: AgentOptions): Agent {
       throw new ArgumentError(`agent ${name}: tools[${index}] is not a tool (build tools with defineTool)`);
     }
   });
+  const inheritGlobals = options.inheritGlobals ?? true;
+  if (typeof inheritGlobals !== 'boolean')
+    throw new ArgumentError(`agent ${name}: inheritGlobals must be a boolean`);
+  const globals = inheritGlobals ? globalDefaults() : undefined;
+  const skills = uniqueSkills(`agent ${name}`, [...(options.skills ?? [])], true);
+  // Global available skills first, de-duplicated by key, first wins (spec §1.4).
+  const availableSkills = uniqueSkills(`agent ${name}`, [
+    ...(globals?.availableSkills ?? []),
+    ...(options.availableSkills ?? []),
+  ]);
+  const skillTools = new Map<string, string>();
+  for (const skill of availableSkills) for (const tool of skill.tools) skillTools.set(tool.name, skill.key);
   const subAgents = [...(options.subAgents ?? [])];
-  const effectiveTools = [...tools, ...subAgents.map(subAgentTool)];
+  const effectiveTools = [
+    ...tools,
+    ...skills.flatMap((skill) => skill.tools),
+    ...availableSkills.flatMap((skill) => skill.tools),
+    ...subAgents.map(subAgentTool),
+    ...(availableSkills.length > 0 ? [loadSkillTool(availableSkills)] : []),
+  ];
+  effectiveTools.forEach((tool, index) => {
+    if (!isToolDefinition(tool))
+      throw new ArgumentError(
+        `agent ${name}: tool ${index} of a skill is not a tool (build tools with defineTool)`,
+      );
+  });
   const seen = new Set<string>();
   for (const tool of effectiveTools) {
     if (seen.has(tool.name)) throw new ArgumentError(`agent ${name}: duplicate tool name ${tool.name}`);
@@ -166,14 +235,12 @@ export function defineAgent(options: AgentOptions): Agent {
   const mode = options.outputPolicyMode ?? 'fail';
   if (mode !== 'fail' && mode !== 'report')
     throw new ArgumentError(`agent ${name}: outputPolicyMode must be fail or report`);
-  if (options.thinking && options.thinking.effort === undefined && options.thinking.budget === undefined) {
-    throw new ArgumentError(`agent ${name}: thinking needs an effort or a budget`);
-  }
-  let outputJsonSchema: JsonObject | undefined;
-  if (options.outputSchema) {
-    outputJsonSchema = z.toJSONSchema(options.outputSchema, { target: 'draft-7' }) as JsonObject;
-    delete outputJsonSchema['$schema'];
-  }
+  const thinking =
+    options.thinking === undefined ? undefined : resolveThinking(`agent ${name}`, options.thinking);
+  if (options.promptBehavior !== undefined && typeof options.promptBehavior !== 'string')
+    throw new ArgumentError(`agent ${name}: promptBehavior must be a string`);
+  const outputJsonSchema = options.outputSchema ? schemaToJson(options.outputSchema) : undefined;
+  const policies = resolveOutputPolicies(name, options.outputPolicy);
   return Object.freeze({
     name,
     description: options.description ?? '',
@@ -182,17 +249,87 @@ export function defineAgent(options: AgentOptions): Agent {
     tools: Object.freeze(tools),
     subAgents: Object.freeze(subAgents),
     orchestrator: options.orchestrator ?? false,
-    promptMode: options.promptMode ?? (options.orchestrator ? 'task' : undefined),
-    limits: resolveLimits(name, options.limits),
-    thinking: options.thinking,
+    promptMode: resolvePromptMode(name, options.promptMode) ?? (options.orchestrator ? 'task' : undefined),
+    systemPrompt: resolveSystemPrompt(`agent ${name}`, options.systemPrompt),
+    promptSections: resolvePromptSections(`agent ${name}`, options.promptSections) ?? globals?.promptSections,
+    promptBehavior: options.promptBehavior ?? globals?.promptBehavior,
+    promptDataMaxChars: resolveDataMaxChars(
+      `agent ${name}`,
+      options.promptDataMaxChars ?? globals?.promptDataMaxChars ?? 20_000,
+    ),
+    // Globals are snapshotted here: a contributor configured later never reaches this agent.
+    contextContributors: Object.freeze([
+      ...(globals?.contextContributors ?? []),
+      ...resolveContributors(`agent ${name}`, options.contextContributors),
+    ]),
+    inheritGlobals,
+    limits: resolveLimits(name, options.limits, globals?.limits),
+    thinking,
     inputSchema: options.inputSchema,
     outputSchema: options.outputSchema,
     outputJsonSchema,
-    outputConstraints: Object.freeze([...(options.outputConstraints ?? [])]),
+    outputConstraints: Object.freeze([...(options.outputConstraints ?? []), ...policies.constraints]),
+    outputPolicies: Object.freeze(policies.policies),
+    outputPolicyModel: options.outputPolicyModel,
+    outputPolicyThinking: options.outputPolicyThinking,
     outputPolicyMode: mode,
     outputRetries,
     client: options.client,
+    compaction: layerCompaction([
+      globals?.compaction,
+      checkCompactionSetting(`agent ${name}`, options.compaction),
+    ]),
+    skills: Object.freeze(skills),
+    availableSkills: Object.freeze(availableSkills),
+    skillTools,
     effectiveTools: Object.freeze(effectiveTools),
+  });
+}
+
+/** The JSON Schema (draft 7) of a zod schema, as a model sees it. */
+export function schemaToJson(schema: z.ZodType): JsonObject {
+  const json = z.toJSONSchema(schema, { target: 'draft-7' }) as JsonObject;
+  delete json['$schema'];
+  return json;
+}
+
+const PROMPT_MODES: readonly PromptMode[] = ['full', 'minimal', 'task', 'none'];
+
+export function resolvePromptMode(agent: string, mode: unknown): PromptMode | undefined {
+  if (mode === undefined) return undefined;
+  if (!PROMPT_MODES.includes(mode as PromptMode))
+    throw new ArgumentError(`${agent}: promptMode must be one of ${PROMPT_MODES.join(', ')}`);
+  return mode as PromptMode;
+}
+
+/**
+ * Validates a thinking setting (spec §1.4): null turns thinking off; an object needs an
+ * `effort` (low, medium, high) or an integer `budget`, and nothing else.
+ */
+export function resolveThinking(where: string, thinking: unknown): Thinking | null {
+  if (thinking === null) return null;
+  if (!thinking || typeof thinking !== 'object' || Array.isArray(thinking))
+    throw new ArgumentError(`${where}: thinking must be {effort, budget} or null`);
+  const value = thinking as Record<string, unknown>;
+  const unknown = Object.keys(value).filter((key) => key !== 'effort' && key !== 'budget');
+  if (unknown.length > 0) throw new ArgumentError(`${where}: unknown thinking keys ${unknown.join(', ')}`);
+  if (value['effort'] === undefined && value['budget'] === undefined)
+    throw new ArgumentError(`${where}: thinking needs an effort or a budget`);
+  if (value['effort'] !== undefined && !['low', 'medium', 'high'].includes(value['effort'] as string))
+    throw new ArgumentError(`${where}: thinking effort must be low, medium or high`);
+  if (
+    value['budget'] !== undefined &&
+    !(Number.isInteger(value['budget']) && (value['budget'] as number) > 0)
+  )
+    throw new ArgumentError(`${where}: thinking budget must be a positive integer`);
+  return { ...(value as Thinking) };
+}
+
+/** The tools a turn is offered, given the skills it loaded (spec §4.6). */
+export function offeredTools(agent: Agent, loadedSkills: ReadonlySet<string>): ToolDefinition[] {
+  return agent.effectiveTools.filter((tool) => {
+    const owner = agent.skillTools.get(tool.name);
+    return owner === undefined || loadedSkills.has(owner);
   });
 }
 

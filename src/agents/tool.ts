@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ArgumentError, ToolValidationError } from '../errors.js';
-import type { Json, JsonObject, ToolExecutionRecord, TurnRecord } from '../store/types.js';
+import type { ModelUsage } from '../models/types.js';
+import type { Json, JsonObject, NewMessage, ToolExecutionRecord, TurnRecord } from '../store/types.js';
 import type { Store } from '../store/types.js';
 
 /**
@@ -25,7 +26,26 @@ export interface ToolContext {
   readonly store: Store;
   /** Tell Temporal the tool is alive (long tools should call this). */
   heartbeat(details?: unknown): void;
+  /**
+   * Charges an internal model call the tool made (an image generation, a media analysis) to
+   * the turn, through the runtime's cost rates and calculator; returns its cost in USD (null
+   * when unknown). Call `checkSpend` after it: the cost counts toward `maxSpend`.
+   */
+  recordUsage(usage: ModelUsage, model: string): Promise<number | null>;
+  /** BudgetError "cost limit reached" when the turn's tree spent more than its `maxSpend`. */
+  checkSpend(): Promise<void>;
+  /**
+   * A message of this turn's conversation written once the response's tool calls all have
+   * their results, so every call stays immediately followed by its result; only when this
+   * call completes. Returns the message's id now.
+   */
+  appendAfterResults(message: AfterResultsMessage): Promise<string>;
+  /** Appends an event to the turn's durable log now (e.g. `image.requested`). */
+  emit(type: string, payload: JsonObject): Promise<void>;
 }
+
+/** What a tool may add to its turn's conversation after the results (an image, a media analysis). */
+export type AfterResultsMessage = Pick<NewMessage, 'role' | 'kind' | 'content' | 'metadata'>;
 
 export type ToolKind = 'ordinary' | 'subAgent' | 'launchAgent' | 'waitFor' | 'sendMessage';
 

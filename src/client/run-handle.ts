@@ -10,6 +10,7 @@ import type {
   TurnRecord,
   Usage,
 } from '../store/types.js';
+import type { OutputViolation } from '../agents/output-policy.js';
 import { turnWorkflowId } from '../workflows/contract.js';
 
 export function sumUsage(turns: readonly TurnRecord[]): Usage {
@@ -31,6 +32,11 @@ export function sumUsage(turns: readonly TurnRecord[]): Usage {
     total.total_tokens += turn.usage.total_tokens ?? 0;
   }
   return total;
+}
+
+/** Observed cost in USD of these turns. */
+export function sumCost(turns: readonly TurnRecord[]): number {
+  return turns.reduce((sum, turn) => sum + (turn.cost ?? 0), 0);
 }
 
 export interface RunHandleDeps {
@@ -124,6 +130,26 @@ export class RunHandle {
     return (await this.turn()).error;
   }
 
+  /**
+   * The audit of the turn's final output check, `{clean, violations: [{rule, message,
+   * metadata?}]}`, or null when the agent has no output checks (or the turn has not ended).
+   */
+  async policyAudit(): Promise<{ clean: boolean; violations: OutputViolation[] } | null> {
+    const options = (await this.turn()).options;
+    const state = options['state'];
+    const audit =
+      (state && typeof state === 'object' && !Array.isArray(state) ? state['policy_audit'] : undefined) ??
+      options['policy_audit'];
+    return audit && typeof audit === 'object' && !Array.isArray(audit)
+      ? (audit as unknown as { clean: boolean; violations: OutputViolation[] })
+      : null;
+  }
+
+  /** True unless the final output check found violations (no checks: clean). */
+  async policyClean(): Promise<boolean> {
+    return (await this.policyAudit())?.clean ?? true;
+  }
+
   /** Every turn of the run's tree, root first. */
   turns(): Promise<TurnRecord[]> {
     return this.deps.store.listTurns({ rootTurnId: this.rootTurnId });
@@ -147,7 +173,7 @@ export class RunHandle {
 
   /** Observed cost in USD over the whole tree. */
   async cost(): Promise<number> {
-    return (await this.turns()).reduce((sum, turn) => sum + (turn.cost ?? 0), 0);
+    return sumCost(await this.turns());
   }
 
   events(): Promise<EventRecord[]> {

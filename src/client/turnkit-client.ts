@@ -1,5 +1,11 @@
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import type { Agent } from '../agents/agent.js';
+import type { z } from 'zod';
+import type { Agent, PromptMode } from '../agents/agent.js';
+import type { ModelClient, Thinking } from '../models/types.js';
+import type { ManualCompactionOptions } from '../engine/compaction.js';
+import { compactConversation } from '../engine/compaction.js';
+import type { MediaInput, MediaPart } from '../models/media.js';
+import { mediaPart } from '../models/media.js';
 import type { AgentRegistry } from '../agents/registry.js';
 import { buildModelRequest } from '../engine/model-request.js';
 import type { TurnPreview } from '../engine/model-request.js';
@@ -9,21 +15,29 @@ import { ArgumentError, InputError } from '../errors.js';
 import { newId } from '../ids.js';
 import { jsonCopy, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
-import type { DeliveryRecord, Json, JsonObject, Store, Subject, TurnRecord } from '../store/types.js';
+import type {
+  DeliveryRecord,
+  Json,
+  JsonObject,
+  MessageRecord,
+  Store,
+  Subject,
+  TurnRecord,
+  Usage,
+} from '../store/types.js';
 import type { CancelDescendants } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
 import type { TurnSettings } from '../workflows/contract.js';
 import {
   cancelSignal,
   DEFAULT_TASK_QUEUE,
-  laneWorkflowId,
+  laneStartOptions,
   turnStartOptions,
   turnWorkflowId,
-  wakeSignal,
 } from '../workflows/contract.js';
 import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
-import { RunHandle } from './run-handle.js';
+import { RunHandle, sumCost, sumUsage } from './run-handle.js';
 import { buildTurn, taskOf } from '../engine/build-turn.js';
 import { sendMessage } from '../engine/messaging.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
@@ -43,18 +57,48 @@ export interface TurnKitClientOptions {
   turnSettings?: TurnSettings;
   /** The same policy the workers use: checked before this client writes anything. */
   authorization?: AuthorizationPolicy;
+  /** Model client for work done in this process: `conversation.compact()`. */
+  model?: ModelClient;
 }
 
-export interface RunOptions {
+/**
+ * What a run or conversation is about. Stored as `{type, id}`; its prompt (`prompt`, or what
+ * `toPrompt()` returns) is snapshotted when the conversation is created and rendered to the
+ * model as untrusted data, so a worker never needs the application's object (BG-04).
+ */
+export type SubjectInput = Subject & { prompt?: string; toPrompt?: () => string };
+
+/** Options persisted on the turn a run, `prepare` or `ask` builds (spec §3.1). */
+export interface TurnOptions {
+  /** Thinking for this turn; `null` turns the agent's thinking off. */
+  thinking?: Thinking | null;
+  /** Structured output for this turn: a zod schema or a JSON Schema object. */
+  outputSchema?: z.ZodType | JsonObject;
+  /** `full`, `minimal`, `task` or `none`. `run` defaults to `task`; `null` uses the agent's mode. */
+  promptMode?: PromptMode | null;
+  /** `true` forces compaction before the model phase, `false` disables it for this turn. */
+  compact?: boolean;
+}
+
+export interface RunOptions extends TurnOptions {
   /** Structured input, validated against the agent's `inputSchema` before anything is written. */
   input?: Json;
+  /**
+   * Images and files for the model, stored as parts of the task message and sent as real
+   * image / file content (an unsupported type or an oversized one is an InputError).
+   */
+  media?: readonly MediaInput[];
   /** The application's identity for authorization; the model can never set it. */
   principal?: Json;
   /** Run context, copied on write, rendered to the model as untrusted data. */
   context?: JsonObject;
   model?: string;
-  subject?: Subject;
+  subject?: SubjectInput;
   metadata?: JsonObject;
+  /** Attach this run to another run's tree: shared budget, usage and cost (CORE-07). */
+  parentRun?: RunHandle | string;
+  /** The same, by root turn id. */
+  rootTurnId?: string;
   /**
    * A conversation that receives this run's result as a message when it finishes (a
    * completion callback, authorized as `callback` before anything is written).
@@ -75,8 +119,26 @@ export interface ConversationOptions {
   principal?: Json;
   context?: JsonObject;
   model?: string;
-  subject?: Subject;
+  subject?: SubjectInput;
   metadata?: JsonObject;
+}
+
+/** Validates a subject and snapshots its prompt (string or `toPrompt()`). */
+function subjectOf(subject: SubjectInput | undefined): (Subject & { prompt?: string }) | null {
+  if (subject === undefined || subject === null) return null;
+  if (typeof subject !== 'object' || typeof subject.type !== 'string' || subject.id === undefined)
+    throw new ArgumentError('subject must be {type, id} (optionally with prompt or toPrompt)');
+  const prompt = typeof subject.toPrompt === 'function' ? subject.toPrompt() : subject.prompt;
+  if (prompt !== undefined && typeof prompt !== 'string')
+    throw new ArgumentError('a subject prompt must be a string');
+  return { type: subject.type, id: String(subject.id), ...(prompt !== undefined ? { prompt } : {}) };
+}
+
+/** A user's images and files as stored parts; anything unusable is an InputError before any write. */
+function inputMedia(media: readonly MediaInput[] | undefined): MediaPart[] {
+  if (media !== undefined && !Array.isArray(media))
+    throw new InputError('media must be an array of { url | data, mimeType, filename? }');
+  return (media ?? []).map((item) => mediaPart(item, (message) => new InputError(`input media: ${message}`)));
 }
 
 function taskText(task: string, input: Json | undefined): string {
@@ -108,6 +170,7 @@ export class TurnKitClient {
       store: options.store,
       agents: options.agents,
       defaultModel: options.defaultModel,
+      ...(options.model ? { model: options.model } : {}),
       ...(options.authorization ? { authorization: options.authorization } : {}),
     });
   }
@@ -166,7 +229,9 @@ export class TurnKitClient {
       const parsed = resolved.inputSchema.safeParse(undefined);
       if (!parsed.success) throw new InputError(`${resolved.name} needs an input`);
     }
+    const media = inputMedia(options.media);
     const conversationId = newId('conv');
+    const rootTurnId = await this.#sharedRoot(options);
     if (options.callback !== undefined) {
       if (typeof options.callback !== 'string' || options.callback === '')
         throw new ArgumentError('callback must be a conversation id');
@@ -181,16 +246,34 @@ export class TurnKitClient {
       const message = await this.store.appendMessage({
         conversationId,
         role: 'user',
-        content: taskText(task, options.input),
+        content: [{ type: 'text', text: taskText(task, options.input) }, ...media],
         metadata: { source: 'application', task: true },
       });
+      // `task` unless the caller names a mode; `null` leaves it to the agent (spec §1.2).
+      const promptMode = options.promptMode === undefined ? 'task' : options.promptMode;
       return this.#buildTurn(resolved, conversationId, message.id, message.sequence, {
         ...options,
-        promptMode: 'task',
+        promptMode,
+        rootTurnId,
         submit,
       });
     });
     return turn;
+  }
+
+  /** The root a run joins (`parentRun`, `rootTurnId`): it must exist and be a root. */
+  async #sharedRoot(options: RunOptions): Promise<string | undefined> {
+    const given =
+      options.parentRun !== undefined
+        ? typeof options.parentRun === 'string'
+          ? options.parentRun
+          : options.parentRun.rootTurnId
+        : options.rootTurnId;
+    if (given === undefined) return undefined;
+    if (typeof given !== 'string' || given === '')
+      throw new ArgumentError('parentRun/rootTurnId must name a turn');
+    const turn = await this.store.loadTurn(given);
+    return turn.rootTurnId;
   }
 
   /** A persisted conversation for multi-turn use (`say`, `ask`). */
@@ -289,11 +372,13 @@ export class TurnKitClient {
     const metadata: JsonObject = { ...jsonCopy(options.metadata ?? {}) };
     if (options.principal !== undefined) metadata['principal'] = jsonCopy(options.principal);
     if (options.context !== undefined) metadata['turnkit_context'] = jsonCopy(options.context);
+    const subject = subjectOf(options.subject);
+    if (subject?.prompt !== undefined) metadata['turnkit_subject_prompt'] = subject.prompt;
     return this.store.createConversation({
       id,
       agentName: agent.name,
       model: options.model ?? null,
-      subject: options.subject ?? null,
+      subject: subject ? { type: subject.type, id: subject.id } : null,
       metadata,
     });
   }
@@ -314,7 +399,7 @@ export class TurnKitClient {
     conversationId: string,
     triggerMessageId: string,
     sequence: number,
-    options: RunOptions & { promptMode?: string; submit?: boolean },
+    options: RunOptions & { submit?: boolean },
   ): Promise<TurnRecord> {
     return buildTurn(
       this.store,
@@ -326,10 +411,19 @@ export class TurnKitClient {
         ...(options.context !== undefined ? { context: options.context } : {}),
         ...(options.model !== undefined ? { model: options.model } : {}),
         ...(options.promptMode ? { promptMode: options.promptMode } : {}),
+        ...('thinking' in options && options.thinking !== undefined ? { thinking: options.thinking } : {}),
+        ...(options.outputSchema !== undefined ? { outputSchema: options.outputSchema } : {}),
+        ...(options.compact !== undefined ? { compact: options.compact } : {}),
+        ...(options.rootTurnId ? { rootTurnId: options.rootTurnId } : {}),
         ...(options.callback ? { callbackConversationId: options.callback } : {}),
         submit: options.submit ?? false,
       },
     );
+  }
+
+  /** @internal `ConversationHandle.compact`. */
+  compactConversation(agentName: string, conversationId: string, options: ManualCompactionOptions) {
+    return compactConversation(this.#runtime, this.#agent(agentName), conversationId, options);
   }
 
   /**
@@ -354,12 +448,8 @@ export class TurnKitClient {
   /** Signal-with-start of the conversation's lane workflow: deliver, wake, run the next turn. */
   async wakeLane(conversationId: string): Promise<void> {
     await this.temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
+      ...laneStartOptions(conversationId, this.turnSettings),
       taskQueue: this.taskQueue,
-      workflowId: laneWorkflowId(conversationId),
-      args: [{ conversationId, ...(this.turnSettings ? { settings: this.turnSettings } : {}) }],
-      signal: wakeSignal,
-      signalArgs: [],
-      staticSummary: `lane of ${conversationId}`,
     });
   }
 
@@ -411,14 +501,30 @@ export class ConversationHandle {
     });
   }
 
-  /** Says `text` and starts a turn that sees it (pass `start: false` to only prepare). */
+  /**
+   * Says `text` (with any `media`, sent to the model as real image / file parts) and starts a
+   * turn that sees it (pass `start: false` to only prepare).
+   */
   async ask(
     text: string,
-    options: { start?: boolean; principal?: Json; context?: JsonObject; model?: string } = {},
+    options: TurnOptions & {
+      start?: boolean;
+      principal?: Json;
+      context?: JsonObject;
+      model?: string;
+      media?: readonly MediaInput[];
+    } = {},
   ) {
+    const { media, ...turnOptions } = options;
+    const parts = inputMedia(media);
+    if (typeof text !== 'string' || text === '') throw new ArgumentError('ask needs a non-empty text');
     const turn = await this.client.store.atomic(this.id, async () => {
-      const message = await this.say(text);
-      return this.client.buildTurn(this.agentName, this.id, message.id, message.sequence, options);
+      const message = await this.client.store.appendMessage({
+        conversationId: this.id,
+        role: 'user',
+        content: [{ type: 'text', text }, ...parts],
+      });
+      return this.client.buildTurn(this.agentName, this.id, message.id, message.sequence, turnOptions);
     });
     const handle = await this.client.handle(turn);
     return options.start === false ? handle : handle.start();
@@ -426,6 +532,24 @@ export class ConversationHandle {
 
   messages() {
     return this.client.store.listMessages(this.id);
+  }
+
+  /**
+   * Summarizes the history now (spec §3.6): appends a `context_summary` message that later
+   * turns see instead of what it replaces; nothing is deleted. Raises CompactionError.
+   */
+  compact(options: ManualCompactionOptions = {}): Promise<MessageRecord> {
+    return this.client.compactConversation(this.agentName, this.id, options);
+  }
+
+  /** Token totals over every turn of this conversation. */
+  async usage(): Promise<Usage> {
+    return sumUsage(await this.client.store.listTurns({ conversationId: this.id }));
+  }
+
+  /** Observed cost in USD over every turn of this conversation. */
+  async cost(): Promise<number> {
+    return sumCost(await this.client.store.listTurns({ conversationId: this.id }));
   }
 
   /** Sends a durable message from this conversation to another one. */

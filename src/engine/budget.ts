@@ -102,6 +102,12 @@ export class Budget {
     this.toolExecutionsByName.set(name, used + 1);
   }
 
+  /** The spend cap alone, on the cost seeded from the store: strictly over it fails. */
+  checkSpend(): void {
+    if (this.limits.maxSpend !== null && this.cost > this.limits.maxSpend)
+      throw new BudgetError('cost limit reached');
+  }
+
   /** Spend is observed, not reserved: strictly over the cap fails (spec §10.4). */
   addCost(amount: number | null): void {
     if (amount === null || this.limits.maxSpend === null) return;

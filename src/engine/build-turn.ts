@@ -1,5 +1,8 @@
-import type { Agent } from '../agents/agent.js';
-import { limitsToJson } from '../agents/agent.js';
+import { z } from 'zod';
+import type { Agent, PromptMode } from '../agents/agent.js';
+import { limitsToJson, resolvePromptMode, resolveThinking, schemaToJson } from '../agents/agent.js';
+import { ArgumentError } from '../errors.js';
+import type { Thinking } from '../models/types.js';
 import { jsonCopy, nowIso } from '../store/records.js';
 import type { Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 
@@ -9,7 +12,15 @@ export interface BuildTurnOptions {
   /** Run context; absent → the conversation's stored context. */
   context?: JsonObject;
   model?: string;
-  promptMode?: string;
+  promptMode?: PromptMode;
+  /** Thinking for this turn; `null` turns it off. Absent → the agent's. */
+  thinking?: Thinking | null;
+  /** Structured output of this turn (a zod schema or a JSON Schema). Absent → the agent's. */
+  outputSchema?: z.ZodType | JsonObject;
+  /** `true` forces compaction before the model phase, `false` disables it for this turn. */
+  compact?: boolean;
+  /** Joins an existing root tree (shared budget and usage). */
+  rootTurnId?: string;
   /** Marks the turn submitted (a background turn that a workflow will run). */
   submit?: boolean;
   /** Where the completion callback goes (spec §5.8). */
@@ -32,22 +43,47 @@ export async function buildTurn(
   const turnOptions: JsonObject = {
     trigger_message_id: trigger.id,
     budget_limits: limitsToJson(agent.limits),
+    // An explicit null is kept: it turns the agent's thinking off for this turn (CORE-08).
+    thinking: jsonCopy(
+      'thinking' in options && options.thinking !== undefined
+        ? resolveThinking('turn', options.thinking)
+        : (agent.thinking ?? null),
+    ) as Json,
     context: jsonCopy(
       options.context ?? (conversation.metadata['turnkit_context'] as JsonObject | undefined) ?? {},
     ),
     principal: jsonCopy(options.principal ?? conversation.metadata['principal'] ?? null),
   };
-  if (options.promptMode) turnOptions['prompt_mode'] = options.promptMode;
+  const schema = outputJsonSchema(options.outputSchema) ?? agent.outputJsonSchema;
+  if (schema) turnOptions['output_schema'] = jsonCopy(schema);
+  if (options.compact !== undefined) {
+    if (typeof options.compact !== 'boolean') throw new ArgumentError('compact must be true or false');
+    turnOptions['compact'] = options.compact;
+  }
+  // The subject's prompt as it was when the turn was built (BG-04).
+  const subjectPrompt = conversation.metadata['turnkit_subject_prompt'];
+  if (typeof subjectPrompt === 'string') turnOptions['subject_prompt'] = subjectPrompt;
+  if (options.promptMode !== undefined)
+    turnOptions['prompt_mode'] = resolvePromptMode('turn', options.promptMode)!;
   if (options.callbackConversationId)
     turnOptions['callback_conversation_id'] = options.callbackConversationId;
   return store.createTurn({
     conversationId,
     agentName: agent.name,
     contextMessageSequence: trigger.sequence,
+    ...(options.rootTurnId ? { rootTurnId: options.rootTurnId } : {}),
     model: options.model ?? conversation.model ?? agent.model ?? null,
     options: turnOptions,
     submittedAt: options.submit ? nowIso() : null,
   });
+}
+
+/** The JSON Schema of a per-turn output schema: a zod schema is converted, an object is taken as is. */
+export function outputJsonSchema(schema: z.ZodType | JsonObject | undefined): JsonObject | undefined {
+  if (schema === undefined) return undefined;
+  if (schema instanceof z.ZodType) return schemaToJson(schema);
+  if (schema && typeof schema === 'object' && !Array.isArray(schema)) return schema;
+  throw new ArgumentError('outputSchema must be a zod schema or a JSON Schema object');
 }
 
 /** What a turn is about: the text of its trigger (the last message it sees), else its id. */

@@ -3,10 +3,11 @@
  * responses and tool outputs stay in the store and never enter Temporal history.
  */
 import type { Agent } from '../agents/agent.js';
+import { limitsFromJson } from '../agents/agent.js';
 import type { ToolKind } from '../agents/tool.js';
 import type { TurnRecord, TurnStatus } from '../store/types.js';
 import type { Phase } from './turn-state.js';
-import { phaseOf, toolCallParts, turnState } from './turn-state.js';
+import { iterationsOf, phaseOf, toolCallParts, turnState } from './turn-state.js';
 
 /**
  * What an activity that writes as the turn's owner is given: the turn, the claim, and for
@@ -35,6 +36,18 @@ export interface TurnDigest {
   toolCalls: ToolCallDigest[];
   /** The root's deadline (ISO) for the workflow's timer, or null (set by the claim only). */
   deadline: string | null;
+  /** The agent has output constraints or policies: the output phase runs `outputAudit` first. */
+  outputChecks?: boolean;
+  /** For the Temporal UI's current details (absent in digests recorded before it existed). */
+  progress?: TurnProgress;
+}
+
+/** Counts the UI shows while a turn runs: iteration against its limit, tokens and cost so far. */
+export interface TurnProgress {
+  iteration: number;
+  maxIterations: number;
+  tokens: number;
+  cost: number;
 }
 
 /** The tool calls of a turn in its tools phase, as the workflow dispatches them. */
@@ -54,6 +67,13 @@ export function turnDigest(agent: Agent, turn: TurnRecord, deadline: Date | null
     phase: phaseOf(turn),
     toolCalls: toolCallDigests(agent, turn),
     deadline: deadline?.toISOString() ?? null,
+    ...(agent.outputConstraints.length > 0 || agent.outputPolicies.length > 0 ? { outputChecks: true } : {}),
+    progress: {
+      iteration: iterationsOf(turn),
+      maxIterations: limitsFromJson(turn.options['budget_limits'], agent.limits).maxIterations,
+      tokens: turn.usage?.total_tokens ?? 0,
+      cost: turn.cost ?? 0,
+    },
   };
 }
 
@@ -72,6 +92,8 @@ export interface ModelStepDigest extends TurnDigest {
   cost: number | null;
   /** True when a stored response was reused instead of calling the model again. */
   reused: boolean;
+  /** The model was not called: compaction is due first (only when the step asked). */
+  compactionDue?: boolean;
 }
 
 export interface ToolCallOutcome {

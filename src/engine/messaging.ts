@@ -78,6 +78,8 @@ export interface LaneStep {
   woke: string | null;
   /** The turn the lane should run now: the oldest submitted pending one of an idle lane. */
   next: TurnRecord | null;
+  /** Submitted pending turns in the lane, `next` included. */
+  queued: number;
 }
 
 /**
@@ -104,14 +106,13 @@ export async function laneStep(runtime: Runtime, conversationId: string): Promis
   const buffered = await store.atomic(conversationId, () => wakeConversation(runtime, store, conversationId));
   if (buffered) woke = buffered.id;
   const lane = await store.listTurns({ conversationId, status: ['pending', 'waiting', 'running'] });
+  const queue = lane.filter((turn) => turn.status === 'pending' && turn.submittedAt !== null);
   if (lane.some((turn) => turn.status === 'running' || turn.status === 'waiting'))
-    return { delivered, woke, next: null };
-  const next = lane
-    .filter((turn) => turn.status === 'pending' && turn.submittedAt !== null)
-    .sort((a, b) =>
-      a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1,
-    )[0];
-  return { delivered, woke, next: next ?? null };
+    return { delivered, woke, next: null, queued: queue.length };
+  const next = queue.sort((a, b) =>
+    a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1,
+  )[0];
+  return { delivered, woke, next: next ?? null, queued: queue.length };
 }
 
 /**

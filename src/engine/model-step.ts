@@ -7,6 +7,7 @@ import type { ContentPart, JsonObject, MessageRecord, Store, TurnRecord } from '
 import { Budget } from './budget.js';
 import type { ModelStepDigest } from './digest.js';
 import { turnDigest } from './digest.js';
+import { compactionDue } from './compaction.js';
 import { buildModelRequest } from './model-request.js';
 import type { OwnedTurn, Runtime } from './runtime.js';
 import { depthOf, iterationsOf, toolCallParts, turnState, updateState } from './turn-state.js';
@@ -22,6 +23,8 @@ export interface ModelStepInput {
   step: string;
   /** Provider errors this step may see before it fails the turn (default 5). */
   maxProviderAttempts?: number;
+  /** Check the compaction trigger first; when due, return `compactionDue` without calling the model. */
+  compaction?: boolean;
 }
 
 export interface ModelStepHooks {
@@ -49,6 +52,9 @@ export async function runModelStep(
 ): Promise<ModelStepDigest> {
   const owned = await runtime.ownTurn(input);
   if (turnState(owned.turn).model_step === input.step) return reused(owned, owned.turn);
+  // Before anything is reserved: the workflow runs compactStep, then this step again.
+  if (input.compaction && (await compactionDue(owned.store, owned.agent, owned.turn)))
+    return { ...reused(owned, owned.turn), reused: false, compactionDue: true };
   const depth = await depthOf(owned.store, owned.turn);
   const { turn, budget } = await reserveIteration(owned, input.step, depth);
   const { request, result } = await callModel(runtime, owned, turn, depth, hooks, input);

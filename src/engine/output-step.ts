@@ -1,63 +1,59 @@
-import type { Agent, OutputViolation } from '../agents/agent.js';
-import { ArgumentError } from '../errors.js';
-import type { Json, JsonObject, TurnRecord } from '../store/types.js';
+import type { Agent } from '../agents/agent.js';
+import type { OutputViolation } from '../agents/output-policy.js';
+import type { JsonObject, TurnRecord } from '../store/types.js';
 import type { OutputStepDigest, OwnerInput } from './digest.js';
+import type { OutputAudit } from './output-checks.js';
+import {
+  auditKey,
+  checkTurnOutput,
+  hasOutputChecks,
+  schemaViolations,
+  storedAudit,
+} from './output-checks.js';
 import type { Runtime } from './runtime.js';
 import { terminalNotice, writeTerminal } from './terminal.js';
+import type { TurnState } from './turn-state.js';
 import { turnState, updateState } from './turn-state.js';
 
-export interface OutputAudit {
-  clean: boolean;
-  violations: OutputViolation[];
-}
+export type { OutputAudit } from './output-checks.js';
 
-function toViolations(value: unknown): OutputViolation[] {
-  if (value === undefined || value === null || value === true || value === false) return [];
-  if (typeof value === 'string') return [{ rule: 'output_constraint', message: value }];
-  if (Array.isArray(value)) return value.flatMap(toViolations);
-  if (typeof value === 'object') {
-    const { rule, message, error, metadata, ...rest } = value as Record<string, unknown>;
-    const violation: OutputViolation = {
-      rule: typeof rule === 'string' ? rule : 'output_constraint',
-      message:
-        typeof message === 'string'
-          ? message
-          : typeof error === 'string'
-            ? error
-            : 'output constraint failed',
-    };
-    const meta =
-      (metadata as JsonObject | undefined) ?? (Object.keys(rest).length ? (rest as JsonObject) : undefined);
-    if (meta) violation.metadata = meta;
-    return [violation];
-  }
-  throw new ArgumentError(
-    `an output constraint returned ${typeof value}; return nothing, a string, or a violation`,
-  );
-}
-
-/** Runs the agent's output constraints on the structured output, or else the text. */
-export async function auditOutput(
+/**
+ * The audit of the turn's candidate: the schema check here, then what the `outputAudit`
+ * activity stored for this candidate. A workflow that did not run that activity (a history
+ * recorded before it existed) gets the checks run here, as they used to be.
+ */
+async function auditCandidate(
+  runtime: Runtime,
+  store: Parameters<typeof checkTurnOutput>[1],
   agent: Agent,
   turn: TurnRecord,
-  outputText: string | null,
-  outputData: Json,
+  state: TurnState,
 ): Promise<OutputAudit | null> {
-  if (agent.outputConstraints.length === 0) return null;
-  const output = outputData !== null && outputData !== undefined ? outputData : outputText;
-  const violations: OutputViolation[] = [];
-  for (const constraint of agent.outputConstraints) {
-    violations.push(...toViolations(await constraint(output, { turn, outputText, outputData })));
+  if (!agent.outputSchema && !hasOutputChecks(agent)) return null;
+  const violations: OutputViolation[] = schemaViolations(agent, state.output_data ?? null);
+  if (hasOutputChecks(agent)) {
+    violations.push(
+      ...(storedAudit(state, auditKey(state)) ??
+        (await checkTurnOutput(runtime, store, agent, turn, { signal: new AbortController().signal }))),
+    );
   }
   return { clean: violations.length === 0, violations };
 }
 
-function revisionPrompt(audit: OutputAudit, terminalToolName: string | null | undefined): string {
+function revisionPrompt(
+  agent: Agent,
+  audit: OutputAudit,
+  terminalToolName: string | null | undefined,
+): string {
+  const policies = agent.outputPolicies.flatMap((policy) =>
+    policy.content ? [`<skill key="${policy.name}">\n${policy.content}\n</skill>`] : [],
+  );
   const lines = audit.violations.map(
     (violation, index) => `${index + 1}. ${violation.rule}: ${violation.message}`,
   );
   return [
     'Your previous output failed the output checks. Revise it without adding new claims.',
+    ...(policies.length ? ['', 'Policies:', ...policies] : []),
     '',
     'Violations:',
     ...lines,
@@ -74,7 +70,7 @@ export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promis
   const state = turnState(turn);
   const candidate = state.candidate ?? '';
   const outputData = state.output_data ?? null;
-  const audit = await auditOutput(agent, turn, candidate, outputData);
+  const audit = await auditCandidate(runtime, store, agent, turn, state);
   const revisionsUsed = state.revisions_used ?? 0;
 
   if (audit && !audit.clean && revisionsUsed < agent.outputRetries) {
@@ -85,7 +81,7 @@ export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promis
         turnId: turn.id,
         role: 'user',
         kind: 'text',
-        content: revisionPrompt(audit, state.terminal_tool_name),
+        content: revisionPrompt(agent, audit, state.terminal_tool_name),
         metadata: { source: 'output_policy', attempt },
       });
       const updated = await updateState(store, turn.id, {

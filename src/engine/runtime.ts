@@ -1,8 +1,9 @@
 import type { Agent } from '../agents/agent.js';
 import type { AgentRegistry } from '../agents/registry.js';
+import { globalDefaults } from '../config.js';
 import { AuthorizationError, ConfigError } from '../errors.js';
 import type { CostConfig } from '../models/cost.js';
-import type { ModelClient } from '../models/types.js';
+import type { ModelClient, Thinking } from '../models/types.js';
 import { FencedStore } from '../store/fenced-store.js';
 import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 import type { OwnerInput } from './digest.js';
@@ -42,15 +43,21 @@ export interface RuntimeOptions {
   /** In-process listeners, called after each event is durably appended. */
   onEvent?: EventListener | readonly EventListener[];
   logger?: Pick<Console, 'warn' | 'error'>;
+  /** Default model of output-policy judges (after the policy's and the agent's own). */
+  outputPolicyModel?: string;
+  /** Default thinking of output-policy judges; `{effort: 'low'}` when unset. */
+  outputPolicyThinking?: Thinking | null;
 }
 
 /** What the engine needs at run time: store, agents, models, policy, listeners. */
 export class Runtime {
   readonly store: Store;
   readonly agents: AgentRegistry;
-  readonly defaultModel: string;
+  readonly #defaultModel: string | undefined;
   readonly cost: CostConfig;
   readonly logger: Pick<Console, 'warn' | 'error'>;
+  readonly outputPolicyModel: string | undefined;
+  readonly outputPolicyThinking: Thinking | null | undefined;
   readonly #model: ModelClient | undefined;
   readonly #authorization: AuthorizationPolicy | undefined;
   readonly #listeners: EventListener[];
@@ -60,9 +67,11 @@ export class Runtime {
     if (!options.agents) throw new ConfigError('a runtime needs an agent registry');
     this.store = options.store;
     this.agents = options.agents;
-    this.defaultModel = options.defaultModel ?? 'claude-sonnet-4-5';
+    this.#defaultModel = options.defaultModel;
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
+    this.outputPolicyModel = options.outputPolicyModel;
+    this.outputPolicyThinking = options.outputPolicyThinking;
     this.#model = options.model;
     this.#authorization = options.authorization;
     const listeners = options.onEvent;
@@ -86,6 +95,11 @@ export class Runtime {
       );
     }
     return client;
+  }
+
+  /** The runtime's own default model, else the global one (`configure({defaultModel})`). */
+  get defaultModel(): string {
+    return this.#defaultModel ?? globalDefaults().defaultModel;
   }
 
   modelFor(agent: Agent, turn: TurnRecord): string {

@@ -10,6 +10,7 @@ import type {
   TurnRecord,
   TurnUpdate,
 } from '../store/types.js';
+import { appendAfterResults } from './after-results.js';
 import { retakeClaim } from './claim.js';
 import type { OwnerInput, TerminalNotice, TurnErrorDigest } from './digest.js';
 import { completionCallback, laneHasWork, openWaiters } from './messaging.js';
@@ -110,7 +111,8 @@ export async function repairTranscript(
       answered.add(call.id);
     }
   }
-  return appended;
+  // Every call has its result now: an image or analysis a finished call produced goes after them.
+  return [...appended, ...(await appendAfterResults(store, turn))];
 }
 
 /**
@@ -151,8 +153,8 @@ export async function writeTerminal(
   for (const message of result.repaired) {
     await runtime.emit(result.turn, 'message.created', {
       message_id: message.id,
-      role: 'tool',
-      kind: 'tool_result',
+      role: message.role,
+      kind: message.kind,
     });
   }
   await emitCallback(runtime, result.turn, result.callback);

@@ -18,8 +18,11 @@ import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
 import type { ToolCallOutcome } from './digest.js';
 import type { Runtime } from './runtime.js';
+import { toolForTurn } from './skills.js';
 import { retryWhileStoreDown } from './store-outage.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
+import { newId } from '../ids.js';
+import { checkTreeSpend, recordInternalCall } from './charge.js';
 import { contextOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
 
 type ToolCall = ReturnType<typeof toolCallParts>[number];
@@ -44,6 +47,8 @@ const KNOWN_WORK = new Set(['subAgent', 'launchAgent', 'waitFor', 'sendMessage']
 
 class ToolRun {
   readonly events: Array<[string, JsonObject]> = [];
+  /** Messages the tool asked for after the results; stored with its completion. */
+  readonly afterResults: JsonObject[] = [];
 
   constructor(
     readonly runtime: Runtime,
@@ -94,6 +99,12 @@ class ToolRun {
         completedAt: nowIso(),
       });
       const message = row ? await this.appendResult(row, payload, status !== 'completed') : null;
+      if (row && status === 'completed' && this.afterResults.length > 0) {
+        const fresh = await this.store.loadTurn(this.turn.id);
+        await updateState(this.store, this.turn.id, {
+          after_results: [...(turnState(fresh).after_results ?? []), ...this.afterResults],
+        });
+      }
       return { row, message };
     });
     // Someone else (cancel, recovery) closed the row while the tool ran: the late outcome is dropped.
@@ -137,7 +148,7 @@ export async function runToolCall(
   const { store, turn, agent } = await runtime.ownTurn(input);
   const call = toolCallParts(turnState(turn).parts).find((part) => part.id === input.toolCallId);
   if (!call) throw new TurnKitError(`turn ${turn.id} has no pending tool call ${input.toolCallId}`);
-  const tool = agent.effectiveTools.find((candidate) => candidate.name === call.name);
+  const tool = await toolForTurn(store, agent, turn, call.name);
   const run = new ToolRun(runtime, store, turn, agent, call, tool, input.deferResult ?? false);
   try {
     return await dispatchCall(run, hooks);
@@ -316,6 +327,15 @@ async function executeTool(
     execution,
     store: run.store,
     heartbeat: hooks.heartbeat,
+    recordUsage: async (usage, model) =>
+      (await recordInternalCall(run.runtime, run.store, run.turn.id, usage, model)).total,
+    checkSpend: () => checkTreeSpend(run.store, run.turn.id, run.agent.limits),
+    appendAfterResults: async (message) => {
+      const id = newId('msg');
+      run.afterResults.push({ ...(JSON.parse(JSON.stringify(message)) as JsonObject), id });
+      return id;
+    },
+    emit: (type, payload) => run.runtime.emit(run.turn, type, payload),
   };
   return normalizeToolPayload(await tool.execute(args, context));
 }

@@ -4,11 +4,12 @@
  */
 import { LostClaim, StaleTask } from '../errors.js';
 import { nowIso } from '../store/records.js';
-import type { Store, TurnRecord } from '../store/types.js';
+import type { JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { retakeClaim } from './claim.js';
 import type { OwnerInput, TurnDigest } from './digest.js';
 import { turnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
+import { appendAfterResults } from './after-results.js';
 import { appendToolResultOnce } from './terminal.js';
 import { toolCallParts, turnState, updateState } from './turn-state.js';
 
@@ -54,6 +55,16 @@ async function skipRemaining(
   }
 }
 
+async function emitCreated(runtime: Runtime, turn: TurnRecord, messages: readonly MessageRecord[]) {
+  await runtime.emitAll(
+    turn,
+    messages.map((message): [string, JsonObject] => [
+      'message.created',
+      { message_id: message.id, role: message.role, kind: message.kind },
+    ]),
+  );
+}
+
 /**
  * Closes the tools phase: after a terminal tool, skip the rest and append its completion
  * message as the output candidate; otherwise go back to the model.
@@ -85,7 +96,12 @@ export async function finishToolsPhase(
     );
   }
   if (!terminal) {
-    return turnDigest(agent, await updateState(store, turn.id, { phase: 'model', parts: null }));
+    const { updated, appended } = await store.atomic(null, async () => {
+      const appended = await appendAfterResults(store, turn);
+      return { updated: await updateState(store, turn.id, { phase: 'model', parts: null }), appended };
+    });
+    await emitCreated(runtime, updated, appended);
+    return turnDigest(agent, updated);
   }
   await skipRemaining(runtime, store, turn, terminal);
   const execution = (await store.listToolExecutions({ turnId: turn.id })).find(
@@ -93,7 +109,8 @@ export async function finishToolsPhase(
   );
   const tool = agent.effectiveTools.find((candidate) => candidate.name === terminal.name);
   const candidate = tool?.completionMessage(execution?.result ?? null) ?? `Completed via ${terminal.name}.`;
-  const { updated, message } = await store.atomic(null, async () => {
+  const { updated, message, appended } = await store.atomic(null, async () => {
+    const appended = await appendAfterResults(store, turn);
     const message = await store.appendMessage({
       conversationId: turn.conversationId,
       turnId: turn.id,
@@ -107,9 +124,9 @@ export async function finishToolsPhase(
       output_data: null,
       terminal_tool_name: terminal.name,
     });
-    return { updated, message };
+    return { updated, message, appended };
   });
-  await runtime.emit(updated, 'message.created', { message_id: message.id, role: 'assistant', kind: 'text' });
+  await emitCreated(runtime, updated, [...appended, message]);
   return turnDigest(agent, updated);
 }
 

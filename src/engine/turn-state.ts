@@ -18,6 +18,15 @@ export interface TurnState {
   iterations?: number;
   revisions_used?: number;
   policy_audit?: JsonObject;
+  /**
+   * Messages completed tool calls asked to append once every call of the response has its
+   * result (`ToolContext.appendAfterResults`): written when the tools phase closes.
+   */
+  after_results?: JsonObject[] | null;
+  /** Verdicts of the judges that already answered for the candidate of `key`, by policy index. */
+  output_judged?: { key: string; verdicts: Record<string, JsonObject[]> } | null;
+  /** What the `outputAudit` activity found for the candidate whose key it names. */
+  output_audit?: { key: string; violations: JsonObject[] } | null;
   wait_input?: boolean;
   reserved_step?: string;
   model_step?: string;
@@ -25,6 +34,10 @@ export interface TurnState {
   provider_errors?: { step: string; count: number };
   /** Runs of a replay-safe tool that threw, per execution id (`maxToolAttempts`). */
   tool_errors?: Record<string, number>;
+  /** The model step whose compaction ran (compactStep is idempotent per step key). */
+  compaction_step?: string;
+  /** A turn built with `compact: true` compacted (or found nothing to) once. */
+  compaction_forced?: boolean;
 }
 
 export function turnState(turn: TurnRecord): TurnState {

@@ -2,11 +2,13 @@
  * Any Vercel AI SDK (v7) language model behind TurnKit's ModelClient. The SDK never runs a
  * tool: tools are declared without `execute`, and the engine runs them as activities.
  */
+import { globalDefaults } from '../config.js';
 import { APICallError } from '@ai-sdk/provider';
 import type { LanguageModel, ModelMessage as SdkMessage, ToolSet } from 'ai';
 import { generateText, jsonSchema, Output, tool as sdkTool } from 'ai';
 import { ConfigError, ModelAccessError, ModelError } from '../errors.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
+import type { ModelMedia } from './media.js';
 import type { ModelCallOptions, ModelClient, ModelMessage, ModelRequest, ModelResult } from './types.js';
 
 export interface AiSdkModelOptions {
@@ -50,8 +52,30 @@ function toSdkMessages(messages: readonly ModelMessage[]): SdkMessage[] {
         ],
       };
     }
+    if (message.role === 'user' && message.media?.length) {
+      return {
+        role: 'user',
+        content: [
+          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
+          ...message.media.map(sdkMediaPart),
+        ],
+      };
+    }
     return { role: message.role, content: message.content } as SdkMessage;
   });
+}
+
+/** An image as the SDK's image part, anything else as its file part: bytes (base64) or a URL. */
+function sdkMediaPart(media: ModelMedia) {
+  const content = media.data ?? new URL(media.url!);
+  return media.kind === 'image'
+    ? { type: 'image' as const, image: content, mediaType: media.mediaType }
+    : {
+        type: 'file' as const,
+        data: content,
+        mediaType: media.mediaType,
+        ...(media.filename ? { filename: media.filename } : {}),
+      };
 }
 
 /** The language-model specifications `ai@7` runs, and the AI SDK major that introduced each. */
@@ -127,7 +151,8 @@ export class AiSdkModel implements ModelClient {
       {
         role: 'system',
         content: request.instructions,
-        ...(this.#options.cacheInstructions
+        // `configure({ promptCache: false })` turns the cache split off everywhere.
+        ...(this.#options.cacheInstructions && globalDefaults().promptCache
           ? { providerOptions: { anthropic: { cacheControl: { type: 'ephemeral' } } } }
           : {}),
       },

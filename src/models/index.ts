@@ -24,3 +24,5 @@ export type {
   ImageResult,
   ImageUsage,
 } from './image.js';
+export { FILE_MIME_TYPES, IMAGE_MIME_TYPES, MEDIA_MAX_BYTES, mediaPart } from './media.js';
+export type { MediaInput, MediaLimits, MediaPart, ModelMedia } from './media.js';

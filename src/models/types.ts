@@ -3,10 +3,16 @@
  * Vendors live in this folder and nowhere else.
  */
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
+import type { ModelMedia } from './media.js';
 
 /** A provider-neutral message (spec §3.7 projection). */
 export type ModelMessage =
-  | { role: 'user'; content: string }
+  | {
+      role: 'user';
+      content: string;
+      /** Images and files of the message, sent as real image / file parts. */
+      media?: ModelMedia[];
+    }
   | {
       role: 'assistant';
       content: string;

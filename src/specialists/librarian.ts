@@ -11,7 +11,7 @@ import type { ToolDefinition } from '../agents/tool.js';
 import { ArgumentError, ToolError, ToolValidationError } from '../errors.js';
 import type { Json, JsonObject } from '../store/types.js';
 import type { SpecialistAgentOptions } from './read-only.js';
-import { assertReadOnly, joinInstructions, readOnlyTool } from './read-only.js';
+import { assertReadOnly, assertReadOnlySkills, joinInstructions, readOnlyTool } from './read-only.js';
 
 export const GITHUB_API = 'https://api.github.com';
 const GITHUB_HTML = 'https://github.com';
@@ -283,9 +283,12 @@ export function librarian(options: LibrarianOptions): Agent {
   if (!options || typeof options !== 'object') throw new ArgumentError('librarian needs options');
   const { repository, token, transport, tools, instructions, subAgents, name, ...agentOptions } = options;
   const checked = assertReadOnly('librarian', tools, subAgents);
+  assertReadOnlySkills('librarian', agentOptions);
   const github = githubRepositoryTool({ repository, token, transport });
   return defineAgent({
     ...agentOptions,
+    // Specialists take no global defaults (skills, contributors, limits): spec §7.4.
+    inheritGlobals: false,
     name: name ?? 'librarian',
     description:
       agentOptions.description ?? `A read-only researcher for the GitHub repository ${repository}.`,

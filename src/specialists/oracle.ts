@@ -12,7 +12,7 @@ import { defineAgent } from '../agents/agent.js';
 import type { ToolDefinition } from '../agents/tool.js';
 import { ArgumentError, ToolError } from '../errors.js';
 import type { SpecialistAgentOptions } from './read-only.js';
-import { assertReadOnly, joinInstructions, readOnlyTool } from './read-only.js';
+import { assertReadOnly, assertReadOnlySkills, joinInstructions, readOnlyTool } from './read-only.js';
 
 /** Largest file `read_file` returns; bigger files are refused rather than silently cut. */
 export const READ_FILE_MAX_BYTES = 100_000;
@@ -125,8 +125,11 @@ export type OracleOptions = SpecialistAgentOptions & {
 export function oracle(options: OracleOptions = {}): Agent {
   const { tools, root, instructions, subAgents, name, ...agentOptions } = options;
   const checked = assertReadOnly('oracle', tools, subAgents);
+  assertReadOnlySkills('oracle', agentOptions);
   return defineAgent({
     ...agentOptions,
+    // Specialists take no global defaults (skills, contributors, limits): spec §7.4.
+    inheritGlobals: false,
     name: name ?? 'oracle',
     description:
       agentOptions.description ?? 'A read-only advisor that reads the project and gives a considered answer.',

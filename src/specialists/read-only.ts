@@ -68,6 +68,20 @@ export function assertReadOnly(
   return tools;
 }
 
+/** Throws ArgumentError unless every tool of every skill given is read-only (SP-05). */
+export function assertReadOnlySkills(
+  specialist: string,
+  options: Pick<AgentOptions, 'skills' | 'availableSkills'>,
+) {
+  for (const skill of [...(options.skills ?? []), ...(options.availableSkills ?? [])]) {
+    try {
+      assertReadOnly(specialist, skill?.tools ?? [], undefined);
+    } catch (error) {
+      throw new ArgumentError(`skill ${skill?.key}: ${(error as Error).message}`);
+    }
+  }
+}
+
 /** The specialist's own instructions, followed by the application's (appended, never replacing). */
 export function joinInstructions(own: string, extra: string | undefined): string {
   if (extra !== undefined && typeof extra !== 'string')

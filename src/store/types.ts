@@ -60,6 +60,7 @@ export type ContentPart =
       revised_prompt?: string;
       metadata?: JsonObject;
     }
+  | { type: 'file'; url?: string; data?: string; mime_type: string; filename?: string }
   | {
       type: 'media_analysis';
       text: string;

@@ -47,11 +47,19 @@ function timeouts(settings: Required<ActivitySettings>) {
 export function turnActivities(settings: TurnSettings = {}) {
   const model = { ...DEFAULT_TURN_SETTINGS.model, ...settings.model };
   const tool = { ...DEFAULT_TURN_SETTINGS.tool, ...settings.tool };
+  const output = { ...DEFAULT_TURN_SETTINGS.output, ...settings.output };
   return {
     model: proxyActivities<TurnActivities>({ ...timeouts(model), retry: infrastructureRetry(model) }),
     tool: proxyActivities<TurnActivities>({ ...timeouts(tool), retry: infrastructureRetry(tool) }),
     maxProviderAttempts: settings.maxProviderAttempts ?? DEFAULT_TURN_SETTINGS.maxProviderAttempts,
     toolMaxAttempts: settings.maxToolAttempts ?? DEFAULT_TURN_SETTINGS.maxToolAttempts,
+    // Output constraints and judges are user code and model calls: a scheduled activity with
+    // its own timeout and heartbeat, never a short local one.
+    output: proxyActivities<TurnActivities>({
+      startToCloseTimeout: output.startToCloseTimeout,
+      heartbeatTimeout: output.heartbeatTimeout,
+      retry: { maximumAttempts: output.maximumAttempts, initialInterval: '1 second' },
+    }),
     // Failing a turn is a scheduled activity: the server runs it only for a workflow task it
     // accepted, so a stale task of this run can never fail the turn the live task runs.
     terminal: proxyActivities<TurnActivities>({ startToCloseTimeout: '1 minute', retry: STORE_OUTAGE_RETRY }),

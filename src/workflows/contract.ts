@@ -7,7 +7,7 @@
  */
 import type { SearchAttributePair } from '@temporalio/common';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
 import type {
   ClaimDigest,
@@ -19,7 +19,9 @@ import type {
   TurnDigest,
   TurnErrorDigest,
 } from '../engine/digest.js';
+import type { CompactionDigest, CompactionStepInput } from '../engine/compaction.js';
 import type { ModelStepInput } from '../engine/model-step.js';
+import type { OutputAuditDigest } from '../engine/output-checks.js';
 import type { ToolCallInput } from '../engine/tool-runner.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
@@ -52,6 +54,8 @@ export interface TurnSettings {
    * handed to a worker that then froze (paused, not dead) holds its turn up.
    */
   workflowTaskTimeout?: string | number;
+  /** The output checks: constraints and LLM-judged policies (user code with no time bound). */
+  output?: ActivitySettings;
 }
 
 /**
@@ -59,7 +63,7 @@ export interface TurnSettings {
  * worker's `maxHeartbeatThrottleInterval`). A 3 s heartbeat timeout misses five of them before
  * a worker is given up for lost; that never fired spuriously under 1,000 concurrent runs on
  * 2 cores, and another worker retries a killed worker's step about 4 s after the kill
- * (docs/architecture.md, decision 16). Infrastructure retries are unbounded, limited by the
+ * (docs/architecture.md, decision 20). Infrastructure retries are unbounded, limited by the
  * schedule-to-close timeout and, before that, by the turn's root timeout.
  */
 export const DEFAULT_TURN_SETTINGS = {
@@ -75,12 +79,20 @@ export const DEFAULT_TURN_SETTINGS = {
     maximumAttempts: 0,
     scheduleToCloseTimeout: '1 hour',
   },
+  // Not counted by the engine: Temporal's attempts, as before.
+  output: {
+    startToCloseTimeout: '5 minutes',
+    heartbeatTimeout: '20 seconds',
+    maximumAttempts: 3,
+    scheduleToCloseTimeout: '1 hour',
+  },
   maxProviderAttempts: 5,
   // A replay-safe tool may be re-run until its last attempt; any other tool runs once.
   maxToolAttempts: 3,
 } as const satisfies Required<{
   model: Required<ActivitySettings>;
   tool: Required<ActivitySettings>;
+  output: Required<ActivitySettings>;
   maxProviderAttempts: number;
   maxToolAttempts: number;
 }>;
@@ -110,6 +122,8 @@ export interface LaneStepResult {
   delivered: number;
   woke: string | null;
   started: string | null;
+  /** Submitted turns still waiting for the lane after this step (absent in older histories). */
+  queued?: number;
 }
 
 // --- Activities ------------------------------------------------------------------------
@@ -124,12 +138,16 @@ export interface TurnActivities {
   waitsReady(input: { turnId: string }): Promise<{ ready: boolean }>;
   claimTurn(input: OwnerInput): Promise<ClaimDigest>;
   modelStep(input: ModelStepInput): Promise<ModelStepDigest>;
+  /** Automatic compaction before a model call (its own model call, purpose `compaction`). */
+  compactStep(input: CompactionStepInput): Promise<CompactionDigest>;
   /** `maxAttempts`: the turn's `maxToolAttempts`. */
   toolCall(input: ToolCallInput & { maxAttempts: number }): Promise<ToolCallOutcome>;
   finishTools(input: OwnerInput & { terminalToolCallId: string | null }): Promise<TurnDigest>;
   suspendTurn(input: OwnerInput): Promise<void>;
   resumeTurn(input: OwnerInput): Promise<TurnDigest>;
   turnStatus(input: { turnId: string }): Promise<{ status: string }>;
+  /** Runs the output constraints and judges on the candidate; stores the audit for `outputStep`. */
+  outputAudit(input: OwnerInput): Promise<OutputAuditDigest>;
   outputStep(input: OwnerInput): Promise<OutputStepDigest>;
   authorizeCancel(input: { turnId: string } & CancelRequest): Promise<{ allowed: boolean; reason?: string }>;
   rejectCancel(input: { turnId: string; reason: string }): Promise<void>;
@@ -166,6 +184,29 @@ export const laneFreeSignal = defineSignal<[]>(SIGNALS.laneFree);
 export const targetFinishedSignal = defineSignal<[string?]>(SIGNALS.targetFinished);
 /** To a conversation's lane: look at deliveries and queued turns. */
 export const wakeSignal = defineSignal<[]>(SIGNALS.wake);
+
+// --- Queries -----------------------------------------------------------------------------
+
+/** Query names, as the Temporal UI and CLI send them. */
+export const QUERIES = { state: 'state' } as const;
+
+/** What `state` returns: the turn's progress as the workflow last saw it in a digest. */
+export interface TurnConsoleState {
+  turnId: string;
+  status: string;
+  phase: string | null;
+  iteration: number;
+  maxIterations: number | null;
+  modelCalls: number;
+  runningTools: string[];
+  /** e.g. "model call 2 → 3 tool calls", "tool lookup completed". */
+  lastStep: string | null;
+  tokens: number;
+  cost: number;
+}
+
+/** `temporal workflow query --type state`: the turn's progress (ids, counts and names only). */
+export const stateQuery = defineQuery<TurnConsoleState>(QUERIES.state);
 
 // --- Workflow ids, claim tokens, search attributes ---------------------------------------
 
@@ -208,7 +249,14 @@ export const TURNKIT_STATUS = defineSearchAttributeKey('TurnKitStatus', SearchAt
 
 /** What every start of a turn workflow needs to know about the turn (a turn row fits). */
 export interface TurnStart {
-  turn: { id: string; agentName: string; conversationId: string; rootTurnId: string; status: string };
+  turn: {
+    id: string;
+    agentName: string;
+    conversationId: string;
+    rootTurnId: string;
+    status: string;
+    parentTurnId?: string | null;
+  };
   /** What the turn is about, for the summary shown in the Temporal UI. */
   task: string;
   settings?: TurnSettings | undefined;
@@ -223,21 +271,48 @@ export function turnStartOptions({ turn, task, settings }: TurnStart): {
   workflowId: string;
   args: [TurnWorkflowInput];
   staticSummary: string;
+  staticDetails: string;
   typedSearchAttributes: SearchAttributePair[];
   workflowTaskTimeout?: string | number;
 } {
+  const head = task.replace(/\s+/g, ' ').trim().slice(0, 120);
   return {
     ...(settings?.workflowTaskTimeout !== undefined
       ? { workflowTaskTimeout: settings.workflowTaskTimeout }
       : {}),
     workflowId: turnWorkflowId(turn.id),
     args: [{ turnId: turn.id, ...(settings ? { settings } : {}) }],
-    staticSummary: `${turn.agentName}: ${task.replace(/\s+/g, ' ').slice(0, 120)}`,
+    staticSummary: `${turn.agentName}: ${head}`,
+    staticDetails: turnDetails(turn, head),
     typedSearchAttributes: [
       { key: TURNKIT_AGENT, value: turn.agentName },
       { key: TURNKIT_CONVERSATION_ID, value: turn.conversationId },
       { key: TURNKIT_ROOT_TURN_ID, value: turn.rootTurnId },
       { key: TURNKIT_STATUS, value: turn.status },
     ],
+  };
+}
+
+/** The turn's static details in the UI (markdown): who, where in the tree, and the task's head. */
+function turnDetails(turn: TurnStart['turn'], head: string): string {
+  const code = (value: string) => `\`${value.replace(/`/g, "'")}\``;
+  const tree = [`conversation ${code(turn.conversationId)}`, `root ${code(turn.rootTurnId)}`];
+  if (turn.parentTurnId) tree.push(`parent ${code(turn.parentTurnId)}`);
+  return [
+    `**agent** ${code(turn.agentName)} · **turn** ${code(turn.id)}`,
+    tree.join(' · '),
+    `> ${head}`,
+  ].join('\n\n');
+}
+
+/** Signal-with-start options of a conversation's lane, for every path that wakes one. */
+export function laneStartOptions(conversationId: string, settings?: TurnSettings) {
+  return {
+    workflowId: laneWorkflowId(conversationId),
+    args: [{ conversationId, ...(settings ? { settings } : {}) }] as [LaneWorkflowInput],
+    signal: wakeSignal,
+    signalArgs: [] as [],
+    staticSummary: `lane of ${conversationId}`,
+    staticDetails: `**conversation** \`${conversationId}\`\n\nDelivers its messages and runs its turns one at a time.`,
   };
 }

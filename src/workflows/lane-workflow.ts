@@ -12,6 +12,7 @@ import {
   continueAsNew,
   log,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
 } from '@temporalio/workflow';
 import type { LaneWorkflowInput, TurnActivities } from './contract.js';
@@ -36,14 +37,29 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
   setHandler(wakeSignal, () => {
     wakes += 1;
   });
+  // What the Temporal UI shows of the lane while it is open (not a command: replay-neutral).
+  const seen = { delivered: 0, started: 0, queued: 0, last: null as string | null };
+  const show = () =>
+    setCurrentDetails(
+      `**conversation** \`${input.conversationId}\` · delivered ${seen.delivered} · turns started ${seen.started}` +
+        ` · queued ${seen.queued}${seen.last ? `\n\nlast started \`${seen.last}\`` : ''}`,
+    );
+  show();
   for (let laneSteps = 0; laneSteps < STEPS_PER_RUN; laneSteps++) {
     if (wakes === 0 && !(await condition(() => wakes > 0, IDLE)) && wakes === 0) return;
     wakes = 0;
     try {
-      await activities.laneStep({
+      const step = await activities.laneStep({
         conversationId: input.conversationId,
         ...(input.settings ? { settings: input.settings } : {}),
       });
+      seen.delivered += step.delivered;
+      seen.queued = step.queued ?? 0;
+      if (step.started) {
+        seen.started += 1;
+        seen.last = step.started;
+      }
+      show();
     } catch (error) {
       // A broken step (say, an agent this worker does not know) must not close the lane for
       // good: it is logged, and the next wake tries again.

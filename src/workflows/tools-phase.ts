@@ -34,6 +34,7 @@ async function startChildTurn(run: TurnRun, child: ChildTurn, task: string) {
         id: child.turnId,
         agentName: child.agent,
         conversationId: child.conversationId,
+        parentTurnId: run.turnId,
         rootTurnId: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? run.turnId,
         status: 'pending',
       },
@@ -119,13 +120,17 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
   for (const call of digest.toolCalls) {
     const deferResult = pass.subAgents.length > 0 || pass.joining;
     if (deferResult && call.kind !== 'subAgent') break;
-    const outcome = await run.activities.tool.toolCall({
-      turnId: run.turnId,
-      claimToken: run.claimToken,
-      toolCallId: call.id,
-      deferResult,
-      maxAttempts: run.activities.toolMaxAttempts,
-    });
+    run.console.toolStarted(call.name);
+    const outcome = await run.activities.tool.toolCall.executeWithOptions({ summary: `tool ${call.name}` }, [
+      {
+        turnId: run.turnId,
+        claimToken: run.claimToken,
+        toolCallId: call.id,
+        deferResult,
+        maxAttempts: run.activities.toolMaxAttempts,
+      },
+    ]);
+    run.console.toolFinished(call.name, outcome.status);
     if (outcome.launched && patched(PATCH_COORDINATION)) await launchChild(run, outcome.launched);
     for (const lane of outcome.wakeLanes ?? []) pass.lanes.add(lane);
     if (outcome.waiting && outcome.childTurnId) {
@@ -157,15 +162,26 @@ export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<T
     }
     if (pass.subAgents.length === 0 && !pass.joining)
       return runStoreStep(() =>
-        store.finishTools({ ...run.owner(), terminalToolCallId: pass.terminalToolCallId }),
+        store.finishTools.executeWithOptions({ summary: 'close tools phase' }, [
+          { ...run.owner(), terminalToolCallId: pass.terminalToolCallId },
+        ]),
       );
     await runStoreStep(() => store.suspendTurn(run.owner()));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'waiting' }]);
+    const waitingOn = pass.subAgents.map((child) => child.agent);
+    run.console.update({
+      status: 'waiting',
+      lastStep:
+        waitingOn.length > 0
+          ? `waiting for sub-agents ${waitingOn.join(', ')}`
+          : 'waiting for wait_for targets',
+    });
     await Promise.all([
       pass.subAgents.length > 0 ? runSubAgents(run, pass.subAgents) : undefined,
       pass.joining ? awaitWaitTargets(run) : undefined,
     ]);
     digest = await runStoreStep(() => store.resumeTurn(run.owner()));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+    run.console.digest(digest);
   }
 }

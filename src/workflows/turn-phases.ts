@@ -3,9 +3,9 @@
  * model → tools → output loop, taking the turn back after a reset.
  */
 import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import type { ClaimDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
+import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
-import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
+import { PATCH_COMPACTION, PATCH_OUTPUT_AUDIT, PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
@@ -16,7 +16,8 @@ const MAX_RECLAIMS = 3;
 /** Claims the turn; refused by a busy lane or an open join, waits for a nudge and claims again. */
 export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
   const { store } = run.activities;
-  let claim = await runStoreStep(() => store.claimTurn(run.owner()));
+  const claimTurn = () => store.claimTurn.executeWithOptions({ summary: 'claim' }, [run.owner()]);
+  let claim = await runStoreStep(claimTurn);
   for (
     let wait = 1;
     !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
@@ -28,9 +29,14 @@ export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
     } else {
       await sleep(`${wait} seconds`);
     }
-    claim = await runStoreStep(() => store.claimTurn(run.owner()));
+    claim = await runStoreStep(claimTurn);
   }
-  if (claim.claimed) upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+  if (claim.claimed) {
+    upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+    run.console.digest(claim);
+  } else {
+    run.console.update({ status: claim.status });
+  }
   return claim;
 }
 
@@ -41,22 +47,51 @@ export interface PhasesDone {
 
 /** Model → tools → output until the output phase says the turn is done. */
 async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
-  const { model, store } = run.activities;
+  const { model, output: checks, store } = run.activities;
   let digest = start;
   for (;;) {
     if (digest.phase === 'model') {
       run.modelCalls += 1;
       const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
-      digest = await model.modelStep({
+      const summary = `model call ${run.modelCalls}`;
+      const step = {
         turnId: run.turnId,
         claimToken: run.claimToken,
         step: stepKey,
         maxProviderAttempts: run.activities.maxProviderAttempts,
+      };
+      const callModel = (input: typeof step & { compaction?: boolean }) =>
+        model.modelStep.executeWithOptions({ summary }, [input]);
+      run.console.update({ phase: 'model', modelCalls: run.modelCalls });
+      if (patched(PATCH_COMPACTION)) {
+        digest = await callModel({ ...step, compaction: true });
+        if ((digest as ModelStepDigest).compactionDue) {
+          // Summarize in its own activity, then make the call without asking again.
+          run.console.update({ lastStep: 'compaction' });
+          await model.compactStep.executeWithOptions({ summary: 'compaction' }, [step]);
+          digest = await callModel(step);
+        }
+      } else {
+        digest = await callModel(step);
+      }
+      const calls = digest.toolCalls.length;
+      run.console.digest(digest);
+      run.console.update({
+        lastStep: `${summary} → ${calls === 0 ? 'output' : `${calls} tool call${calls === 1 ? '' : 's'}`}`,
       });
     } else if (digest.phase === 'tools') {
       digest = await runToolsPhase(run, digest);
+      run.console.digest(digest);
     } else {
-      const output = await runStoreStep(() => store.outputStep(run.owner()));
+      run.console.update({ phase: 'output' });
+      if (digest.outputChecks && patched(PATCH_OUTPUT_AUDIT)) {
+        await checks.outputAudit.executeWithOptions({ summary: 'output checks' }, [
+          { turnId: run.turnId, claimToken: run.claimToken },
+        ]);
+      }
+      const output = await runStoreStep(() =>
+        store.outputStep.executeWithOptions({ summary: 'output' }, [run.owner()]),
+      );
       if (output.done)
         return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
       digest = { ...digest, phase: 'model', toolCalls: [] };

@@ -11,6 +11,7 @@ import {
 } from '@temporalio/workflow';
 import type { OwnerInput, TurnErrorDigest } from '../engine/digest.js';
 import type { TurnActivityProxies } from './activity-options.js';
+import type { TurnConsole } from './console.js';
 import type { TurnSettings } from './contract.js';
 
 export interface TurnRun {
@@ -24,6 +25,8 @@ export interface TurnRun {
   nudges: () => number;
   /** Model calls this run started: their step keys stay unique across a reclaim. */
   modelCalls: number;
+  /** What the Temporal UI shows of the turn (current details, the `state` query). */
+  console: TurnConsole;
   /**
    * The owner's input for a store step, with the running workflow task's history length: a
    * stale task of this run still has the claim token, and this fences it (StaleTask).

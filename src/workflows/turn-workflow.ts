@@ -14,6 +14,7 @@ import {
 import type { CancelRequest } from '../engine/cancel-request.js';
 import { parseCancelRequest } from '../engine/cancel-request.js';
 import { turnActivities } from './activity-options.js';
+import { TurnConsole } from './console.js';
 import type { TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
 import {
   cancelSignal,
@@ -64,6 +65,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     children: new Set(),
     nudges: () => nudges,
     modelCalls: 0,
+    console: new TurnConsole(turnId),
     owner: () => ({ turnId, claimToken, taskHistoryLength: workflowInfo().historyLength }),
   };
   let end: TurnEnd;
@@ -91,6 +93,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         : await failTurn(run, error, timedOut);
   }
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: end.result.status }]);
+  run.console.update({ status: end.result.status, runningTools: [] });
   await notify(run, end.notice);
   return end.result;
 }

@@ -26,9 +26,13 @@ const model = new ScriptedModel({
         },
 });
 
+// Compaction off: a 1 MB turn would otherwise be compacted, which is not what this measures.
 let kit: TestKit;
 beforeAll(async () => {
-  kit = await startKit({ agents: [defineAgent({ name: 'reader', tools: [echo] })], model });
+  kit = await startKit({
+    agents: [defineAgent({ name: 'reader', tools: [echo], compaction: false })],
+    model,
+  });
 });
 afterAll(async () => kit?.stop());
 

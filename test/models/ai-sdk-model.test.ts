@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { configure, resetConfiguration } from '../../src/config.js';
 import { ModelAccessError, ModelError } from '../../src/errors.js';
 import { createModelClient } from '../../src/models/providers.js';
 import type { ModelRequest } from '../../src/models/types.js';
@@ -223,5 +224,38 @@ describe('AI SDK adapter against a local Anthropic Messages server', () => {
     expect(result.usage).toMatchObject({ outputTokens: 10, cachedTokens: 8, cacheWriteTokens: 5 });
     expect(received[0]!.path).toBe('/v1/messages');
     expect(JSON.stringify(received[0]!.body['system'])).toContain('You are a test.');
+  });
+
+  it('CORE-31 the stable prompt is marked for caching apart from the dynamic tail, unless configure({ promptCache: false })', async () => {
+    const reply = {
+      status: 200,
+      body: {
+        id: 'msg_2',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-test',
+        content: [{ type: 'text', text: 'ok' }],
+        stop_reason: 'end_turn',
+        usage: { input_tokens: 1, output_tokens: 1 },
+      },
+    };
+    const client = createModelClient({ provider: 'anthropic', apiKey: 'sk-ant-test', baseURL: baseUrl });
+    const systemOf = async () => {
+      received.length = 0;
+      replies.push(reply);
+      await client.chat(request(), options());
+      return received[0]!.body['system'] as { text: string; cache_control?: unknown }[];
+    };
+    const cached = await systemOf();
+    expect(cached.find((block) => block.text === 'You are a test.')?.cache_control).toEqual({
+      type: 'ephemeral',
+    });
+    expect(cached.find((block) => block.text === 'Today is a test day.')?.cache_control).toBeUndefined();
+    configure({ promptCache: false });
+    try {
+      expect(JSON.stringify(await systemOf())).not.toContain('cache_control');
+    } finally {
+      resetConfiguration();
+    }
   });
 });

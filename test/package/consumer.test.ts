@@ -67,7 +67,9 @@ const PUBLIC_API: Record<string, string[]> = {
     'CompactionError',
     'ConfigError',
     'ConversationHandle',
+    'DEFAULT_COMPACTION',
     'DEFAULT_LIMITS',
+    'DEFAULT_PROMPT_SECTIONS',
     'GITHUB_API',
     'GITHUB_OPERATIONS',
     'InputError',
@@ -93,13 +95,16 @@ const PUBLIC_API: Record<string, string[]> = {
     'addUsage',
     'assertReadOnly',
     'checkModelSpecification',
+    'configure',
     'costFromUsage',
     'createModelClient',
     'defineAgent',
+    'defineSkill',
     'defineTool',
     'encodeRepositoryPath',
     'fetchTransport',
     'githubRepositoryTool',
+    'globalDefaults',
     'laneWorkflowId',
     'launchAgentTool',
     'librarian',
@@ -110,7 +115,10 @@ const PUBLIC_API: Record<string, string[]> = {
     'parseRepository',
     'readFileTool',
     'readOnlyTool',
+    'resetConfiguration',
     'sendMessageTool',
+    'skillFromFile',
+    'skillsFromDirectory',
     'toModelError',
     'turnWorkflowId',
     'waitForTool',
@@ -251,5 +259,23 @@ describe.skipIf(!(await requireTemporal()))('the published package', () => {
     const shipped = readdirSync(join(app, 'node_modules/turnkit'));
     expect(shipped).toEqual(expect.arrayContaining(['dist', 'package.json', 'README.md']));
     expect(shipped).not.toContain('test');
+  });
+
+  it('the installed package has the turnkit command: --help lists its commands, a bad turn id is one line', async () => {
+    const bin = join(app, 'node_modules/.bin/turnkit');
+    const help = await run(bin, ['--help'], { cwd: app });
+    for (const command of ['worker', 'run', 'ls', 'show', 'watch', 'cancel', 'send'])
+      expect(help.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+    const missing = await run(
+      bin,
+      ['--store', join(app, 'cli.sqlite'), 'show', 'turn_000000000000000000000000'],
+      {
+        cwd: app,
+      },
+    ).catch((error: { code: number; stderr: string }) => error);
+    expect(missing).toMatchObject({
+      code: 1,
+      stderr: 'turnkit: no turn turn_000000000000000000000000 in the store\n',
+    });
   });
 });

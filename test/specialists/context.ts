@@ -2,9 +2,28 @@
 import type { ToolContext, ToolDefinition } from '../../src/agents/tool.js';
 import { validateToolArguments } from '../../src/agents/tool.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import type { JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../src/store/types.js';
+import { checkTreeSpend, recordInternalCall } from '../../src/engine/charge.js';
+import { DEFAULT_LIMITS } from '../../src/agents/agent.js';
+import type { CostConfig } from '../../src/models/cost.js';
+import type {
+  EventRecord,
+  JsonObject,
+  Store,
+  ToolExecutionRecord,
+  TurnRecord,
+} from '../../src/store/types.js';
 
-export async function toolContext(store: Store = new MemoryStore()): Promise<ToolContext> {
+/** Events a direct-call context was asked to emit, by turn id. */
+export const emitted: Pick<EventRecord, 'turnId' | 'type' | 'payload'>[] = [];
+
+/**
+ * Outside a runner there is no tools phase to close, so a message asked for after the results
+ * is appended at once; usage goes through `cost` like the runtime's.
+ */
+export async function toolContext(
+  store: Store = new MemoryStore(),
+  cost: CostConfig = {},
+): Promise<ToolContext> {
   const conversation = await store.createConversation({ agentName: 'tester' });
   const turn: TurnRecord = await store.createTurn({
     conversationId: conversation.id,
@@ -26,6 +45,14 @@ export async function toolContext(store: Store = new MemoryStore()): Promise<Too
     execution,
     store,
     heartbeat: () => undefined,
+    recordUsage: async (usage, model) =>
+      (await recordInternalCall({ cost }, store, turn.id, usage, model)).total,
+    checkSpend: () => checkTreeSpend(store, turn.id, DEFAULT_LIMITS),
+    appendAfterResults: async (message) =>
+      (await store.appendMessage({ ...message, conversationId: conversation.id, turnId: turn.id })).id,
+    emit: async (type, payload) => {
+      emitted.push({ turnId: turn.id, type, payload });
+    },
   };
 }
 

@@ -108,7 +108,7 @@ describe('painter through a real turn', () => {
     expect(executions.map((e) => e.status)).toEqual(['completed', 'cancelled']);
     expect(JSON.stringify(executions[0]!.result)).not.toContain(BYTES.toString('base64'));
     const kinds = (await kit.store.listMessages(turn.conversationId)).map((m) => m.kind);
-    expect(kinds).toEqual(['text', 'tool_call', 'image', 'tool_result', 'tool_result', 'text']);
+    expect(kinds).toEqual(['text', 'tool_call', 'tool_result', 'tool_result', 'image', 'text']);
   });
 
   it('SP-04 painter through a real turn: a denying gate fails the paint_image execution with a ToolError; nothing is painted; the turn goes on', async () => {

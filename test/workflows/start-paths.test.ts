@@ -47,16 +47,25 @@ async function described(turn: TurnRecord) {
     rootTurnId: attributes.get(TURNKIT_ROOT_TURN_ID),
     status: attributes.get(TURNKIT_STATUS),
     summary: await description.staticSummary(),
+    details: await description.staticDetails(),
   };
 }
 
 function expected(turn: TurnRecord, summary: string) {
+  const tree = [`conversation \`${turn.conversationId}\``, `root \`${turn.rootTurnId}\``];
+  if (turn.parentTurnId) tree.push(`parent \`${turn.parentTurnId}\``);
   return {
     agent: turn.agentName,
     conversationId: turn.conversationId,
     rootTurnId: turn.rootTurnId,
     status: 'completed',
     summary,
+    // The static details (markdown) name the agent, the turn, its place in the tree and the task.
+    details: [
+      `**agent** \`${turn.agentName}\` · **turn** \`${turn.id}\``,
+      tree.join(' · '),
+      `> ${summary.slice(turn.agentName.length + 2)}`,
+    ].join('\n\n'),
   };
 }
 

@@ -1,0 +1,434 @@
+/**
+ * `turnkit`: run a worker, start runs, list, show, watch and cancel them, send messages.
+ * It reads the store directly (any process can) and talks to Temporal through its client;
+ * `ls` uses Temporal visibility on TurnKit's search attributes. Exit codes: docs/cli.md.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import type { Client } from '@temporalio/client';
+import { AgentRegistry } from '../agents/registry.js';
+import { TurnKitClient } from '../client/turnkit-client.js';
+import { RecordNotFound, TurnKitError } from '../errors.js';
+import type { Json, Store, TurnRecord } from '../store/types.js';
+import { TURN_STATUSES } from '../store/types.js';
+import { createWorker } from '../worker.js';
+import {
+  TURNKIT_AGENT,
+  TURNKIT_CONVERSATION_ID,
+  TURNKIT_STATUS,
+  TURN_WORKFLOW_ID_PREFIX,
+} from '../workflows/contract.js';
+import type { AgentsModule, GlobalOptions } from './project.js';
+import {
+  CliError,
+  connectTemporal,
+  loadAgentsModule,
+  openProjectStore,
+  temporalAddress,
+  temporalNamespace,
+  uiUrl,
+} from './project.js';
+import {
+  EXIT_CODES,
+  executionLines,
+  exitCodeFor,
+  formatCost,
+  head,
+  isTerminal,
+  messageLines,
+  progressLine,
+  progressOf,
+  styleFor,
+  treeLines,
+  turnLink,
+} from './render.js';
+
+interface Io {
+  out: NodeJS.WriteStream;
+  err: NodeJS.WriteStream;
+}
+
+/** Resources a command opened, closed once it ends whatever happens. */
+class Session {
+  readonly #closers: (() => Promise<unknown>)[] = [];
+  constructor(readonly options: GlobalOptions) {}
+
+  async module(required: boolean): Promise<AgentsModule | undefined> {
+    const path = this.options.agents ?? process.env['TURNKIT_AGENTS'];
+    if (!path) {
+      if (required)
+        throw new CliError('this command needs the agents module: pass --agents <module>', EXIT_CODES.usage);
+      return undefined;
+    }
+    return loadAgentsModule(path);
+  }
+
+  async store(module?: AgentsModule): Promise<Store> {
+    const store = await openProjectStore(this.options, module);
+    this.#closers.push(() => store.close());
+    return store;
+  }
+
+  /** The store alone, for the commands that only read (the agents module may name it). */
+  async readStore(): Promise<Store> {
+    return this.store(await this.module(false));
+  }
+
+  async temporal(): Promise<Client> {
+    const { client, connection } = await connectTemporal(this.options);
+    this.#closers.push(() => connection.close());
+    return client;
+  }
+
+  async client(module?: AgentsModule): Promise<TurnKitClient> {
+    const store = await this.store(module);
+    const temporal = await this.temporal();
+    return new TurnKitClient({
+      store,
+      temporal,
+      agents: module?.agents ?? new AgentRegistry(),
+      ...(this.options.taskQueue ? { taskQueue: this.options.taskQueue } : {}),
+      ...(module?.authorization ? { authorization: module.authorization } : {}),
+      ...(module?.defaultModel ? { defaultModel: module.defaultModel } : {}),
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const close of this.#closers.reverse()) await close().catch(() => undefined);
+  }
+}
+
+function parseJson(what: string, text: string | undefined): Json | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as Json;
+  } catch {
+    throw new CliError(`${what} is not JSON: ${text}`, EXIT_CODES.usage);
+  }
+}
+
+async function loadTurn(store: Store, turnId: string): Promise<TurnRecord> {
+  try {
+    return await store.loadTurn(turnId);
+  } catch (error) {
+    if (error instanceof RecordNotFound) throw new CliError(`no turn ${turnId} in the store`);
+    throw error;
+  }
+}
+
+const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/** Shows progress until the turn is terminal; returns its final record. */
+async function follow(
+  store: Store,
+  turnId: string,
+  io: Io,
+  json: boolean,
+  intervalMs = 200,
+): Promise<TurnRecord> {
+  const style = styleFor(io.out);
+  const live = io.out.isTTY === true && !json;
+  let last = '';
+  for (let tick = 0; ; tick += 1) {
+    const turn = await loadTurn(store, turnId);
+    const progress = await progressOf(store, turn);
+    const done = isTerminal(turn);
+    if (json) {
+      const line = JSON.stringify({ ...progress, elapsedMs: undefined });
+      if (line !== last || done) io.out.write(`${JSON.stringify(progress)}\n`);
+      last = line;
+    } else if (live) {
+      io.out.write(`\r\u001b[2K${progressLine(progress, style, done ? '' : SPINNER[tick % SPINNER.length])}`);
+      if (done) io.out.write('\n');
+    } else {
+      // Not a terminal: one line whenever something but the clock changed.
+      const line = progressLine({ ...progress, elapsedMs: 0 }, style);
+      if (line !== last || done) io.out.write(`${progressLine(progress, style)}\n`);
+      last = line;
+    }
+    if (done) return turn;
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+function finalLines(turn: TurnRecord): string[] {
+  const lines: string[] = [];
+  if (turn.outputText) lines.push(turn.outputText);
+  if (turn.error) lines.push(`error: ${turn.error.class}: ${turn.error.message}`);
+  return lines;
+}
+
+export function buildProgram(io: Io, setExit: (code: number) => void): Command {
+  const program = new Command('turnkit')
+    .description('Durable LLM agents on Temporal: run a worker, start and watch runs.')
+    .option(
+      '--store <url>',
+      'store URL or SQLite path (default: TURNKIT_DATABASE_URL, else .turnkit/turnkit.sqlite)',
+    )
+    .option('--address <host:port>', 'Temporal frontend (default: TEMPORAL_ADDRESS, else 127.0.0.1:7233)')
+    .option('--namespace <name>', 'Temporal namespace (default: TEMPORAL_NAMESPACE, else default)')
+    .option('--task-queue <name>', 'task queue (default: TURNKIT_TASK_QUEUE, else turnkit)')
+    .option(
+      '--agents <module>',
+      'module exporting `agents` and optionally `model`, `store` (default: TURNKIT_AGENTS)',
+    )
+    .option('--ui <url>', 'Temporal Web UI for links (default: TEMPORAL_UI_URL, else http://127.0.0.1:8233)')
+    .option('--json', 'machine-readable output')
+    .option('--debug', 'print stack traces')
+    .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) })
+    .exitOverride()
+    .showHelpAfterError(false);
+
+  const globals = () => program.opts<GlobalOptions>();
+  const action =
+    <A extends unknown[]>(fn: (session: Session, ...args: A) => Promise<number | void>) =>
+    async (...args: A) => {
+      const session = new Session(globals());
+      try {
+        setExit((await fn(session, ...args)) ?? 0);
+      } finally {
+        await session.close();
+      }
+    };
+
+  program
+    .command('worker')
+    .description('run a worker for the agents module until interrupted')
+    .action(
+      action(async (session) => {
+        const module = (await session.module(true))!;
+        const store = await session.store(module);
+        const options = globals();
+        const worker = await createWorker({
+          store,
+          agents: module.agents,
+          address: temporalAddress(options),
+          namespace: temporalNamespace(options),
+          ...(options.taskQueue ? { taskQueue: options.taskQueue } : {}),
+          ...(module.model ? { model: module.model } : {}),
+          ...(module.authorization ? { authorization: module.authorization } : {}),
+          ...(module.defaultModel ? { defaultModel: module.defaultModel } : {}),
+        }).catch((error: unknown) => {
+          const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+          throw new CliError(`the worker cannot start against ${temporalAddress(options)}: ${reason}`);
+        });
+        const stop = () => worker.shutdown();
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+        io.err.write(
+          `turnkit worker: agents ${module.agents.names.join(', ')} on task queue ` +
+            `${worker.worker.options.taskQueue}, ${temporalAddress(options)}\n`,
+        );
+        await worker.run();
+      }),
+    );
+
+  program
+    .command('run')
+    .description('start a run of <agent> on <task>')
+    .argument('<agent>')
+    .argument('<task>')
+    .option('--follow', 'watch it until it ends; the exit code is its status')
+    .option('--principal <json>', 'who is asking (JSON)')
+    .action(
+      action(async (session, agent: string, task: string, opts: { follow?: boolean; principal?: string }) => {
+        const module = (await session.module(true))!;
+        if (!module.agents.has(agent)) {
+          throw new CliError(`unknown agent ${agent}: the module has ${module.agents.names.join(', ')}`);
+        }
+        const client = await session.client(module);
+        const principal = parseJson('--principal', opts.principal);
+        const run = await client.run(agent, task, principal === undefined ? {} : { principal });
+        const options = globals();
+        const link = turnLink(uiUrl(options), temporalNamespace(options), run.turnId);
+        if (!opts.follow) {
+          if (options.json) io.out.write(`${JSON.stringify({ turnId: run.turnId, link })}\n`);
+          else io.out.write(`${run.turnId}\n  ${link}\n  watch: turnkit watch ${run.turnId}\n`);
+          return;
+        }
+        if (!options.json) io.err.write(`${run.turnId} ${link}\n`);
+        const turn = await follow(client.store, run.turnId, io, options.json === true);
+        if (!options.json) for (const line of finalLines(turn)) io.out.write(`${line}\n`);
+        return exitCodeFor(turn.status);
+      }),
+    );
+
+  program
+    .command('ls')
+    .description('list turns through Temporal visibility (newest first)')
+    .option('--agent <name>')
+    .addOption(new Option('--status <status>').choices(TURN_STATUSES))
+    .option('--conversation <id>')
+    .option('--limit <n>', 'at most this many', '20')
+    .action(
+      action(
+        async (session, opts: { agent?: string; status?: string; conversation?: string; limit: string }) => {
+          const limit = Number(opts.limit);
+          if (!Number.isInteger(limit) || limit < 1)
+            throw new CliError(`--limit must be a positive integer`, EXIT_CODES.usage);
+          const quote = (value: string) => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+          const query = [
+            `WorkflowType = 'turnWorkflow'`,
+            ...(opts.agent ? [`${TURNKIT_AGENT.name} = ${quote(opts.agent)}`] : []),
+            ...(opts.status ? [`${TURNKIT_STATUS.name} = ${quote(opts.status)}`] : []),
+            ...(opts.conversation ? [`${TURNKIT_CONVERSATION_ID.name} = ${quote(opts.conversation)}`] : []),
+          ].join(' AND ');
+          const temporal = await session.temporal();
+          const rows: {
+            turnId: string;
+            agent: string;
+            status: string;
+            conversation: string;
+            started: string;
+          }[] = [];
+          for await (const workflow of temporal.workflow.list({ query, pageSize: limit })) {
+            const attribute = (key: { name: string }) => {
+              const value = workflow.searchAttributes?.[key.name];
+              return Array.isArray(value) && value.length > 0 ? String(value[0]) : '';
+            };
+            rows.push({
+              turnId: workflow.workflowId.slice(TURN_WORKFLOW_ID_PREFIX.length),
+              agent: attribute(TURNKIT_AGENT),
+              status: attribute(TURNKIT_STATUS),
+              conversation: attribute(TURNKIT_CONVERSATION_ID),
+              started: workflow.startTime.toISOString(),
+            });
+            if (rows.length >= limit) break;
+          }
+          if (globals().json) {
+            io.out.write(`${JSON.stringify(rows)}\n`);
+            return;
+          }
+          const style = styleFor(io.out);
+          if (rows.length === 0) io.err.write('no turns match\n');
+          for (const row of rows) {
+            io.out.write(
+              `${row.turnId}  ${row.agent.padEnd(16)} ${style.status(row.status.padEnd(9))} ${row.started}\n`,
+            );
+          }
+        },
+      ),
+    );
+
+  program
+    .command('show')
+    .description('a turn: status, output, transcript, tool executions, tree, usage, cost, links')
+    .argument('<turnId>')
+    .action(
+      action(async (session, turnId: string) => {
+        const store = await session.readStore();
+        const turn = await loadTurn(store, turnId);
+        const messages = (await store.listMessages(turn.conversationId)).filter(
+          (m) => m.turnId === turn.id || m.sequence <= turn.contextMessageSequence,
+        );
+        const executions = await store.listToolExecutions({ turnId: turn.id });
+        const tree = await store.listTurns({ rootTurnId: turn.rootTurnId });
+        const options = globals();
+        const link = turnLink(uiUrl(options), temporalNamespace(options), turn.id);
+        if (options.json) {
+          io.out.write(
+            `${JSON.stringify({ turn, messages, executions, tree: tree.map((t) => ({ id: t.id, agent: t.agentName, parent: t.parentTurnId, status: t.status })), link })}\n`,
+          );
+          return exitCodeFor(turn.status);
+        }
+        const style = styleFor(io.out);
+        const lines = [
+          `${style.bold(turn.agentName)} ${turn.id} ${style.status(turn.status)}`,
+          `  conversation ${turn.conversationId} · root ${turn.rootTurnId}${turn.parentTurnId ? ` · parent ${turn.parentTurnId}` : ''}`,
+          `  ${turn.usage?.total_tokens ?? 0} tokens (${turn.usage?.input_tokens ?? 0} in, ${turn.usage?.output_tokens ?? 0} out) · ${formatCost(turn.cost)}`,
+          `  ${link}`,
+          ...finalLines(turn).map((line) => `  ${head(line, 400)}`),
+          style.bold('transcript'),
+          ...messageLines(messages),
+          ...(executions.length > 0 ? [style.bold('tool executions'), ...executionLines(executions)] : []),
+          ...(tree.length > 1 ? [style.bold('tree'), ...treeLines(tree, turn.rootTurnId, style)] : []),
+        ];
+        io.out.write(`${lines.join('\n')}\n`);
+        return exitCodeFor(turn.status);
+      }),
+    );
+
+  program
+    .command('watch')
+    .description('live progress of a turn until it ends; the exit code is its status')
+    .argument('<turnId>')
+    .action(
+      action(async (session, turnId: string) => {
+        const turn = await follow(await session.readStore(), turnId, io, globals().json === true);
+        if (!globals().json) for (const line of finalLines(turn)) io.out.write(`${line}\n`);
+        return exitCodeFor(turn.status);
+      }),
+    );
+
+  program
+    .command('cancel')
+    .description('cancel a turn (a no-op for a finished one)')
+    .argument('<turnId>')
+    .option('--cascade', 'cancel its descendants too')
+    .option('--principal <json>', 'who is asking (JSON)')
+    .action(
+      action(async (session, turnId: string, opts: { cascade?: boolean; principal?: string }) => {
+        const client = await session.client(await session.module(false));
+        const turn = await loadTurn(client.store, turnId);
+        const principal = parseJson('--principal', opts.principal);
+        if (isTerminal(turn)) {
+          io.err.write(`${turnId} is already ${turn.status}: nothing to cancel\n`);
+          return;
+        }
+        await client.cancel(turnId, {
+          descendants: opts.cascade ? 'cascade' : 'retain',
+          ...(principal === undefined ? {} : { principal }),
+        });
+        io.err.write(`cancel sent to ${turnId}\n`);
+      }),
+    );
+
+  program
+    .command('send')
+    .description('send a durable message to a conversation (delivered once per key)')
+    .argument('<conversationId>')
+    .argument('<text>')
+    .requiredOption('--key <key>', 'idempotency key')
+    .option('--principal <json>', 'who is sending (JSON)')
+    .action(
+      action(
+        async (session, conversationId: string, text: string, opts: { key: string; principal?: string }) => {
+          const client = await session.client(await session.module(false));
+          const principal = parseJson('--principal', opts.principal);
+          const delivery = await client.sendMessage(conversationId, text, {
+            key: opts.key,
+            ...(principal === undefined ? {} : { principal }),
+          });
+          if (globals().json) io.out.write(`${JSON.stringify(delivery)}\n`);
+          else
+            io.out.write(
+              `${delivery.id} ${delivery.deliveredAt ? `delivered ${delivery.deliveredAt}` : 'queued'}\n`,
+            );
+        },
+      ),
+    );
+
+  return program;
+}
+
+/** Runs the command line; returns the exit code. Errors are one line unless --debug. */
+export async function main(
+  argv: readonly string[],
+  io: Io = { out: process.stdout, err: process.stderr },
+): Promise<number> {
+  let code = 0;
+  const program = buildProgram(io, (c) => (code = c));
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return code;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.exitCode === 0 ? 0 : EXIT_CODES.usage;
+    }
+    const debug = argv.includes('--debug');
+    if (debug && error instanceof Error) io.err.write(`${error.stack}\n`);
+    else if (error instanceof CliError) io.err.write(`turnkit: ${error.message}\n`);
+    else if (error instanceof TurnKitError) io.err.write(`turnkit: ${error.name}: ${error.message}\n`);
+    else io.err.write(`turnkit: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}\n`);
+    return error instanceof CliError ? error.exitCode : EXIT_CODES.error;
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * What the `turnkit` command works against: the store, the Temporal connection and, for the
+ * commands that need them, the application's agents module. Every failure here is a CliError
+ * with one line a person can act on.
+ */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import type { Agent } from '../agents/agent.js';
+import { AgentRegistry } from '../agents/registry.js';
+import type { AuthorizationPolicy } from '../engine/runtime.js';
+import { TurnKitError } from '../errors.js';
+import type { ModelClient } from '../models/types.js';
+import { openStore } from '../store/index.js';
+import type { Store } from '../store/types.js';
+
+/** A failure the command line reports as one line on stderr (with a stack only under --debug). */
+export class CliError extends TurnKitError {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
+export interface GlobalOptions {
+  store?: string;
+  address?: string;
+  namespace?: string;
+  taskQueue?: string;
+  agents?: string;
+  ui?: string;
+  json?: boolean;
+  debug?: boolean;
+}
+
+/** What an agents module may export (named, or as its default export). */
+export interface AgentsModule {
+  agents: AgentRegistry;
+  model?: ModelClient;
+  store?: string | Store;
+  authorization?: AuthorizationPolicy;
+  defaultModel?: string;
+}
+
+function isAgent(value: unknown): value is Agent {
+  return typeof value === 'object' && value !== null && 'name' in value && 'limits' in value;
+}
+
+function registryOf(value: unknown): AgentRegistry | null {
+  if (value instanceof AgentRegistry) return value;
+  if (Array.isArray(value) && value.length > 0 && value.every(isAgent)) return new AgentRegistry(value);
+  if (isAgent(value)) return new AgentRegistry([value]);
+  return null;
+}
+
+/** Loads `--agents <module>`: it exports `agents` (an AgentRegistry or Agent[]) and optionally more. */
+export async function loadAgentsModule(path: string): Promise<AgentsModule> {
+  const file = resolve(path);
+  if (!existsSync(file)) throw new CliError(`agents module ${path} does not exist`);
+  let exported: Record<string, unknown>;
+  try {
+    exported = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  } catch (error) {
+    const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    throw new CliError(`agents module ${path} does not load: ${reason}`);
+  }
+  const fromDefault =
+    exported['default'] && typeof exported['default'] === 'object' && !isAgent(exported['default'])
+      ? (exported['default'] as Record<string, unknown>)
+      : {};
+  const pick = (key: string) => exported[key] ?? fromDefault[key];
+  const agents = registryOf(pick('agents')) ?? registryOf(exported['default']);
+  if (!agents) {
+    throw new CliError(
+      `agents module ${path} exports no agents: export \`agents\` (an AgentRegistry or an array of agents)`,
+    );
+  }
+  const module: AgentsModule = { agents };
+  const model = pick('model');
+  if (model !== undefined) {
+    if (typeof model !== 'object' || model === null || typeof (model as ModelClient).chat !== 'function') {
+      throw new CliError(`agents module ${path}: \`model\` is not a model client (it has no chat())`);
+    }
+    module.model = model as ModelClient;
+  }
+  const store = pick('store');
+  if (store !== undefined) module.store = store as string | Store;
+  const authorization = pick('authorization');
+  if (
+    typeof authorization === 'function' ||
+    (typeof authorization === 'object' && authorization !== null && 'authorize' in authorization)
+  ) {
+    module.authorization = authorization as AuthorizationPolicy;
+  }
+  const defaultModel = pick('defaultModel');
+  if (typeof defaultModel === 'string') module.defaultModel = defaultModel;
+  return module;
+}
+
+export function temporalAddress(options: GlobalOptions): string {
+  return options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
+}
+
+export function temporalNamespace(options: GlobalOptions): string {
+  return options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default';
+}
+
+export function uiUrl(options: GlobalOptions): string {
+  return (options.ui ?? process.env['TEMPORAL_UI_URL'] ?? 'http://127.0.0.1:8233').replace(/\/$/, '');
+}
+
+/** Opens the store: `--store`, else the agents module's, else TURNKIT_DATABASE_URL or the default file. */
+export async function openProjectStore(options: GlobalOptions, module?: AgentsModule): Promise<Store> {
+  if (!options.store && module?.store && typeof module.store === 'object') return module.store;
+  const url = options.store ?? (typeof module?.store === 'string' ? module.store : undefined);
+  try {
+    return await openStore(url);
+  } catch (error) {
+    throw new CliError(`cannot open the store: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/** Connects to Temporal, failing within a few seconds with one line when nothing answers. */
+export async function connectTemporal(
+  options: GlobalOptions,
+): Promise<{ client: Client; connection: Connection }> {
+  const address = temporalAddress(options);
+  try {
+    const connection = await Connection.connect({ address, connectTimeout: '5 seconds' });
+    return { connection, client: new Client({ connection, namespace: temporalNamespace(options) }) };
+  } catch (error) {
+    const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    throw new CliError(`the Temporal server at ${address} does not answer: ${reason}`);
+  }
+}

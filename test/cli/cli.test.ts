@@ -1,0 +1,246 @@
+/**
+ * The `turnkit` command as a person uses it, against the real dev server: a worker started
+ * with `turnkit worker`, the other commands as spawned processes (stdout, stderr, exit code),
+ * and `watch` in a real terminal (tmux, read back with capture-pane).
+ */
+import type { ChildProcess } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/index.js';
+import type { Store } from '../../src/store/types.js';
+import { waitUntil } from '../helpers/wait.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = join(root, 'src/cli/bin.ts');
+// The commands run in a scratch directory, so tsx is named by its resolved URL.
+const tsx = import.meta.resolve('tsx');
+const agentsModule = join(root, 'test/fixtures/cli-agents.ts');
+const dir = mkdtempSync(join(tmpdir(), 'turnkit-cli-'));
+const env: Record<string, string> = {
+  TURNKIT_DATABASE_URL: join(dir, 'cli.sqlite'),
+  TURNKIT_TASK_QUEUE: `turnkit-cli-${process.pid}-${Date.now()}`,
+  TURNKIT_AGENTS: agentsModule,
+  TEMPORAL_ADDRESS: process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
+  NO_COLOR: '1',
+};
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function turnkit(args: string[], extraEnv: Record<string, string> = {}): Promise<Result> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', tsx, bin, ...args], {
+      cwd: dir,
+      env: { ...process.env, ...env, ...extraEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const turnIdOf = (result: Result) => (JSON.parse(result.stdout) as { turnId: string }).turnId;
+
+let worker: ChildProcess;
+let store: Store;
+
+beforeAll(async () => {
+  worker = spawn(process.execPath, ['--import', tsx, bin, 'worker'], {
+    cwd: dir,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('turnkit worker: agents helper, slow')) resolve();
+    };
+    worker.stdout!.on('data', onData);
+    worker.stderr!.on('data', onData);
+    worker.on('exit', (code) => reject(new Error(`turnkit worker exited ${code}: ${output}`)));
+  });
+  store = await openStore(env['TURNKIT_DATABASE_URL']);
+});
+
+afterAll(async () => {
+  await store?.close();
+  if (worker && worker.exitCode === null) {
+    const exited = new Promise((resolve) => worker.on('exit', resolve));
+    worker.kill('SIGTERM');
+    await exited;
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('turnkit command line', () => {
+  it('cli: run --follow prints progress and the output, exits 0, and the store says completed', async () => {
+    const result = await turnkit(['run', 'helper', 'Define durable', '--follow']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('Durable: lasting.');
+    expect(result.stdout).toMatch(/helper turn_\w+ · completed · iteration 2\/5 · 40 tokens/);
+    expect(result.stdout).not.toContain('\u001b['); // not a TTY: plain
+    const turnId = /turn_[0-9a-f]{24}/.exec(result.stderr)![0];
+    expect((await store.loadTurn(turnId)).status).toBe('completed');
+  });
+
+  it('cli: show gives the transcript, tool executions, usage, cost and the UI link; --json parses', async () => {
+    const started = await turnkit(['--json', 'run', 'helper', 'Define durable again']);
+    expect(started.code).toBe(0);
+    const turnId = turnIdOf(started);
+    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
+
+    const shown = await turnkit(['show', turnId]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain(`helper ${turnId} completed`);
+    expect(shown.stdout).toContain('#1 user: Task: Define durable again');
+    expect(shown.stdout).toContain('→ lookup({"word":"durable"})');
+    expect(shown.stdout).toMatch(/lookup completed \{"word":"durable","meaning":"lasting"\}/);
+    expect(shown.stdout).toContain('40 tokens (32 in, 8 out)');
+    expect(shown.stdout).toContain(`/workflows/turnkit-turn-${turnId}`);
+
+    const json = await turnkit(['--json', 'show', turnId]);
+    const parsed = JSON.parse(json.stdout) as { turn: { status: string }; executions: unknown[] };
+    expect(parsed.turn.status).toBe('completed');
+    expect(parsed.executions).toHaveLength(1);
+  });
+
+  it('cli: ls finds turns through Temporal visibility by agent and status', async () => {
+    const started = await turnkit(['--json', 'run', 'helper', 'Listed']);
+    const turnId = turnIdOf(started);
+    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
+    let listed: { turnId: string; agent: string; status: string }[] = [];
+    await waitUntil(async () => {
+      const result = await turnkit([
+        '--json',
+        'ls',
+        '--agent',
+        'helper',
+        '--status',
+        'completed',
+        '--limit',
+        '50',
+      ]);
+      listed = JSON.parse(result.stdout) as typeof listed;
+      return listed.some((row) => row.turnId === turnId);
+    }, 30_000);
+    expect(listed.every((row) => row.agent === 'helper' && row.status === 'completed')).toBe(true);
+    const none = await turnkit(['ls', '--agent', 'nobody-has-this-agent']);
+    expect(none.code).toBe(0);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toContain('no turns match');
+  });
+
+  it('cli: cancel stops a running turn (watch exits 4), and cancelling it again is a no-op', async () => {
+    const turnId = turnIdOf(
+      await turnkit(['--json', 'run', 'slow', 'Ponder 60000', '--principal', '{"user":"ada"}']),
+    );
+    await waitUntil(
+      async () => (await store.listToolExecutions({ turnId })).some((e) => e.status === 'running'),
+      30_000,
+    );
+    const watching = turnkit(['watch', turnId]);
+    const cancelled = await turnkit(['cancel', turnId]);
+    expect(cancelled.code).toBe(0);
+    expect(cancelled.stderr).toContain(`cancel sent to ${turnId}`);
+    const watched = await watching;
+    expect(watched.code).toBe(4);
+    expect(watched.stdout).toContain('· cancelled ·');
+    expect((await store.loadTurn(turnId)).status).toBe('cancelled');
+    const again = await turnkit(['cancel', turnId]);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toContain('already cancelled');
+  });
+
+  it('cli: send delivers a durable message once per key, and the idle conversation runs a turn', async () => {
+    const turnId = turnIdOf(await turnkit(['--json', 'run', 'helper', 'First']));
+    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
+    const { conversationId } = await store.loadTurn(turnId);
+    const first = await turnkit(['send', conversationId, 'Define durable once more', '--key', 'cli-send-1']);
+    const second = await turnkit(['send', conversationId, 'Define durable once more', '--key', 'cli-send-1']);
+    expect(first.code).toBe(0);
+    expect(second.code).toBe(0);
+    expect(first.stdout.split(' ')[0]).toBe(second.stdout.split(' ')[0]);
+    await waitUntil(async () => {
+      const turns = await store.listTurns({ conversationId });
+      return turns.length === 2 && turns.every((turn) => turn.status === 'completed');
+    }, 30_000);
+    const texts = (await store.listMessages(conversationId)).flatMap((m) =>
+      m.content.flatMap((part) => (part.type === 'text' ? [part.text] : [])),
+    );
+    expect(texts.filter((text) => text.includes('Define durable once more'))).toHaveLength(1);
+  });
+
+  it('cli: watch in a terminal shows the running tool with a spinner, then the final status', async () => {
+    const turnId = turnIdOf(await turnkit(['--json', 'run', 'slow', 'Ponder 6000 in a terminal']));
+    const session = `turnkit-cli-${process.pid}`;
+    const exports = Object.entries({ ...env, NO_COLOR: '' })
+      .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
+      .join(' ');
+    const command = `env ${exports} ${process.execPath} --import ${tsx} ${bin} watch ${turnId}; echo "exit=$?"; sleep 30`;
+    execFileSync('tmux', ['new-session', '-d', '-s', session, '-x', '160', '-y', '20', '-c', dir, command]);
+    const screen = () => execFileSync('tmux', ['capture-pane', '-p', '-t', session]).toString();
+    try {
+      await waitUntil(
+        async () => /slow turn_\w+ · running · [⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] tool ponder/.test(screen()),
+        30_000,
+      );
+      await waitUntil(async () => screen().includes('exit=0'), 30_000);
+      const final = screen();
+      expect(final).toMatch(/slow turn_\w+ · completed · iteration 2\/4/);
+      expect(final).toContain('Done pondering.');
+    } finally {
+      execFileSync('tmux', ['kill-session', '-t', session]);
+    }
+  });
+
+  it('cli: bad input gets one line on stderr and a non-zero exit, never a stack trace', async () => {
+    const unknownTurn = await turnkit(['show', 'turn_000000000000000000000000']);
+    expect(unknownTurn).toMatchObject({
+      code: 1,
+      stderr: 'turnkit: no turn turn_000000000000000000000000 in the store\n',
+    });
+
+    const unknownAgent = await turnkit(['run', 'nobody', 'Hi']);
+    expect(unknownAgent.code).toBe(1);
+    expect(unknownAgent.stderr).toBe('turnkit: unknown agent nobody: the module has helper, slow\n');
+
+    const missing = await turnkit(['run', 'helper', 'Hi'], { TURNKIT_AGENTS: join(dir, 'missing.ts') });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^turnkit: agents module .*missing\.ts does not exist\n$/);
+
+    writeFileSync(join(dir, 'empty.mjs'), 'export const nothing = 1;\n');
+    const empty = await turnkit(['run', 'helper', 'Hi'], { TURNKIT_AGENTS: join(dir, 'empty.mjs') });
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toContain('exports no agents');
+
+    writeFileSync(join(dir, 'broken.mjs'), 'export const agents = ;\n');
+    const broken = await turnkit(['worker'], { TURNKIT_AGENTS: join(dir, 'broken.mjs') });
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(/^turnkit: agents module .*broken\.mjs does not load: /);
+    expect(broken.stderr.trim().split('\n')).toHaveLength(1);
+
+    const noServer = await turnkit(['--address', '127.0.0.1:1', 'run', 'helper', 'Hi']);
+    expect(noServer.code).toBe(1);
+    expect(noServer.stderr).toMatch(/^turnkit: the Temporal server at 127\.0\.0\.1:1 does not answer/);
+    expect(noServer.stderr.trim().split('\n')).toHaveLength(1);
+
+    const usage = await turnkit(['run', 'helper']);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("missing required argument 'task'");
+
+    const debug = await turnkit(['--debug', 'show', 'turn_000000000000000000000000']);
+    expect(debug.code).toBe(1);
+    expect(debug.stderr).toMatch(/CliError: no turn .*\n\s+at /);
+  });
+});
