@@ -16,7 +16,7 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import type { RunHandle } from '../../src/client/run-handle.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
@@ -217,8 +217,6 @@ async function chaosCase(backend: 'sqlite' | 'postgres'): Promise<ChaosFigures> 
 }
 
 describe.skipIf(!temporalUp)('chaos: worker processes SIGKILLed at random under mixed load', () => {
-  afterAll(() => undefined);
-
   it(
     'chaos: SQLite, two workers, one killed every 2–6 s: every run ends as its script says',
     async () => {
