@@ -8,7 +8,7 @@
  * Server, worker and client share this process, so both clocks are the same. Merges its
  * figures into bench-results.json, keeping whatever the turn bench wrote there.
  */
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,17 +22,13 @@ import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { createModelClient } from '../src/models/providers.js';
 import { openStore } from '../src/store/index.js';
 import { createWorker } from '../src/worker.js';
+import { mergeBenchResults, percentile } from './results.js';
 
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
 const runs = Number(process.env['BENCH_CANCEL_RUNS'] ?? 30);
 const warmup = 3;
 const perRunTimeoutMs = 20_000;
 const TARGETS = { cancel_abort_p50_ms: 1_000, cancel_status_p50_ms: 2_000 } as const;
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 function within<T>(promise: Promise<T>, what: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -156,20 +152,8 @@ for (const [key, value] of Object.entries(results)) {
   );
 }
 
-// Merge: the turn bench writes the file first; keep its figures.
-let existing: Record<string, unknown> = {};
-if (existsSync('bench-results.json')) {
-  try {
-    existing = JSON.parse(readFileSync('bench-results.json', 'utf8')) as Record<string, unknown>;
-  } catch {
-    existing = {};
-  }
-}
-writeFileSync(
-  'bench-results.json',
-  `${JSON.stringify({ ...existing, cancel_measuredAt: new Date().toISOString(), ...results, ...verdicts }, null, 2)}\n`,
-);
-console.log('\nmerged into bench-results.json');
+// The turn bench writes the file first; its figures are kept.
+mergeBenchResults({ cancel_measuredAt: new Date().toISOString(), ...results, ...verdicts });
 await new Promise<void>((resolve) => {
   server.closeAllConnections();
   server.close(() => resolve());

@@ -8,3 +8,4 @@ ensure_temporal
 echo "turnkit: benchmarks on Node $(node -v)"
 npx tsx bench/turn-bench.ts
 npx tsx bench/cancel-bench.ts
+npx tsx bench/recovery-bench.ts

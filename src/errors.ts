@@ -7,11 +7,17 @@ export class TurnKitError extends Error {
   /** Whether a Temporal retry of the activity that raised this could succeed. */
   readonly retryable: boolean = false;
   readonly details: Record<string, unknown> | undefined;
+  /** How long Temporal waits before the retry (`nextRetryDelay`), when `retryable`. */
+  readonly retryDelayMs: number | undefined;
 
-  constructor(message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+  constructor(
+    message: string,
+    options?: { cause?: unknown; details?: Record<string, unknown>; retryDelayMs?: number },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.details = options?.details;
+    this.retryDelayMs = options?.retryDelayMs;
   }
 }
 
@@ -31,11 +37,21 @@ export class AuthorizationError extends TurnKitError {}
 export class ModelError extends TurnKitError {
   readonly status: number | undefined;
   override readonly retryable: boolean;
-  constructor(message: string, options?: { cause?: unknown; status?: number; retryable?: boolean }) {
+  constructor(
+    message: string,
+    options?: { cause?: unknown; status?: number; retryable?: boolean; retryDelayMs?: number },
+  ) {
     super(message, options);
     this.status = options?.status;
     this.retryable = options?.retryable ?? false;
   }
+}
+/**
+ * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
+ * under the same idempotency key.
+ */
+export class ToolRetry extends TurnKitError {
+  override readonly retryable = true;
 }
 /** A tool failed in a way the model should read: its execution is failed, the turn goes on. */
 export class ToolError extends TurnKitError {}

@@ -99,6 +99,10 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     // Cancellation reaches an activity through its heartbeat: keep the round trip short.
     maxHeartbeatThrottleInterval: '500 milliseconds',
     defaultHeartbeatThrottleInterval: '500 milliseconds',
+    // A workflow task sent to a worker that died waits this long on its sticky queue before
+    // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
+    // only costs a replay from history on another worker (docs/architecture.md, decision 20).
+    stickyQueueScheduleToStartTimeout: '3 seconds',
     ...options.worker,
   });
   return {

@@ -45,6 +45,7 @@ export function toFailure(error: unknown): unknown {
       type: error.name,
       message: error.message,
       nonRetryable: !error.retryable,
+      ...(error.retryable && error.retryDelayMs !== undefined ? { nextRetryDelay: error.retryDelayMs } : {}),
       details: error.details ? [error.details] : [],
       cause: error.cause instanceof Error ? error.cause : undefined,
     });
@@ -164,22 +165,13 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
     },
 
     async toolCall(input) {
-      const context = Context.current();
-      const attempt = context.info.attempt;
-      const signal = context.cancellationSignal;
+      const signal = Context.current().cancellationSignal;
       // A store outage re-dispatches the call inside this attempt (a finished execution keeps
-      // its result; a running one is re-run only if replay-safe) instead of using up the
-      // tool's few attempts.
+      // its result; a running one is re-run only if replay-safe) instead of failing it.
       return mappingFailures(() =>
         withHeartbeat((heartbeat) =>
           retryWhileStoreDown(
-            () =>
-              runToolCall(runtime, input, {
-                signal,
-                heartbeat,
-                attempt,
-                canRetry: attempt < input.maxAttempts,
-              }),
+            () => runToolCall(runtime, input, { signal, heartbeat, maxAttempts: input.maxAttempts }),
             { signal },
           ),
         ),

@@ -3,7 +3,7 @@ import { ConfigError, ModelError } from '../errors.js';
 import { addUsage, costFromUsage } from '../models/cost.js';
 import type { ModelRequest, ModelResult } from '../models/types.js';
 import { nowIso } from '../store/records.js';
-import type { ContentPart, JsonObject, MessageRecord, TurnRecord } from '../store/types.js';
+import type { ContentPart, JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { Budget } from './budget.js';
 import type { ModelStepDigest } from './digest.js';
 import { modelSpanEnd, modelSpanStart } from './genai-spans.js';
@@ -22,6 +22,8 @@ export interface ModelStepInput {
    * and a reset run never mistakes an older run's step for its own.
    */
   step: string;
+  /** Provider errors this step may see before it fails the turn (default 5). */
+  maxProviderAttempts?: number;
   /** Check the compaction trigger first; when due, return `compactionDue` without calling the model. */
   compaction?: boolean;
 }
@@ -58,7 +60,7 @@ export async function runModelStep(
   const { turn, budget } = await reserveIteration(owned, input.step, depth);
   // One span per model call (a no-op without tracing); a failed attempt ends it failed.
   const stored = await runtime.telemetry.span('chat', modelSpanStart(turn, input.step), async (span) => {
-    const { request, result } = await callModel(runtime, owned, turn, depth, hooks);
+    const { request, result } = await callModel(runtime, owned, turn, depth, hooks, input);
     span.rename(`chat ${request.model}`);
     span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(owned.agent), request, result));
     const persisted = await persistResponse(runtime, owned, turn, input.step, request, result);
@@ -103,7 +105,8 @@ async function reserveIteration(
 
 /**
  * Builds the request and calls the model, outside any transaction. A failure the provider
- * did not classify is a retryable ModelError; an empty response is not retryable.
+ * did not classify is a retryable ModelError, counted against the step's provider attempts;
+ * an empty response is not retryable.
  */
 async function callModel(
   runtime: Runtime,
@@ -111,6 +114,7 @@ async function callModel(
   turn: TurnRecord,
   depth: number,
   hooks: ModelStepHooks,
+  input: ModelStepInput,
 ): Promise<{ request: ModelRequest; result: ModelResult }> {
   const { request, report } = await buildModelRequest(runtime, store, agent, turn, depth);
   await runtime.emit(turn, 'model.requested', {
@@ -126,7 +130,11 @@ async function callModel(
       .chat(request, { signal: hooks.signal, onProgress: hooks.heartbeat });
   } catch (error) {
     if (hooks.signal.aborted) throw error;
-    throw modelFailure(error, 'model call failed');
+    const failure = modelFailure(error, 'model call failed');
+    // A model that can never work fails at once; a provider error is counted against the step.
+    if (failure instanceof ConfigError || (failure instanceof ModelError && !failure.retryable))
+      throw failure;
+    throw await countProviderError(store, turn.id, input, failure);
   }
   return { request, result };
 }
@@ -170,6 +178,39 @@ export async function validateModel(runtime: Runtime, agent: OwnedTurn['agent'],
   } catch (error) {
     throw modelFailure(error, 'model validation failed');
   }
+}
+
+const DEFAULT_MAX_PROVIDER_ATTEMPTS = 5;
+
+/**
+ * Counts a retryable provider error against the step (in the turn's state, so every worker
+ * sees it): the error that reaches `maxProviderAttempts` fails the step for good. An attempt
+ * that died with its worker never gets here, so worker loss spends none of these attempts.
+ * The retry waits 1 s, doubling to 30 s.
+ */
+async function countProviderError(
+  store: Store,
+  turnId: string,
+  input: ModelStepInput,
+  error: unknown,
+): Promise<ModelError> {
+  const count = await store.atomic(null, async () => {
+    const previous = turnState(await store.loadTurn(turnId)).provider_errors;
+    const count = previous?.step === input.step ? previous.count + 1 : 1;
+    await updateState(store, turnId, { provider_errors: { step: input.step, count } });
+    return count;
+  });
+  const message =
+    error instanceof ModelError
+      ? error.message
+      : `model call failed: ${error instanceof Error ? error.message : String(error)}`;
+  const status = error instanceof ModelError ? error.status : undefined;
+  return new ModelError(message, {
+    cause: error instanceof ModelError ? (error.cause ?? error) : error,
+    ...(status !== undefined ? { status } : {}),
+    retryable: count < (input.maxProviderAttempts ?? DEFAULT_MAX_PROVIDER_ATTEMPTS),
+    retryDelayMs: Math.min(1_000 * 2 ** (count - 1), 30_000),
+  });
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   LostClaim,
   storedErrorClass,
   ToolError,
+  ToolRetry,
   TurnKitError,
 } from '../errors.js';
 import { nowIso } from '../store/records.js';
@@ -46,10 +47,8 @@ export interface ToolCallInput {
 export interface ToolCallHooks {
   signal: AbortSignal;
   heartbeat: (details?: unknown) => void;
-  /** 1 for the first attempt of this activity. */
-  attempt: number;
-  /** Whether Temporal will retry this activity if it throws. */
-  canRetry: boolean;
+  /** Runs a replay-safe tool that throws may have (`maxToolAttempts`), counted in the store. */
+  maxAttempts: number;
 }
 
 /** Kinds the engine runs itself; they start `pending` and never take the running claim. */
@@ -377,10 +376,26 @@ async function failedOutcome(
       await run.fail(execution, error.message, errorDetails(error, { authorization_denied: true })),
     );
   }
-  // A replay-safe tool's unexpected error is retried by Temporal under the same idempotency key.
-  if (!(error instanceof ToolError) && tool.recovery === 'replaySafe' && hooks.canRetry) throw error;
   const message = error instanceof Error ? error.message : String(error);
+  // A replay-safe tool's unexpected error is retried by Temporal under the same idempotency key,
+  // until it has thrown `maxAttempts` times (a run lost with its worker is not counted).
+  if (!(error instanceof ToolError) && tool.recovery === 'replaySafe') {
+    const runs = await countToolError(run, execution);
+    if (runs < hooks.maxAttempts)
+      throw new ToolRetry(message, { cause: error, retryDelayMs: Math.min(1_000 * 2 ** (runs - 1), 30_000) });
+  }
   return run.outcome(await run.fail(execution, message, errorDetails(error)));
+}
+
+/** One more run of this execution threw: the count lives in the turn's state. */
+function countToolError(run: ToolRun, execution: ToolExecutionRecord): Promise<number> {
+  const { store, turn } = run;
+  return store.atomic(null, async () => {
+    const errors = turnState(await store.loadTurn(turn.id)).tool_errors ?? {};
+    const runs = (errors[execution.id] ?? 0) + 1;
+    await updateState(store, turn.id, { tool_errors: { ...errors, [execution.id]: runs } });
+    return runs;
+  });
 }
 
 /** Runs a coordination tool (launch_agent, send_message, wait_for) for this execution. */

@@ -5,7 +5,9 @@ export type Phase = 'model' | 'tools' | 'output';
 /**
  * The runtime state persisted in `options.state` (spec §2.3), in TurnKit's key names, plus
  * `model_step` / `reserved_step`: the workflow's model-step number whose iteration was
- * reserved and whose response was stored, which makes the model activity idempotent.
+ * reserved and whose response was stored, which makes the model activity idempotent; and the
+ * engine's own counts of provider and tool errors, which an attempt lost with its worker
+ * never adds to.
  */
 export interface TurnState {
   phase?: Phase;
@@ -28,6 +30,10 @@ export interface TurnState {
   wait_input?: boolean;
   reserved_step?: string;
   model_step?: string;
+  /** Provider errors of the model step `step` so far (`maxProviderAttempts`). */
+  provider_errors?: { step: string; count: number };
+  /** Runs of a replay-safe tool that threw, per execution id (`maxToolAttempts`). */
+  tool_errors?: Record<string, number>;
   /** The model step whose compaction ran (compactStep is idempotent per step key). */
   compaction_step?: string;
   /** A turn built with `compact: true` compacted (or found nothing to) once. */

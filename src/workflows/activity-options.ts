@@ -1,10 +1,12 @@
 /**
  * How the turn workflow calls its activities: one proxy per kind, with its timeouts and
  * retries. Whether a failure is retried is decided by the activity (`toFailure`: an error's
- * `retryable` flag), never here.
+ * `retryable` flag), never here; how many provider or tool errors a step may see is counted by
+ * the engine in the store.
  */
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
-import type { TurnActivities, TurnSettings } from './contract.js';
+import { msToNumber } from '@temporalio/common/lib/time.js';
+import type { ActivitySettings, TurnActivities, TurnSettings } from './contract.js';
 import { DEFAULT_TURN_SETTINGS } from './contract.js';
 
 /** Store steps wait out a store outage of about five minutes (a restart or failover). */
@@ -14,26 +16,43 @@ const STORE_OUTAGE_RETRY = {
   maximumInterval: '10 seconds',
 } as const;
 
+/**
+ * Temporal's retries of a model or tool activity. After an infrastructure fault (a worker
+ * lost, a heartbeat timeout) the next attempt starts quickly on another worker; a provider
+ * or tool error names its own delay (`nextRetryDelay`, from the engine's count), so it backs
+ * off as before (1 s doubling to 30 s).
+ */
+function infrastructureRetry(settings: Required<ActivitySettings>) {
+  return {
+    // 0 is unbounded: the SDK's default (it refuses 0 itself).
+    ...(settings.maximumAttempts > 0 ? { maximumAttempts: settings.maximumAttempts } : {}),
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '5 seconds',
+  };
+}
+
+/** Start-to-close and schedule-to-close of one kind; the latter never cuts the former short. */
+function timeouts(settings: Required<ActivitySettings>) {
+  return {
+    startToCloseTimeout: settings.startToCloseTimeout,
+    heartbeatTimeout: settings.heartbeatTimeout,
+    scheduleToCloseTimeout: Math.max(
+      msToNumber(settings.scheduleToCloseTimeout),
+      msToNumber(settings.startToCloseTimeout),
+    ),
+  };
+}
+
 export function turnActivities(settings: TurnSettings = {}) {
   const model = { ...DEFAULT_TURN_SETTINGS.model, ...settings.model };
   const tool = { ...DEFAULT_TURN_SETTINGS.tool, ...settings.tool };
   const output = { ...DEFAULT_TURN_SETTINGS.output, ...settings.output };
   return {
-    model: proxyActivities<TurnActivities>({
-      startToCloseTimeout: model.startToCloseTimeout,
-      heartbeatTimeout: model.heartbeatTimeout,
-      retry: {
-        maximumAttempts: model.maximumAttempts,
-        initialInterval: '1 second',
-        maximumInterval: '30 seconds',
-      },
-    }),
-    tool: proxyActivities<TurnActivities>({
-      startToCloseTimeout: tool.startToCloseTimeout,
-      heartbeatTimeout: tool.heartbeatTimeout,
-      retry: { maximumAttempts: tool.maximumAttempts, initialInterval: '1 second' },
-    }),
-    toolMaxAttempts: tool.maximumAttempts,
+    model: proxyActivities<TurnActivities>({ ...timeouts(model), retry: infrastructureRetry(model) }),
+    tool: proxyActivities<TurnActivities>({ ...timeouts(tool), retry: infrastructureRetry(tool) }),
+    maxProviderAttempts: settings.maxProviderAttempts ?? DEFAULT_TURN_SETTINGS.maxProviderAttempts,
+    toolMaxAttempts: settings.maxToolAttempts ?? DEFAULT_TURN_SETTINGS.maxToolAttempts,
     // Output constraints and judges are user code and model calls: a scheduled activity with
     // its own timeout and heartbeat, never a short local one.
     output: proxyActivities<TurnActivities>({

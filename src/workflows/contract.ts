@@ -26,26 +26,76 @@ import type { ToolCallInput } from '../engine/tool-runner.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
 
-/** Per-kind activity settings; heartbeat timeout, retries and the root timeout are separate. */
+/**
+ * Per-kind activity settings. The heartbeat timeout is how soon a lost worker is noticed;
+ * `maximumAttempts` and `scheduleToCloseTimeout` bound Temporal's own retries, which after
+ * an infrastructure fault (a worker that died or stopped heartbeating) are the only ones:
+ * provider and tool errors are counted by the engine (`TurnSettings.maxProviderAttempts`,
+ * `maxToolAttempts`), so a crash-looping worker never spends the budget meant for them.
+ */
 export interface ActivitySettings {
   startToCloseTimeout?: string | number;
   heartbeatTimeout?: string | number;
+  /** Temporal's attempts of the activity, whatever failed them; 0 is unbounded. */
   maximumAttempts?: number;
+  /** All attempts of one activity together (never less than `startToCloseTimeout`). */
+  scheduleToCloseTimeout?: string | number;
 }
 
 export interface TurnSettings {
   model?: ActivitySettings;
   tool?: ActivitySettings;
+  /** Provider errors one model step may see; the last one fails the turn with ModelError. */
+  maxProviderAttempts?: number;
+  /** Runs of a replay-safe tool that threw (not a ToolError) before its execution is failed. */
+  maxToolAttempts?: number;
+  /**
+   * The turn workflow's task timeout (Temporal's default: 10 s): how long a workflow task
+   * handed to a worker that then froze (paused, not dead) holds its turn up.
+   */
+  workflowTaskTimeout?: string | number;
   /** The output checks: constraints and LLM-judged policies (user code with no time bound). */
   output?: ActivitySettings;
 }
 
-export const DEFAULT_TURN_SETTINGS: Required<{ [K in keyof TurnSettings]: Required<ActivitySettings> }> = {
-  model: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 5 },
-  // A replay-safe tool may be re-run until the last attempt; any other tool runs once.
-  tool: { startToCloseTimeout: '10 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 3 },
-  output: { startToCloseTimeout: '5 minutes', heartbeatTimeout: '20 seconds', maximumAttempts: 3 },
-};
+/**
+ * Heartbeats are sent every 500 ms (HEARTBEAT_INTERVAL_MS) and throttled to that period (the
+ * worker's `maxHeartbeatThrottleInterval`). A 3 s heartbeat timeout misses five of them before
+ * a worker is given up for lost; that never fired spuriously under 1,000 concurrent runs on
+ * 2 cores, and another worker retries a killed worker's step about 4 s after the kill
+ * (docs/architecture.md, decision 20). Infrastructure retries are unbounded, limited by the
+ * schedule-to-close timeout and, before that, by the turn's root timeout.
+ */
+export const DEFAULT_TURN_SETTINGS = {
+  model: {
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '3 seconds',
+    maximumAttempts: 0,
+    scheduleToCloseTimeout: '1 hour',
+  },
+  tool: {
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '3 seconds',
+    maximumAttempts: 0,
+    scheduleToCloseTimeout: '1 hour',
+  },
+  // Not counted by the engine: Temporal's attempts, as before.
+  output: {
+    startToCloseTimeout: '5 minutes',
+    heartbeatTimeout: '20 seconds',
+    maximumAttempts: 3,
+    scheduleToCloseTimeout: '1 hour',
+  },
+  maxProviderAttempts: 5,
+  // A replay-safe tool may be re-run until its last attempt; any other tool runs once.
+  maxToolAttempts: 3,
+} as const satisfies Required<{
+  model: Required<ActivitySettings>;
+  tool: Required<ActivitySettings>;
+  output: Required<ActivitySettings>;
+  maxProviderAttempts: number;
+  maxToolAttempts: number;
+}>;
 
 export interface TurnWorkflowInput {
   turnId: string;
@@ -90,6 +140,7 @@ export interface TurnActivities {
   modelStep(input: ModelStepInput): Promise<ModelStepDigest>;
   /** Automatic compaction before a model call (its own model call, purpose `compaction`). */
   compactStep(input: CompactionStepInput): Promise<CompactionDigest>;
+  /** `maxAttempts`: the turn's `maxToolAttempts`. */
   toolCall(input: ToolCallInput & { maxAttempts: number }): Promise<ToolCallOutcome>;
   finishTools(input: OwnerInput & { terminalToolCallId: string | null }): Promise<TurnDigest>;
   suspendTurn(input: OwnerInput): Promise<void>;
@@ -224,9 +275,13 @@ export function turnStartOptions({ turn, task, settings }: TurnStart): {
   staticSummary: string;
   staticDetails: string;
   typedSearchAttributes: SearchAttributePair[];
+  workflowTaskTimeout?: string | number;
 } {
   const head = task.replace(/\s+/g, ' ').trim().slice(0, 120);
   return {
+    ...(settings?.workflowTaskTimeout !== undefined
+      ? { workflowTaskTimeout: settings.workflowTaskTimeout }
+      : {}),
     workflowId: turnWorkflowId(turn.id),
     args: [{ turnId: turn.id, ...(settings ? { settings } : {}) }],
     staticSummary: `${turn.agentName}: ${head}`,

@@ -54,7 +54,12 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
       run.modelCalls += 1;
       const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
       const summary = `model call ${run.modelCalls}`;
-      const step = { turnId: run.turnId, claimToken: run.claimToken, step: stepKey };
+      const step = {
+        turnId: run.turnId,
+        claimToken: run.claimToken,
+        step: stepKey,
+        maxProviderAttempts: run.activities.maxProviderAttempts,
+      };
       const callModel = (input: typeof step & { compaction?: boolean }) =>
         model.modelStep.executeWithOptions({ summary }, [input]);
       run.console.update({ phase: 'model', modelCalls: run.modelCalls });

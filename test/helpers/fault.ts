@@ -52,7 +52,7 @@ export function faultCaseSetup(options: {
   return { log, gate: join(dir, `${name}.gate`), marker: join(dir, `${name}.fault`), taskQueue, client };
 }
 
-const script = fileURLToPath(new URL('../fixtures/fault-worker.ts', import.meta.url));
+const faultWorkerScript = fileURLToPath(new URL('../fixtures/fault-worker.ts', import.meta.url));
 
 export interface FaultWorker {
   child: ChildProcess;
@@ -65,9 +65,15 @@ export interface FaultWorker {
   stop(): Promise<void>;
 }
 
-/** Spawns test/fixtures/fault-worker.ts (node + tsx) with an IPC channel for `go()`. */
-export function spawnFaultWorker(env: Record<string, string>, options: { hold?: boolean } = {}): FaultWorker {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+/**
+ * Spawns test/fixtures/fault-worker.ts (node + tsx), or another worker script that prints
+ * "fault-worker ready" once booted, with an IPC channel for `go()`.
+ */
+export function spawnFaultWorker(
+  env: Record<string, string>,
+  options: { hold?: boolean; script?: string } = {},
+): FaultWorker {
+  const child = spawn(process.execPath, ['--import', 'tsx', options.script ?? faultWorkerScript], {
     env: { ...process.env, ...env, TURNKIT_TEST_HOLD: options.hold ? '1' : '0' },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
@@ -173,7 +179,13 @@ export interface TreeSnapshot {
  *   tree; replay-safe tools at most once per key and exactly once when completed; other tools
  *   at most once, exactly once when completed.
  */
-export async function expectInvariants(store: Store, rootTurnId: string, log: string): Promise<TreeSnapshot> {
+export async function expectInvariants(
+  store: Store,
+  rootTurnId: string,
+  log: string,
+  /** The log also holds other trees' effects (the chaos suite): those are not this tree's. */
+  options: { sharedLog?: boolean } = {},
+): Promise<TreeSnapshot> {
   const turns = await store.listTurns({ rootTurnId });
   expect(turns.length).toBeGreaterThan(0);
   const byId = new Map(turns.map((t) => [t.id, t]));
@@ -255,6 +267,7 @@ export async function expectInvariants(store: Store, rootTurnId: string, log: st
   for (const tool of new Set(lines.flatMap((l) => (l.startsWith('effect:') ? [l.split(':')[1]!] : [])))) {
     for (const [key, count] of effectsByKey(lines, tool)) {
       const execution = keys.get(key);
+      if (!execution && options.sharedLog) continue;
       expect(execution, `effect of ${tool} under ${key} belongs to an execution of the tree`).toBeDefined();
       expect(execution!.toolName).toBe(tool);
       expect(count, `${tool} effects under ${key}`).toBe(1);

@@ -17,6 +17,7 @@ import type { Store } from '../../src/store/types.js';
 import { createWorker } from '../../src/worker.js';
 import { connectClient, connectNative } from './temporal.js';
 import type { TurnKitWorker } from '../../src/worker.js';
+import type { TurnSettings } from '../../src/workflows/contract.js';
 
 /** The shared client and worker connections of test/helpers/temporal.ts. */
 export async function temporalConnections(): Promise<{ native: NativeConnection; client: Client }> {
@@ -43,6 +44,7 @@ export async function startKit(options: {
   model?: ModelClient;
   store?: Store;
   runtime?: Partial<RuntimeOptions>;
+  turnSettings?: TurnSettings;
 }): Promise<TestKit> {
   const { native, client: temporal } = await temporalConnections();
   const store = options.store ?? (await openStore(tempSqliteUrl()));
@@ -57,7 +59,13 @@ export async function startKit(options: {
     taskQueue,
   });
   const running = worker.run();
-  const client = new TurnKitClient({ store, agents, temporal, taskQueue });
+  const client = new TurnKitClient({
+    store,
+    agents,
+    temporal,
+    taskQueue,
+    ...(options.turnSettings ? { turnSettings: options.turnSettings } : {}),
+  });
   return {
     client,
     worker,

@@ -28,15 +28,6 @@ import {
 import { requireTemporal } from '../helpers/temporal.js';
 import { temporalConnections } from '../helpers/turnkit.js';
 
-// Short heartbeat timeouts: a dead or paused worker's activity is retried elsewhere within seconds.
-const turnSettings = {
-  model: { heartbeatTimeout: '2 seconds' },
-  tool: { heartbeatTimeout: '2 seconds' },
-};
-const stopSettings = {
-  model: { heartbeatTimeout: '2 seconds', maximumAttempts: 8 },
-  tool: { heartbeatTimeout: '2 seconds', maximumAttempts: 8 },
-};
 const RUNS = Math.max(1, Number(process.env['TURNKIT_FAULT_RUNS'] ?? 2));
 const repeat = Array.from({ length: RUNS }, (_, i) => i + 1);
 
@@ -89,9 +80,14 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       dir,
       name,
       store,
+      // The default settings (DEFAULT_TURN_SETTINGS): a lost attempt is retried within seconds,
+      // and retries after timeouts are unbounded, so a paused worker's open polls may swallow a
+      // few of them (each then times out) without failing the turn.
       temporal: (await temporalConnections()).client,
-      // A paused worker's open polls may swallow a few retry attempts (each then times out).
-      turnSettings: mode === 'stop' ? stopSettings : turnSettings,
+      // A workflow task a paused worker took holds the turn until this timeout. One provider
+      // error, or one throw of a replay-safe tool, would end its step: a killed or paused
+      // worker's attempt must not count as one (issue 20).
+      turnSettings: { workflowTaskTimeout: '2 seconds', maxProviderAttempts: 1, maxToolAttempts: 1 },
     });
     const env = {
       TURNKIT_TEST_DATABASE_URL: join(dir, 'turnkit.sqlite'),

@@ -1,0 +1,21 @@
+/** What the benchmarks share: percentiles, and merging their keys into bench-results.json. */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** Writes `keys` into bench-results.json, keeping whatever the other benchmarks wrote there. */
+export function mergeBenchResults(keys: Record<string, unknown>): void {
+  let existing: Record<string, unknown> = {};
+  if (existsSync('bench-results.json')) {
+    try {
+      existing = JSON.parse(readFileSync('bench-results.json', 'utf8')) as Record<string, unknown>;
+    } catch {
+      existing = {};
+    }
+  }
+  writeFileSync('bench-results.json', `${JSON.stringify({ ...existing, ...keys }, null, 2)}\n`);
+  console.log('\nmerged into bench-results.json');
+}
