@@ -357,3 +357,13 @@ export function limitsFromJson(json: Json | undefined, fallback: BudgetLimits): 
     timeout: pick('timeout', fallback.timeout),
   };
 }
+
+/** Whether a turn of this agent may have output checks: its own, or those of its skills. */
+export function hasOutputChecks(agent: Agent): boolean {
+  const skills = [...agent.skills, ...agent.availableSkills];
+  return (
+    agent.outputConstraints.length > 0 ||
+    agent.outputPolicies.length > 0 ||
+    skills.some((skill) => skill.outputPolicies.length > 0 || skill.outputConstraints.length > 0)
+  );
+}

@@ -12,6 +12,8 @@ import { z } from 'zod';
 import { ArgumentError, ConfigError, ToolError } from '../errors.js';
 import type { ToolExecutionRecord } from '../store/types.js';
 import type { ToolDefinition } from './tool.js';
+import type { OutputConstraint, OutputPolicy, OutputPolicyOption } from './output-policy.js';
+import { resolveOutputPolicies } from './output-policy.js';
 import { buildTool } from './tool.js';
 
 export interface Skill {
@@ -21,6 +23,9 @@ export interface Skill {
   /** The instructions the model reads once the skill is loaded. */
   readonly content: string;
   readonly tools: readonly ToolDefinition[];
+  /** Output checks that apply to a turn once it loaded the skill (always, for an agent's `skills`). */
+  readonly outputPolicies: readonly OutputPolicy[];
+  readonly outputConstraints: readonly OutputConstraint[];
 }
 
 export interface SkillOptions {
@@ -29,6 +34,8 @@ export interface SkillOptions {
   description?: string;
   content: string;
   tools?: readonly ToolDefinition[];
+  /** Like the agent's `outputPolicy`: policies (code or a markdown file) and constraints. */
+  outputPolicy?: OutputPolicyOption | readonly OutputPolicyOption[] | null;
 }
 
 const SKILL_KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
@@ -51,12 +58,15 @@ export function defineSkill(options: SkillOptions): Skill {
   const tools = [...(options.tools ?? [])];
   if (tools.some((tool) => !tool || typeof tool.name !== 'string' || typeof tool.execute !== 'function'))
     throw new ArgumentError(`skill ${options.key}: tools must be built with defineTool`);
+  const checks = resolveOutputPolicies(`skill ${options.key}`, options.outputPolicy);
   return Object.freeze({
     key: options.key,
     name: options.name ?? options.key,
     description: options.description ?? '',
     content: options.content,
     tools: Object.freeze(tools),
+    outputPolicies: Object.freeze(checks.policies),
+    outputConstraints: Object.freeze(checks.constraints),
   });
 }
 
@@ -67,7 +77,10 @@ const FRONT_MATTER = /^---[ \t]*\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/;
  * `key`; the key defaults to the file name without its extension). Broken front matter, or a
  * field of the wrong type, is a ConfigError naming the file.
  */
-export function skillFromFile(path: string, options: { tools?: readonly ToolDefinition[] } = {}): Skill {
+export function skillFromFile(
+  path: string,
+  options: Pick<SkillOptions, 'tools' | 'outputPolicy'> = {},
+): Skill {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -102,6 +115,7 @@ export function skillFromFile(path: string, options: { tools?: readonly ToolDefi
       ...(fields['name'] !== undefined ? { name: fields['name'] as string } : {}),
       ...(fields['description'] !== undefined ? { description: fields['description'] as string } : {}),
       ...(options.tools ? { tools: options.tools } : {}),
+      ...(options.outputPolicy !== undefined ? { outputPolicy: options.outputPolicy } : {}),
     });
   } catch (error) {
     throw new ConfigError(`skill file ${path}: ${(error as Error).message}`, { cause: error });

@@ -3,7 +3,7 @@
  * responses and tool outputs stay in the store and never enter Temporal history.
  */
 import type { Agent } from '../agents/agent.js';
-import { limitsFromJson } from '../agents/agent.js';
+import { hasOutputChecks, limitsFromJson } from '../agents/agent.js';
 import type { ToolKind } from '../agents/tool.js';
 import type { TurnRecord, TurnStatus } from '../store/types.js';
 import type { Phase } from './turn-state.js';
@@ -67,7 +67,7 @@ export function turnDigest(agent: Agent, turn: TurnRecord, deadline: Date | null
     phase: phaseOf(turn),
     toolCalls: toolCallDigests(agent, turn),
     deadline: deadline?.toISOString() ?? null,
-    ...(agent.outputConstraints.length > 0 || agent.outputPolicies.length > 0 ? { outputChecks: true } : {}),
+    ...(hasOutputChecks(agent) ? { outputChecks: true } : {}),
     progress: {
       iteration: iterationsOf(turn),
       maxIterations: limitsFromJson(turn.options['budget_limits'], agent.limits).maxIterations,

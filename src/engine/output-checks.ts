@@ -22,6 +22,7 @@ import type { ModelClient, ModelRequest, ModelResult, Thinking } from '../models
 import type { Json, JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { checkTreeSpend, recordInternalCall } from './charge.js';
 import type { OwnerInput } from './digest.js';
+import { loadedSkillsOf } from './skills.js';
 import type { Runtime } from './runtime.js';
 import type { TurnState } from './turn-state.js';
 import { phaseOf, turnState, updateState } from './turn-state.js';
@@ -265,9 +266,6 @@ async function runChecks(
   return violations;
 }
 
-export const hasOutputChecks = (agent: Agent) =>
-  agent.outputConstraints.length > 0 || agent.outputPolicies.length > 0;
-
 /** The candidate an audit is for: a new candidate (a revision, a new terminal result) is audited again. */
 export function auditKey(state: TurnState): string {
   return createHash('sha256')
@@ -356,8 +354,15 @@ export async function checkTurnOutput(
       },
     };
   };
+  // The agent's own checks, then those of its skills: always-loaded ones and the ones this
+  // turn loaded (read from the store, so a retried audit on another worker sees the same list).
+  const loaded = await loadedSkillsOf(store, turn.id);
+  const skills = [...agent.skills, ...agent.availableSkills.filter((skill) => loaded.has(skill.key))];
   return runChecks(
-    { constraints: agent.outputConstraints, policies: agent.outputPolicies },
+    {
+      constraints: [...agent.outputConstraints, ...skills.flatMap((skill) => skill.outputConstraints)],
+      policies: [...agent.outputPolicies, ...skills.flatMap((skill) => skill.outputPolicies)],
+    },
     { turn, outputText, outputData },
     judgeHost,
     async () => (await store.listMessages(turn.conversationId)).filter((m) => m.turnId === turn.id),

@@ -1,16 +1,11 @@
 import type { Agent } from '../agents/agent.js';
+import { hasOutputChecks } from '../agents/agent.js';
 import type { OutputViolation } from '../agents/output-policy.js';
 import { storedErrorClass } from '../errors.js';
 import type { JsonObject, TurnRecord } from '../store/types.js';
 import type { OutputStepDigest, OwnerInput } from './digest.js';
 import type { OutputAudit } from './output-checks.js';
-import {
-  auditKey,
-  checkTurnOutput,
-  hasOutputChecks,
-  schemaViolations,
-  storedAudit,
-} from './output-checks.js';
+import { auditKey, checkTurnOutput, schemaViolations, storedAudit } from './output-checks.js';
 import type { Runtime } from './runtime.js';
 import { repeatedNotice, terminalNotice, writeTerminal } from './terminal.js';
 import type { TurnState } from './turn-state.js';

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
+import { defineSkill } from '../../src/agents/skill.js';
 import {
   outputPolicy,
   outputPolicyFromFile,
@@ -89,6 +90,21 @@ const model = new ScriptedModel({
     };
   })(),
   pictured: () => toolCall('paint_image', { prompt: 'a cat' }),
+  // Loads the editor skill when the task asks for it, then answers; its judge rejects.
+  skilled: (request) => {
+    if (request.metadata.purpose === 'output_policy')
+      return '{"approved": false, "violations": [{"message": "uses jargon"}]}';
+    const task = request.messages.find((message) => message.role === 'user')?.content ?? '';
+    const loaded = request.messages.some((message) => message.role === 'tool');
+    return task.includes('edit') && !loaded ? toolCall('load_skill', { key: 'editor' }) : 'Synergy!';
+  },
+});
+
+const editor = defineSkill({
+  key: 'editor',
+  description: 'House style for edited copy.',
+  content: 'Write plainly.',
+  outputPolicy: outputPolicy({ name: 'plain_words', content: 'No jargon.' }),
 });
 
 const agents = [
@@ -144,6 +160,7 @@ const agents = [
     outputPolicyMode: 'report',
     outputPolicy: [requireImage(), requireMediaAnalysis()],
   }),
+  defineAgent({ name: 'skilled', outputPolicyMode: 'report', availableSkills: [editor] }),
   painter({
     name: 'pictured',
     imageModel: new ScriptedImageModel(),
@@ -303,5 +320,20 @@ describe('LLM-judged output policies', () => {
     await expect(
       checkOutputPolicy('x', { constraints: [outputPolicy({ content: 'Be brief.' })] }),
     ).rejects.toThrow(ConfigError);
+  });
+
+  it("CORE-22 a skill's output policy applies once a turn loaded the skill, and only then", async () => {
+    const plain = await kit.client.run('skilled', 'Just answer');
+    expect((await plain.result()).status).toBe('completed');
+    expect(await plain.policyAudit()).toEqual({ clean: true, violations: [] });
+    expect(judgeCalls(model, 'skilled')).toHaveLength(0);
+
+    const edited = await kit.client.run('skilled', 'Please edit this');
+    expect((await edited.result()).status).toBe('completed');
+    expect(await edited.policyAudit()).toEqual({
+      clean: false,
+      violations: [expect.objectContaining({ rule: 'plain_words', message: 'uses jargon' })],
+    });
+    expect(judgeCalls(model, 'skilled')).toHaveLength(1);
   });
 });
