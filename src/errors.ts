@@ -46,13 +46,6 @@ export class ModelError extends TurnKitError {
     this.retryable = options?.retryable ?? false;
   }
 }
-/**
- * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
- * under the same idempotency key.
- */
-export class ToolRetry extends TurnKitError {
-  override readonly retryable = true;
-}
 /** A tool failed in a way the model should read: its execution is failed, the turn goes on. */
 export class ToolError extends TurnKitError {}
 /** Tool arguments did not match the tool's schema. */

@@ -7,7 +7,6 @@ import {
   LostClaim,
   storedErrorClass,
   ToolError,
-  ToolRetry,
   TurnKitError,
 } from '../errors.js';
 import { nowIso } from '../store/records.js';
@@ -33,6 +32,14 @@ import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
 import { newId } from '../ids.js';
 import { checkTreeSpend, recordInternalCall } from './charge.js';
 import { contextOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
+
+/**
+ * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
+ * under the same idempotency key. The engine's own signal, not part of the public API.
+ */
+class ToolRetry extends TurnKitError {
+  override readonly retryable = true;
+}
 
 type ToolCall = ReturnType<typeof toolCallParts>[number];
 
