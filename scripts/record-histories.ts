@@ -91,7 +91,7 @@ const kit = await startKit({
         chat: (request, options) => model.chat(request, options),
       },
     }),
-    // Output checks in their own activity, and one revision (PATCH_OUTPUT_AUDIT).
+    // Output checks in their own activity, and one revision (PATCH_0_3).
     defineAgent({
       name: 'revised',
       outputRetries: 1,

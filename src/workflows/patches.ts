@@ -15,10 +15,12 @@ export const PATCH_FAIL_ACTIVITY = 'turnkit-fail-as-activity-1';
 // history in which that local activity outlived its workflow task (the marker and the
 // commands after it land in two tasks), and the replay fails (docs/architecture.md).
 
-/** A model phase asks whether compaction is due and runs `compactStep` first when it is. */
-export const PATCH_COMPACTION = 'turnkit-compaction-2';
-/** Output constraints and judges run in their own scheduled activity before the output step. */
-export const PATCH_OUTPUT_AUDIT = 'turnkit-output-audit-activity-2';
+/**
+ * Release 0.3's command changes, one marker for all (each marker costs a turn two history
+ * events): a model phase asks whether compaction is due and runs `compactStep` first when it
+ * is; output constraints and judges run in their own scheduled activity before the output step.
+ */
+export const PATCH_0_3 = 'turnkit-0.3-compaction-output-audit';
 
 /** What this run of the turn workflow does, fixed at its start. */
 export interface RunFeatures {
@@ -28,5 +30,6 @@ export interface RunFeatures {
 
 /** Call first thing in the workflow, before any command. */
 export function runFeatures(): RunFeatures {
-  return { compaction: patched(PATCH_COMPACTION), outputAudit: patched(PATCH_OUTPUT_AUDIT) };
+  const v0_3 = patched(PATCH_0_3);
+  return { compaction: v0_3, outputAudit: v0_3 };
 }
