@@ -33,6 +33,8 @@ export class InputError extends TurnKitError {}
 export class BudgetError extends TurnKitError {}
 /** The authorization policy did not return literally `true`. */
 export class AuthorizationError extends TurnKitError {}
+/** `run.stream({ after })` got a cursor that no part of this run ever had. */
+export class StreamCursorError extends ArgumentError {}
 /** A model provider failed for good (4xx, malformed answer, retries exhausted). */
 export class ModelError extends TurnKitError {
   readonly status: number | undefined;

@@ -61,6 +61,9 @@ export type {
   SendMessageOptions,
 } from './client/turnkit-client.js';
 export { RunHandle } from './client/run-handle.js';
+export type { RunStreamOptions, RunStreamPart } from './client/run-stream.js';
+export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
+export type { RunSseOptions, StreamableRun } from './client/ui-stream.js';
 export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/contract.js';
 export * from './errors.js';
 export type * from './store/types.js';

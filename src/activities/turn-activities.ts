@@ -146,11 +146,16 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
     },
 
     async modelStep(input) {
-      const signal = Context.current().cancellationSignal;
+      const { cancellationSignal: signal, info } = Context.current();
       // A store outage waits inside the attempt instead of using up the model's attempts.
       return mappingFailures(() =>
         withHeartbeat((heartbeat) =>
-          retryWhileStoreDown(() => runModelStep(runtime, input, { signal, heartbeat }), { signal }),
+          retryWhileStoreDown(
+            () => runModelStep(runtime, input, { signal, heartbeat, attempt: info.attempt }),
+            {
+              signal,
+            },
+          ),
         ),
       );
     },

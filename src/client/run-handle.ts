@@ -12,6 +12,10 @@ import type {
 } from '../store/types.js';
 import type { OutputViolation } from '../agents/output-policy.js';
 import { turnWorkflowId } from '../workflows/contract.js';
+import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
+import { readRunStream } from './run-stream.js';
+import { toUIMessageChunks } from './ui-stream.js';
+import type { UIMessageChunk } from 'ai';
 
 export function sumUsage(turns: readonly TurnRecord[]): Usage {
   const total: Usage = {
@@ -178,6 +182,21 @@ export class RunHandle {
 
   events(): Promise<EventRecord[]> {
     return this.deps.store.listEvents(this.turnId);
+  }
+
+  /**
+   * The run's live stream over its whole tree: text and reasoning deltas as the model
+   * answers, tool calls and results, steps, statuses, and a last `finish` part once the run's
+   * turn is terminal. Each part has a cursor; `after: cursor` resumes with exactly the parts
+   * after it. A cursor this run never gave is a StreamCursorError.
+   */
+  stream(options: RunStreamOptions = {}): AsyncIterable<RunStreamPart> {
+    return { [Symbol.asyncIterator]: () => readRunStream(this.deps.store, this.rootTurnId, options) };
+  }
+
+  /** The live stream as the AI SDK's UI message chunks (`useChat`'s format). */
+  toUIMessageStream(options: RunStreamOptions = {}): ReadableStream<UIMessageChunk> {
+    return toUIMessageChunks(this, options);
   }
 
   /** The request the next model call would send, without calling the model. */

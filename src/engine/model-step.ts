@@ -10,6 +10,7 @@ import { modelSpanEnd, modelSpanStart } from './genai-spans.js';
 import { turnDigest } from './digest.js';
 import { compactionDue } from './compaction.js';
 import { buildModelRequest } from './model-request.js';
+import { DeltaWriter, startStreamStep, stepFinishedParts } from './live-stream.js';
 import type { OwnedTurn, Runtime } from './runtime.js';
 import { depthOf, iterationsOf, toolCallParts, turnState, updateState } from './turn-state.js';
 
@@ -31,6 +32,8 @@ export interface ModelStepInput {
 export interface ModelStepHooks {
   signal: AbortSignal;
   heartbeat: () => void;
+  /** The activity's attempt (1 first): a later one supersedes what earlier ones streamed. */
+  attempt?: number;
 }
 
 function responseText(parts: readonly ContentPart[]): string {
@@ -123,12 +126,21 @@ async function callModel(
     message_count: request.messages.length,
     prompt: report as unknown as JsonObject,
   });
+  // The live stream: this attempt's deltas, batched into the store (never into history).
+  const attempt = await startStreamStep(store, turn, input.step, (hooks.attempt ?? 1) > 1, {
+    model: request.model,
+    agent: agent.name,
+  });
+  const deltas = new DeltaWriter(store, turn, input.step, attempt, runtime.logger);
   let result: ModelResult;
   try {
-    result = await runtime
-      .modelClientFor(agent)
-      .chat(request, { signal: hooks.signal, onProgress: hooks.heartbeat });
+    result = await runtime.modelClientFor(agent).chat(request, {
+      signal: hooks.signal,
+      onProgress: hooks.heartbeat,
+      onDelta: (delta) => deltas.push(delta),
+    });
   } catch (error) {
+    await deltas.close();
     if (hooks.signal.aborted) throw error;
     const failure = modelFailure(error, 'model call failed');
     // A model that can never work fails at once; a provider error is counted against the step.
@@ -136,6 +148,7 @@ async function callModel(
       throw failure;
     throw await countProviderError(store, turn.id, input, failure);
   }
+  await deltas.close();
   return { request, result };
 }
 
@@ -274,6 +287,16 @@ async function persistResponse(
         terminal_tool_name: null,
         model_step: stepKey,
       });
+      // Last in the transaction: the stream's lock comes after every conversation lock.
+      await store.appendStreamParts(
+        stepFinishedParts(
+          fresh,
+          stepKey,
+          parts,
+          result,
+          usageDigest(committed.usage) as unknown as JsonObject,
+        ),
+      );
       return { message, committed };
     },
   );

@@ -9,6 +9,7 @@ import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/
 import type { OwnerInput } from './digest.js';
 import type { TracingOptions } from './tracing.js';
 import { Telemetry } from './tracing.js';
+import { streamPartsForEvents } from './live-stream.js';
 
 export type AuthorizationAction = 'tool' | 'launch_agent' | 'wait' | 'callback' | 'send_message' | 'cancel';
 
@@ -152,13 +153,20 @@ export class Runtime {
     await this.emitAll(turn, [[type, payload]]);
   }
 
-  /** Appends several events in one store transaction, in order, then tells listeners. */
+  /**
+   * Appends several events in one store transaction, in order, with the live-stream parts
+   * they report (statuses, tool results: `live-stream.ts`), then tells listeners.
+   */
   async emitAll(
-    turn: Pick<TurnRecord, 'id' | 'conversationId'>,
+    turn: Pick<TurnRecord, 'id' | 'conversationId'> & { rootTurnId?: string },
     events: readonly (readonly [string, JsonObject])[],
   ): Promise<void> {
     if (events.length === 0) return;
     const records = await this.store.atomic(null, async () => {
+      const rootTurnId = turn.rootTurnId ?? (await this.store.loadTurn(turn.id)).rootTurnId;
+      await this.store.appendStreamParts(
+        await streamPartsForEvents(this.store, { id: turn.id, rootTurnId }, events),
+      );
       const appended: EventRecord[] = [];
       for (const [type, payload] of events) {
         appended.push(

@@ -5,7 +5,7 @@
 import { globalDefaults } from '../config.js';
 import { APICallError } from '@ai-sdk/provider';
 import type { LanguageModel, ModelMessage as SdkMessage, ToolSet } from 'ai';
-import { generateText, jsonSchema, Output, tool as sdkTool } from 'ai';
+import { generateText, jsonSchema, Output, streamText, tool as sdkTool } from 'ai';
 import { ConfigError, ModelAccessError, ModelError } from '../errors.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
 import type { ModelMedia } from './media.js';
@@ -21,6 +21,11 @@ export interface AiSdkModelOptions {
   validate?: (model: string) => void;
   /** Marks the stable instructions for prompt caching (Anthropic). */
   cacheInstructions?: boolean;
+  /**
+   * Whether a caller that takes deltas (the turn's model step) gets the SDK's streaming call
+   * (`streamText`); default true. False: `generateText`, and the run streams whole steps.
+   */
+  stream?: boolean;
 }
 
 function toSdkMessages(messages: readonly ModelMessage[]): SdkMessage[] {
@@ -117,6 +122,51 @@ export function toModelError(error: unknown): ModelError {
   return new ModelError(`model call failed: ${message}`, { cause: error, retryable: true });
 }
 
+/** What `chat` reads from a finished call, streamed or not. */
+interface CallResult {
+  text: string;
+  reasoningText: string | undefined;
+  toolCalls: { toolCallId: string; toolName: string; input: unknown }[];
+  output?: unknown;
+  usage: Awaited<ReturnType<typeof generateText>>['usage'];
+  finishReason: string;
+  response: { id?: string; modelId: string };
+}
+
+/**
+ * The SDK's streaming call: each text and reasoning delta goes to `onDelta` as it arrives,
+ * then the whole answer is read as `generateText` would return it. A stream that reports an
+ * error (it broke off, a chunk the provider sent was malformed) throws it.
+ */
+async function streamed(
+  call: Parameters<typeof streamText>[0],
+  options: ModelCallOptions,
+): Promise<CallResult> {
+  const result = streamText({ ...call, onError: () => undefined });
+  for await (const part of result.fullStream) {
+    if (part.type === 'text-delta') options.onDelta!({ type: 'text', text: part.text });
+    else if (part.type === 'reasoning-delta') options.onDelta!({ type: 'reasoning', text: part.text });
+    else if (part.type === 'error') throw part.error;
+    else if (part.type === 'abort') throw options.signal.reason ?? new Error('the model stream was aborted');
+    options.onProgress?.();
+  }
+  const [text, reasoningText, toolCalls, usage, finishReason, response] = await Promise.all([
+    result.text,
+    result.reasoningText,
+    result.toolCalls,
+    result.usage,
+    result.finishReason,
+    result.response,
+  ]);
+  let output: unknown;
+  try {
+    output = await result.output;
+  } catch {
+    output = undefined;
+  }
+  return { text, reasoningText, toolCalls, usage, finishReason, response, output };
+}
+
 export class AiSdkModel implements ModelClient {
   readonly name: string;
   readonly #options: AiSdkModelOptions;
@@ -160,20 +210,24 @@ export class AiSdkModel implements ModelClient {
         ? [{ role: 'system' as const, content: request.dynamicInstructions }]
         : []),
     ];
+    const call = {
+      model,
+      messages: [...system, ...toSdkMessages(request.messages)],
+      allowSystemInMessages: true,
+      ...(request.tools.length ? { tools, toolChoice: 'auto' as const } : {}),
+      ...(request.outputSchema
+        ? { output: Output.object({ schema: jsonSchema(request.outputSchema as Record<string, unknown>) }) }
+        : {}),
+      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      abortSignal: options.signal,
+      maxRetries: this.#options.maxRetries ?? 2,
+    };
     const progress = setInterval(() => options.onProgress?.(), 1_000);
     try {
-      const result = await generateText({
-        model,
-        messages: [...system, ...toSdkMessages(request.messages)],
-        allowSystemInMessages: true,
-        ...(request.tools.length ? { tools, toolChoice: 'auto' as const } : {}),
-        ...(request.outputSchema
-          ? { output: Output.object({ schema: jsonSchema(request.outputSchema as Record<string, unknown>) }) }
-          : {}),
-        ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-        abortSignal: options.signal,
-        maxRetries: this.#options.maxRetries ?? 2,
-      } as Parameters<typeof generateText>[0]);
+      const result =
+        options.onDelta && this.#options.stream !== false
+          ? await streamed(call as Parameters<typeof streamText>[0], options)
+          : await generateText(call as Parameters<typeof generateText>[0]);
       const parts: ContentPart[] = [];
       if (result.reasoningText) parts.push({ type: 'thinking', text: result.reasoningText });
       if (result.text) parts.push({ type: 'text', text: result.text });

@@ -21,7 +21,12 @@ export interface ScriptedStepObject {
   usage?: Partial<ModelUsage>;
   /** Waits this long (honouring the abort signal) before answering. */
   delayMs?: number;
-  /** Fails the call: an Error, or a provider-like status (4xx non-retryable, 429/5xx retryable). */
+  /** When the caller streams: the pause between two deltas (default 0). */
+  chunkDelayMs?: number;
+  /**
+   * Fails the call: an Error, or a provider-like status (4xx non-retryable, 429/5xx retryable).
+   * With `text` too, a streaming caller gets the text's deltas first (a stream that breaks off).
+   */
   error?: Error | { status: number; message?: string };
 }
 
@@ -73,6 +78,35 @@ async function delay(ms: number, options: ModelCallOptions): Promise<void> {
   });
 }
 
+/** A text as a few deltas (up to four pieces, split at spaces where it can). */
+export function deltaPieces(text: string): string[] {
+  const size = Math.max(1, Math.ceil(text.length / 4));
+  const pieces: string[] = [];
+  let rest = text;
+  while (rest.length > 0) {
+    const space = rest.indexOf(' ', size);
+    const cut = rest.length <= size ? rest.length : space > 0 && space < size * 2 ? space + 1 : size;
+    pieces.push(rest.slice(0, cut));
+    rest = rest.slice(cut);
+  }
+  return pieces;
+}
+
+/** Streams the step's thinking, then its text, as a provider would. */
+async function streamDeltas(object: ScriptedStepObject, options: ModelCallOptions): Promise<void> {
+  const sources = [
+    ['reasoning', object.thinking ?? ''],
+    ['text', object.text ?? ''],
+  ] as const;
+  for (const [type, text] of sources) {
+    for (const piece of deltaPieces(text)) {
+      if (object.chunkDelayMs) await delay(object.chunkDelayMs, options);
+      else if (options.signal.aborted) throw abortError(options.signal);
+      options.onDelta!({ type, text: piece });
+    }
+  }
+}
+
 export class ScriptedModel implements ModelClient {
   readonly calls: { agentName: string; request: ModelRequest }[] = [];
   readonly #scripts: Map<string, Script>;
@@ -104,6 +138,7 @@ export class ScriptedModel implements ModelClient {
     }
     const object: ScriptedStepObject = typeof step === 'string' ? { text: step } : step;
     if (object.delayMs) await delay(object.delayMs, options);
+    if (options.onDelta) await streamDeltas(object, options);
     if (object.error) {
       if (object.error instanceof Error) throw object.error;
       const { status, message } = object.error;

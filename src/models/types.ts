@@ -68,11 +68,22 @@ export interface ModelResult {
   providerMessageId?: string;
 }
 
+/** A piece of the answer as the provider streams it. */
+export interface ModelDelta {
+  type: 'text' | 'reasoning';
+  text: string;
+}
+
 export interface ModelCallOptions {
   /** Aborted when the turn is cancelled or the activity times out. */
   signal: AbortSignal;
   /** Called while the request is in flight so the caller can heartbeat. */
   onProgress?: () => void;
+  /**
+   * Given, the client streams: each piece of text or reasoning as it arrives. The returned
+   * result is still the whole answer, and it is what gets stored.
+   */
+  onDelta?: (delta: ModelDelta) => void;
 }
 
 export interface ModelClient {

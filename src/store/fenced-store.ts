@@ -12,6 +12,7 @@ import type {
   NewConversation,
   NewDelivery,
   NewMessage,
+  NewStreamPart,
   NewToolExecution,
   NewTurn,
   Store,
@@ -225,6 +226,19 @@ export class FencedStore implements Store {
   }
   listEvents(turnId: string, options?: { afterSequence?: number; limit?: number }) {
     return this.base.listEvents(turnId, options);
+  }
+  // Unfenced as events are: a zombie attempt's deltas are left out by their attempt instead.
+  appendStreamParts(parts: readonly NewStreamPart[]) {
+    return this.base.appendStreamParts(parts);
+  }
+  listStreamParts(rootTurnId: string, options?: { afterSequence?: number; limit?: number }) {
+    return this.base.listStreamParts(rootTurnId, options);
+  }
+  hasStreamPart(rootTurnId: string, sequence: number) {
+    return this.base.hasStreamPart(rootTurnId, sequence);
+  }
+  get watchStream() {
+    return this.base.watchStream;
   }
   reconcileStaleTurns(options: { before: string; limit?: number }) {
     return this.base.reconcileStaleTurns(options);

@@ -44,7 +44,11 @@ import type {
   TurnStatus,
   TurnUpdate,
   WaitRecord,
+  NewStreamPart,
+  StreamPartRecord,
 } from './types.js';
+import { STREAM_DELTA_TYPES } from './types.js';
+import { buildStreamPart } from './stream-parts.js';
 
 /**
  * Every table, keyed by primary key. Stored records are never mutated in place (an update
@@ -62,6 +66,8 @@ interface Tables {
   events: Map<string, EventRecord>;
   latestSequence: Map<string, number>;
   latestEventSequence: Map<string, number>;
+  /** Keyed by the store-wide sequence. */
+  streamParts: Map<number, StreamPartRecord>;
 }
 
 function emptyTables(): Tables {
@@ -75,6 +81,7 @@ function emptyTables(): Tables {
     events: new Map(),
     latestSequence: new Map(),
     latestEventSequence: new Map(),
+    streamParts: new Map(),
   };
 }
 
@@ -497,6 +504,53 @@ export class MemoryStore implements Store {
         options.limit,
       ),
     );
+  }
+
+  // Live stream parts
+
+  /** Sequences are never reused, even after a rollback (as a SQL sequence). */
+  #streamSequence = 0;
+
+  async appendStreamParts(parts: readonly NewStreamPart[]): Promise<StreamPartRecord[]> {
+    const records = parts.map(buildStreamPart);
+    return this.#write((t) =>
+      records.map((record) => {
+        const stored: StreamPartRecord = { sequence: ++this.#streamSequence, ...record };
+        t.streamParts.set(stored.sequence, stored);
+        return stored;
+      }),
+    );
+  }
+
+  async listStreamParts(
+    rootTurnId: string,
+    options: { afterSequence?: number; limit?: number } = {},
+  ): Promise<StreamPartRecord[]> {
+    const after = options.afterSequence ?? 0;
+    const parts = [...this.#read.streamParts.values()];
+    const latest = new Map<string, number>();
+    for (const part of parts) {
+      if (part.type !== 'step.started') continue;
+      const key = `${part.turnId}\u0000${part.step}`;
+      latest.set(key, Math.max(latest.get(key) ?? 0, part.sequence));
+    }
+    const visible = parts.filter(
+      (part) =>
+        part.rootTurnId === rootTurnId &&
+        part.sequence > after &&
+        (!STREAM_DELTA_TYPES.includes(part.type) ||
+          part.attempt === latest.get(`${part.turnId}\u0000${part.step}`)),
+    );
+    return jsonCopy(
+      bounded(
+        visible.sort((a, b) => a.sequence - b.sequence),
+        options.limit,
+      ),
+    );
+  }
+
+  async hasStreamPart(rootTurnId: string, sequence: number): Promise<boolean> {
+    return this.#read.streamParts.get(sequence)?.rootTurnId === rootTurnId;
   }
 
   // Maintenance

@@ -31,7 +31,14 @@ const CASTS = { text: '::text', int: '::integer', json: '::jsonb', time: '::time
 
 const POSTGRES_DIALECT: SqlDialect = {
   name: 'postgres',
-  types: { text: 'text', int: 'integer', json: 'jsonb', time: 'timestamptz', cost: 'numeric(14,6)' },
+  types: {
+    text: 'text',
+    int: 'integer',
+    json: 'jsonb',
+    time: 'timestamptz',
+    cost: 'numeric(14,6)',
+    serial: 'bigserial PRIMARY KEY',
+  },
   param: (kind) => `?${CASTS[kind]}`,
   jsonHasString(column, key) {
     if (!/^\w+$/.test(key)) throw new Error(`unsafe JSON key ${key}`);
@@ -165,6 +172,7 @@ class PostgresDriver implements SqlDriver {
   readonly #pool: pg.Pool;
   readonly #target: Target;
   readonly #schema: string | undefined;
+  readonly #clientConfig: pg.ClientConfig;
 
   constructor(url: string, options: PostgresStoreOptions) {
     this.#target = targetOf(url);
@@ -179,6 +187,11 @@ class PostgresDriver implements SqlDriver {
       options: [pool.options, searchPath].filter(Boolean).join(' ') || undefined,
       types,
     });
+    this.#clientConfig = {
+      connectionString: url,
+      connectionTimeoutMillis: 10_000,
+      options: [pool.options, searchPath].filter(Boolean).join(' ') || undefined,
+    };
     // An idle client losing its server must not crash the process; the next query reports it.
     this.#pool.on('error', () => undefined);
   }
@@ -212,6 +225,28 @@ class PostgresDriver implements SqlDriver {
 
   async lock(connection: SqlConnection, key: LockKey): Promise<void> {
     await connection.query('SELECT pg_advisory_xact_lock(hashtextextended(?::text, 0))', [`turnkit:${key}`]);
+  }
+
+  /** NOTIFY is transactional: listeners hear of the parts when they commit, never before. */
+  async notify(connection: SqlConnection, channel: string, payload: string): Promise<void> {
+    await connection.query('SELECT pg_notify(?::text, ?::text)', [channel, payload]);
+  }
+
+  /** A client of its own (not the pool's): a LISTEN connection stays open for as long as readers wait. */
+  async listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>> {
+    const client = new pg.Client(this.#clientConfig);
+    client.on('error', () => undefined);
+    client.on('notification', (message) => {
+      if (message.channel === channel && message.payload) onPayload(message.payload);
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${quoteIdent(channel)}`);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw this.describeError(error);
+    }
+    return () => client.end();
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<Row[]> {

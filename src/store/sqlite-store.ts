@@ -38,7 +38,14 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const SQLITE_DIALECT: SqlDialect = {
   name: 'sqlite',
-  types: { text: 'TEXT', int: 'INTEGER', json: 'TEXT', time: 'TEXT', cost: 'REAL' },
+  types: {
+    text: 'TEXT',
+    int: 'INTEGER',
+    json: 'TEXT',
+    time: 'TEXT',
+    cost: 'REAL',
+    serial: 'INTEGER PRIMARY KEY AUTOINCREMENT',
+  },
   param: () => '?',
   jsonHasString(column, key) {
     if (!/^\w+$/.test(key)) throw new Error(`unsafe JSON key ${key}`);

@@ -208,6 +208,49 @@ export interface EventRecord {
   createdAt: string;
 }
 
+/**
+ * What a run's live stream carries (`run.stream()`), one row per part. Deltas are written by
+ * the model activity in small batches; the committed message stays the source of truth.
+ */
+export const STREAM_PART_TYPES = [
+  'text.delta',
+  'reasoning.delta',
+  'tool.call',
+  'tool.result',
+  'step.started',
+  'step.restarted',
+  'step.finished',
+  'status',
+  'finish',
+] as const;
+export type StreamPartType = (typeof STREAM_PART_TYPES)[number];
+/** The delta types: visible only while their attempt is the step's latest (see `listStreamParts`). */
+export const STREAM_DELTA_TYPES: readonly StreamPartType[] = ['text.delta', 'reasoning.delta'];
+
+/** One stored part of a run's live stream. */
+export interface StreamPartRecord {
+  /** Store-wide, increasing in commit order within a root: the part's cursor. */
+  sequence: number;
+  rootTurnId: string;
+  turnId: string;
+  /** The model step key (`<run>:<n>`) of step and delta parts. */
+  step: string | null;
+  /** Deltas: the sequence of their attempt's `step.started` part. */
+  attempt: number | null;
+  type: StreamPartType;
+  payload: JsonObject;
+  createdAt: string;
+}
+
+export interface NewStreamPart {
+  rootTurnId: string;
+  turnId: string;
+  step?: string | null;
+  attempt?: number | null;
+  type: StreamPartType;
+  payload?: JsonObject;
+}
+
 export interface NewConversation {
   id?: string;
   agentName: string;
@@ -412,6 +455,28 @@ export interface Store {
     payload?: JsonObject;
   }): Promise<EventRecord>;
   listEvents(turnId: string, options?: { afterSequence?: number; limit?: number }): Promise<EventRecord[]>;
+
+  /**
+   * Appends parts to their runs' live streams, in order. Sequences are store-wide and, within
+   * one root, allocated and committed in the same order (a lock per root), so a reader never
+   * sees a later part before an earlier one. Joins an enclosing transaction.
+   */
+  appendStreamParts(parts: readonly NewStreamPart[]): Promise<StreamPartRecord[]>;
+  /**
+   * The parts of a root's stream after `afterSequence`, in sequence order. A delta whose
+   * attempt is not the latest `step.started` of its step (an attempt that died) is left out.
+   */
+  listStreamParts(
+    rootTurnId: string,
+    options?: { afterSequence?: number; limit?: number },
+  ): Promise<StreamPartRecord[]>;
+  /** Whether `sequence` is a part of this root's stream (left out or not). */
+  hasStreamPart(rootTurnId: string, sequence: number): Promise<boolean>;
+  /**
+   * Push, where the backend has it (PostgreSQL `LISTEN`): `wake` runs after parts of the root
+   * committed. Returns the unsubscribe. Absent: readers poll.
+   */
+  watchStream?(rootTurnId: string, wake: () => void): Promise<() => void>;
 
   /**
    * Marks old unsubmitted pending/running turns `stale` (claim cleared, completedAt set),

@@ -967,6 +967,100 @@ export function describeStoreContract(
       });
     });
 
+    describe('live stream parts', () => {
+      it('appendStreamParts gives store-wide increasing sequences; listStreamParts is per root, ordered, bounded; hasStreamPart', async () => {
+        const c = await conversation();
+        const root = await turnIn(c.id);
+        const other = await turnIn(c.id);
+        const child = await store.createTurn({
+          conversationId: c.id,
+          agentName: 'agent',
+          parentTurnId: root.id,
+          rootTurnId: root.id,
+        });
+        const first = await store.appendStreamParts([
+          { rootTurnId: root.id, turnId: root.id, type: 'status', payload: { status: 'running' } },
+          { rootTurnId: root.id, turnId: child.id, type: 'tool.call', payload: { tool_call_id: 'c1' } },
+        ]);
+        const elsewhere = await store.appendStreamParts([
+          { rootTurnId: other.id, turnId: other.id, type: 'status', payload: { status: 'running' } },
+        ]);
+        const last = await store.appendStreamParts([
+          { rootTurnId: root.id, turnId: root.id, type: 'finish' },
+        ]);
+        expect(first[0]).toMatchObject({
+          rootTurnId: root.id,
+          turnId: root.id,
+          step: null,
+          attempt: null,
+          type: 'status',
+          payload: { status: 'running' },
+        });
+        const sequences = [...first, ...elsewhere, ...last].map((part) => part.sequence);
+        expect([...sequences].sort((a, b) => a - b)).toEqual(sequences);
+        expect(new Set(sequences).size).toBe(4);
+        const listed = await store.listStreamParts(root.id);
+        expect(listed).toEqual([...first, ...last]);
+        expect(await store.listStreamParts(root.id, { afterSequence: first[0]!.sequence })).toEqual([
+          first[1],
+          last[0],
+        ]);
+        expect(await store.listStreamParts(root.id, { limit: 1 })).toEqual([first[0]]);
+        expect(await store.hasStreamPart(root.id, first[1]!.sequence)).toBe(true);
+        expect(await store.hasStreamPart(other.id, first[1]!.sequence)).toBe(false);
+        expect(await store.hasStreamPart(root.id, last[0]!.sequence + 1_000_000)).toBe(false);
+        expect(await store.appendStreamParts([])).toEqual([]);
+        await expect(
+          store.appendStreamParts([{ rootTurnId: root.id, turnId: root.id, type: 'nonsense' as 'finish' }]),
+        ).rejects.toBeInstanceOf(ArgumentError);
+      });
+
+      it("a delta is listed only while its attempt is its step's latest step.started (an attempt that died is left out)", async () => {
+        const c = await conversation();
+        const root = await turnIn(c.id);
+        const at = { rootTurnId: root.id, turnId: root.id, step: 'run:1' };
+        const [started1] = await store.appendStreamParts([{ ...at, type: 'step.started' }]);
+        const [delta1] = await store.appendStreamParts([
+          { ...at, attempt: started1!.sequence, type: 'text.delta', payload: { text: 'Hel' } },
+        ]);
+        expect((await store.listStreamParts(root.id)).map((part) => part.sequence)).toEqual([
+          started1!.sequence,
+          delta1!.sequence,
+        ]);
+        const [restarted, started2] = await store.appendStreamParts([
+          { ...at, type: 'step.restarted' },
+          { ...at, type: 'step.started' },
+        ]);
+        const [delta2, late] = await store.appendStreamParts([
+          { ...at, attempt: started2!.sequence, type: 'text.delta', payload: { text: 'Hello' } },
+          // A zombie of the first attempt still writing: left out too.
+          { ...at, attempt: started1!.sequence, type: 'reasoning.delta', payload: { text: 'late' } },
+        ]);
+        const listed = await store.listStreamParts(root.id);
+        expect(listed.map((part) => part.sequence)).toEqual([
+          started1!.sequence,
+          restarted!.sequence,
+          started2!.sequence,
+          delta2!.sequence,
+        ]);
+        // The left-out parts existed: a cursor at them is still a cursor.
+        expect(await store.hasStreamPart(root.id, delta1!.sequence)).toBe(true);
+        expect(await store.hasStreamPart(root.id, late!.sequence)).toBe(true);
+      });
+
+      it('parts written inside a transaction that rolls back are never listed', async () => {
+        const c = await conversation();
+        const root = await turnIn(c.id);
+        await expect(
+          store.atomic(c.id, async () => {
+            await store.appendStreamParts([{ rootTurnId: root.id, turnId: root.id, type: 'status' }]);
+            throw new Error('boom');
+          }),
+        ).rejects.toThrow('boom');
+        expect(await store.listStreamParts(root.id)).toEqual([]);
+      });
+    });
+
     describe('stale inline turns', () => {
       it('ST-05 reconcileStaleTurns only transitions old pending/running unsubmitted turns', async () => {
         const c = await conversation();

@@ -24,7 +24,7 @@ export interface SqlConnection {
 }
 
 /** A named lock held until the end of the current transaction. */
-export type LockKey = 'graph' | 'migrations' | `conv:${string}`;
+export type LockKey = 'graph' | 'migrations' | `conv:${string}` | `stream:${string}`;
 
 export interface SqlDriver {
   readonly backend: StoreBackend;
@@ -46,6 +46,10 @@ export interface SqlDriver {
   readonly autocommitWrites: boolean;
   /** Turns a driver error into a StoreError a user can act on (or returns it unchanged). */
   describeError(error: unknown): unknown;
+  /** Tells listeners of `channel` when the connection's transaction commits (PostgreSQL NOTIFY). */
+  notify?(connection: SqlConnection, channel: string, payload: string): Promise<void>;
+  /** Listens on `channel` on a connection of its own; resolves to the unlisten. */
+  listen?(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   /** Whether the error is a unique-constraint violation. */
   isUniqueViolation(error: unknown): boolean;
   close(): Promise<void>;

@@ -16,6 +16,8 @@ export interface DialectTypes {
   json: string;
   time: string;
   cost: string;
+  /** An auto-incrementing integer primary key. */
+  serial: string;
 }
 
 export interface Migration {
@@ -131,6 +133,23 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (turn_id, sequence))`,
     ],
   },
+  {
+    version: 2,
+    name: 'live stream parts',
+    statements: (t) => [
+      `CREATE TABLE turnkit_stream_parts (
+        sequence ${t.serial},
+        root_turn_id ${t.text} NOT NULL,
+        turn_id ${t.text} NOT NULL,
+        step ${t.text},
+        attempt ${t.int},
+        type ${t.text} NOT NULL,
+        payload ${t.json} NOT NULL,
+        created_at ${t.time} NOT NULL)`,
+      `CREATE INDEX turnkit_stream_parts_root ON turnkit_stream_parts (root_turn_id, sequence)`,
+      `CREATE INDEX turnkit_stream_parts_step ON turnkit_stream_parts (turn_id, step, type)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
@@ -235,6 +254,17 @@ export const DELIVERIES = spec('turnkit_deliveries', 'delivery', {
 export const WAITS = spec('turnkit_waits', 'wait', {
   turnId: 'text',
   targetTurnId: 'text',
+  createdAt: 'time',
+});
+
+export const STREAM_PARTS = spec('turnkit_stream_parts', 'stream part', {
+  sequence: 'int',
+  rootTurnId: 'text',
+  turnId: 'text',
+  step: 'text',
+  attempt: 'int',
+  type: 'text',
+  payload: 'json',
   createdAt: 'time',
 });
 

@@ -19,6 +19,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ArgumentError, RecordNotFound, StoreError, ToolError, TurnKitError } from '../../errors.js';
 import { reconcileStaleTurns } from '../maintenance.js';
+import { buildStreamPart, STREAM_CHANNEL, StreamWatchers } from '../stream-parts.js';
 import {
   assertToolExecutionStatus,
   buildConversation,
@@ -50,10 +51,12 @@ import type {
   NewConversation,
   NewDelivery,
   NewMessage,
+  NewStreamPart,
   NewToolExecution,
   NewTurn,
   Store,
   StoreBackend,
+  StreamPartRecord,
   ToolExecutionRecord,
   ToolExecutionStatus,
   ToolExecutionUpdate,
@@ -64,7 +67,16 @@ import type {
 } from '../types.js';
 import type { LockKey, Row, SqlConnection, SqlDriver } from './driver.js';
 import type { Column, TableSpec } from './schema.js';
-import { CONVERSATIONS, DELIVERIES, EVENTS, MESSAGES, TOOL_EXECUTIONS, TURNS, WAITS } from './schema.js';
+import {
+  CONVERSATIONS,
+  DELIVERIES,
+  EVENTS,
+  MESSAGES,
+  STREAM_PARTS,
+  TOOL_EXECUTIONS,
+  TURNS,
+  WAITS,
+} from './schema.js';
 
 /** One open transaction: its connection, the locks it holds, the queue of its operations. */
 interface TxContext {
@@ -784,9 +796,79 @@ export class SqlStore implements Store {
     return rows.map((row) => fromRow<EventRecord>(EVENTS, row));
   }
 
+  // Live stream parts
+
+  /**
+   * Each root's lock is taken before its rows are inserted and held until commit, so within a
+   * root the sequence order is the commit order: a reader that saw sequence n never later
+   * finds a new row below n. PostgreSQL also notifies listeners at commit.
+   */
+  async appendStreamParts(parts: readonly NewStreamPart[]): Promise<StreamPartRecord[]> {
+    if (parts.length === 0) return [];
+    const records = parts.map(buildStreamPart);
+    const roots = [...new Set(records.map((part) => part.rootTurnId))];
+    return this.#write(
+      roots.map((root) => `stream:${root}` as const),
+      async (c) => {
+        const stored: StreamPartRecord[] = [];
+        for (const record of records) {
+          const { columns, values } = assignments(STREAM_PARTS, record);
+          const [row] = await c.query(
+            `INSERT INTO turnkit_stream_parts (${columns.map((column) => column.column).join(', ')})
+              VALUES (${columns.map((column) => this.#driver.dialect.param(column.kind)).join(', ')}) RETURNING *`,
+            values,
+          );
+          stored.push(fromRow<StreamPartRecord>(STREAM_PARTS, row!));
+        }
+        for (const root of roots) await this.#driver.notify?.(c, STREAM_CHANNEL, root);
+        return stored;
+      },
+    );
+  }
+
+  async listStreamParts(
+    rootTurnId: string,
+    options: { afterSequence?: number; limit?: number } = {},
+  ): Promise<StreamPartRecord[]> {
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT * FROM turnkit_stream_parts p WHERE p.root_turn_id = ? AND p.sequence > ?
+          AND (p.type NOT IN ('text.delta', 'reasoning.delta') OR p.attempt = (
+            SELECT MAX(s.sequence) FROM turnkit_stream_parts s
+            WHERE s.turn_id = p.turn_id AND s.step = p.step AND s.type = 'step.started'))
+          ORDER BY p.sequence${limitClause(options.limit)}`,
+        [rootTurnId, options.afterSequence ?? 0],
+      ),
+    );
+    return rows.map((row) => fromRow<StreamPartRecord>(STREAM_PARTS, row));
+  }
+
+  async hasStreamPart(rootTurnId: string, sequence: number): Promise<boolean> {
+    if (!Number.isSafeInteger(sequence)) return false;
+    const rows = await this.#read((c) =>
+      c.query(`SELECT 1 AS found FROM turnkit_stream_parts WHERE sequence = ? AND root_turn_id = ?`, [
+        sequence,
+        rootTurnId,
+      ]),
+    );
+    return rows.length > 0;
+  }
+
+  #watchers: StreamWatchers | null = null;
+
+  /** One listening connection per store, shared by every reader of this process. */
+  get watchStream(): ((rootTurnId: string, wake: () => void) => Promise<() => void>) | undefined {
+    const listen = this.#driver.listen?.bind(this.#driver);
+    if (!listen) return undefined;
+    this.#watchers ??= new StreamWatchers((onPayload) => listen(STREAM_CHANNEL, onPayload));
+    const watchers = this.#watchers;
+    return (rootTurnId, wake) => watchers.watch(rootTurnId, wake);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#watchers?.close();
     await this.#driver.close();
   }
 }

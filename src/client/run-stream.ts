@@ -1,0 +1,192 @@
+/**
+ * The reading side of a run's live stream: `run.stream({ after })`. Pull-based: the store is
+ * read only when the caller asks for the next part, so a slow reader holds no buffer and never
+ * slows the turn. PostgreSQL wakes readers (`LISTEN`); SQLite and memory are polled.
+ */
+import { StreamCursorError } from '../errors.js';
+import type { Json, JsonObject, Store, StreamPartRecord, TurnStatus } from '../store/types.js';
+import { TERMINAL_TURN_STATUSES } from '../store/types.js';
+
+interface PartBase {
+  /** Pass it as `after` to resume right after this part. Totally ordered over the run's tree. */
+  cursor: string;
+  /** The turn the part belongs to: the run's own, or a sub-agent's. */
+  turnId: string;
+  /** The model step key, for step and delta parts. */
+  step: string | null;
+}
+
+/** One part of a run's live stream. */
+export type RunStreamPart = PartBase &
+  (
+    | { type: 'text.delta'; text: string }
+    | { type: 'reasoning.delta'; text: string }
+    | { type: 'step.started'; model: string | null }
+    /** What this step streamed so far is void: an attempt died; the step streams again. */
+    | { type: 'step.restarted' }
+    | { type: 'step.finished'; finishReason: string | null; usage: Json }
+    | { type: 'tool.call'; toolCallId: string; toolName: string; arguments: JsonObject }
+    | {
+        type: 'tool.result';
+        toolCallId: string;
+        toolName: string | null;
+        status: 'completed' | 'failed' | 'interrupted' | 'skipped';
+        output: Json;
+        error: string | null;
+      }
+    | { type: 'status'; status: TurnStatus }
+    /** The last part: the run's turn ended with this status. */
+    | { type: 'finish'; status: TurnStatus }
+  );
+
+export interface RunStreamOptions {
+  /** A part's cursor: the stream starts right after it (no gap, no duplicate). */
+  after?: string;
+  /** Stops the stream (it ends cleanly). */
+  signal?: AbortSignal;
+  /** Poll interval where the store has no push (SQLite, memory); default 20 ms. */
+  pollMs?: number;
+}
+
+const PAGE = 256;
+/** With push, a slow poll still covers a lost notification. */
+const PUSH_POLL_MS = 1_000;
+/** How often an idle reader looks at the run's status. */
+const STATUS_EVERY_MS = 200;
+/** A run terminal this long without its `finish` part (a crash between commit and event) ends anyway. */
+const FINISH_GRACE_MS = 2_000;
+
+const str = (value: Json | undefined): string | null => (typeof value === 'string' ? value : null);
+
+export function toRunStreamPart(row: StreamPartRecord): RunStreamPart {
+  const base: PartBase = { cursor: String(row.sequence), turnId: row.turnId, step: row.step };
+  const p = row.payload;
+  switch (row.type) {
+    case 'text.delta':
+    case 'reasoning.delta':
+      return { ...base, type: row.type, text: str(p['text']) ?? '' };
+    case 'step.started':
+      return { ...base, type: 'step.started', model: str(p['model']) };
+    case 'step.restarted':
+      return { ...base, type: 'step.restarted' };
+    case 'step.finished':
+      return {
+        ...base,
+        type: 'step.finished',
+        finishReason: str(p['finish_reason']),
+        usage: p['usage'] ?? null,
+      };
+    case 'tool.call':
+      return {
+        ...base,
+        type: 'tool.call',
+        toolCallId: str(p['tool_call_id']) ?? '',
+        toolName: str(p['name']) ?? '',
+        arguments: (p['arguments'] ?? {}) as JsonObject,
+      };
+    case 'tool.result':
+      return {
+        ...base,
+        type: 'tool.result',
+        toolCallId: str(p['tool_call_id']) ?? '',
+        toolName: str(p['name']),
+        status: (str(p['status']) ?? 'completed') as 'completed',
+        output: p['output'] ?? null,
+        error: str(p['error']),
+      };
+    case 'status':
+    case 'finish':
+      return { ...base, type: row.type, status: (str(p['status']) ?? 'running') as TurnStatus };
+  }
+}
+
+/** Parses `after`: the cursor of a part of this run, else a StreamCursorError. */
+async function startAfter(store: Store, rootTurnId: string, after: string | undefined): Promise<number> {
+  if (after === undefined) return 0;
+  const sequence = typeof after === 'string' && /^[1-9]\d{0,15}$/.test(after) ? Number(after) : NaN;
+  if (!Number.isSafeInteger(sequence) || !(await store.hasStreamPart(rootTurnId, sequence))) {
+    throw new StreamCursorError(
+      `no part of run ${rootTurnId} has the cursor ${JSON.stringify(after)}: pass a cursor this run's stream gave, or none to read from the start`,
+      { details: { rootTurnId, cursor: after } },
+    );
+  }
+  return sequence;
+}
+
+/** Wakes a sleeping reader; a wake that comes while it reads is kept for its next sleep. */
+class Waker {
+  #woken = false;
+  #resolve: (() => void) | null = null;
+
+  wake = (): void => {
+    this.#woken = true;
+    this.#resolve?.();
+  };
+
+  async sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#woken || signal?.aborted) {
+      this.#woken = false;
+      return;
+    }
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        this.#resolve = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener('abort', done);
+      this.#resolve = done;
+    });
+    this.#woken = false;
+  }
+}
+
+/** The parts of the run rooted at `rootTurnId`, until its `finish`. */
+export async function* readRunStream(
+  store: Store,
+  rootTurnId: string,
+  options: RunStreamOptions = {},
+): AsyncGenerator<RunStreamPart, void, undefined> {
+  let after = await startAfter(store, rootTurnId, options.after);
+  const waker = new Waker();
+  const unwatch = store.watchStream ? await store.watchStream(rootTurnId, waker.wake) : null;
+  const pollMs = unwatch ? PUSH_POLL_MS : Math.max(1, options.pollMs ?? 20);
+  let statusAt = 0;
+  let terminalSince: number | null = null;
+  try {
+    while (!options.signal?.aborted) {
+      const rows = await store.listStreamParts(rootTurnId, { afterSequence: after, limit: PAGE });
+      for (const row of rows) {
+        after = row.sequence;
+        const part = toRunStreamPart(row);
+        yield part;
+        if (part.type === 'finish' && row.turnId === rootTurnId) return;
+        if (options.signal?.aborted) return;
+      }
+      if (rows.length === PAGE) continue;
+      if (rows.length === 0 && Date.now() - statusAt >= STATUS_EVERY_MS) {
+        statusAt = Date.now();
+        const root = await store.loadTurn(rootTurnId);
+        if (TERMINAL_TURN_STATUSES.includes(root.status)) {
+          terminalSince ??= Date.now();
+          if (Date.now() - terminalSince >= FINISH_GRACE_MS) {
+            // Its `finish` part was lost with a crash: end as the store says the run ended.
+            yield {
+              cursor: String(after),
+              turnId: rootTurnId,
+              step: null,
+              type: 'finish',
+              status: root.status,
+            };
+            return;
+          }
+        }
+      }
+      await waker.sleep(terminalSince === null ? pollMs : Math.min(pollMs, STATUS_EVERY_MS), options.signal);
+    }
+  } finally {
+    unwatch?.();
+  }
+}

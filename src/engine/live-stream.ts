@@ -1,0 +1,217 @@
+/**
+ * The writing side of a run's live stream (`turnkit_stream_parts`, read by `run.stream()`).
+ * Deltas are written by the model activity in small batches, never into Temporal history;
+ * every other part is written in the transaction of the write it reports, or with its event.
+ */
+import type { ModelDelta, ModelResult } from '../models/types.js';
+import type {
+  ContentPart,
+  Json,
+  JsonObject,
+  NewStreamPart,
+  Store,
+  StreamPartType,
+  TurnRecord,
+} from '../store/types.js';
+
+/** A batch is written once it is this old… */
+export const DELTA_BATCH_MS = 50;
+/** …or this long, whichever comes first. */
+export const DELTA_BATCH_CHARS = 256;
+/** A tool result's output is cut to this many characters in its stream part (the store keeps it all). */
+const TOOL_OUTPUT_CHARS = 16_000;
+
+type StreamTurn = Pick<TurnRecord, 'id' | 'rootTurnId'>;
+
+/**
+ * Opens one attempt of a model step: a `step.restarted` part first when an earlier attempt
+ * may have streamed (its deltas are left out from now on), then `step.started`. Returns the
+ * attempt id the deltas carry (the sequence of `step.started`).
+ */
+export async function startStreamStep(
+  store: Store,
+  turn: StreamTurn,
+  step: string,
+  retry: boolean,
+  payload: JsonObject,
+): Promise<number> {
+  const base = { rootTurnId: turn.rootTurnId, turnId: turn.id, step };
+  const parts: NewStreamPart[] = [
+    ...(retry ? [{ ...base, type: 'step.restarted' as const, payload: {} }] : []),
+    { ...base, type: 'step.started', payload },
+  ];
+  const stored = await store.appendStreamParts(parts);
+  return stored[stored.length - 1]!.sequence;
+}
+
+/** The parts a committed response adds: its tool calls (with their final ids) and the step's end. */
+export function stepFinishedParts(
+  turn: StreamTurn,
+  step: string,
+  parts: readonly ContentPart[],
+  result: ModelResult,
+  usage: Json,
+): NewStreamPart[] {
+  const base = { rootTurnId: turn.rootTurnId, turnId: turn.id, step };
+  const calls = parts.flatMap((part) =>
+    part.type === 'tool_call'
+      ? [
+          {
+            ...base,
+            type: 'tool.call' as const,
+            payload: { tool_call_id: part.id, name: part.name, arguments: part.arguments },
+          },
+        ]
+      : [],
+  );
+  return [
+    ...calls,
+    {
+      ...base,
+      type: 'step.finished',
+      payload: { finish_reason: result.finishReason ?? null, usage },
+    },
+  ];
+}
+
+/**
+ * Batches a model attempt's deltas: a batch is written when it is `DELTA_BATCH_MS` old or
+ * `DELTA_BATCH_CHARS` long, consecutive deltas of one kind become one part, one write is in
+ * flight at a time, and a failed write keeps its text for the next one. Writing never blocks
+ * the provider's stream; the committed message stays the source of truth, so a batch the
+ * store never took is logged, not fatal.
+ */
+export class DeltaWriter {
+  #pending: { type: StreamPartType; text: string }[] = [];
+  #chars = 0;
+  #timer: ReturnType<typeof setTimeout> | null = null;
+  #writing: Promise<void> | null = null;
+
+  constructor(
+    private readonly store: Store,
+    private readonly turn: StreamTurn,
+    private readonly step: string,
+    private readonly attempt: number,
+    private readonly logger: Pick<Console, 'warn'>,
+  ) {}
+
+  push(delta: ModelDelta): void {
+    if (typeof delta?.text !== 'string' || delta.text === '') return;
+    const type: StreamPartType = delta.type === 'reasoning' ? 'reasoning.delta' : 'text.delta';
+    const last = this.#pending[this.#pending.length - 1];
+    if (last?.type === type) last.text += delta.text;
+    else this.#pending.push({ type, text: delta.text });
+    this.#chars += delta.text.length;
+    if (this.#chars >= DELTA_BATCH_CHARS) this.#flushNow();
+    else this.#timer ??= setTimeout(() => this.#flushNow(), DELTA_BATCH_MS);
+  }
+
+  /** Writes what is left; never throws. */
+  async close(): Promise<void> {
+    this.#clearTimer();
+    while (this.#writing || this.#pending.length > 0) {
+      if (this.#writing) await this.#writing;
+      else await this.#flush();
+    }
+  }
+
+  #clearTimer(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+  }
+
+  #flushNow(): void {
+    this.#clearTimer();
+    if (!this.#writing) void this.#flush();
+  }
+
+  #flush(): Promise<void> {
+    const batch = this.#pending;
+    this.#pending = [];
+    this.#chars = 0;
+    if (batch.length === 0) return Promise.resolve();
+    const base = {
+      rootTurnId: this.turn.rootTurnId,
+      turnId: this.turn.id,
+      step: this.step,
+      attempt: this.attempt,
+    };
+    this.#writing = this.store
+      .appendStreamParts(batch.map((delta) => ({ ...base, type: delta.type, payload: { text: delta.text } })))
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          this.logger.warn(`turnkit: stream deltas of ${this.turn.id} not written:`, error);
+        },
+      )
+      .finally(() => {
+        this.#writing = null;
+        // Text that arrived during the write goes out now if it is due.
+        if (this.#chars >= DELTA_BATCH_CHARS) this.#flushNow();
+        else if (this.#pending.length > 0) this.#timer ??= setTimeout(() => this.#flushNow(), DELTA_BATCH_MS);
+      });
+    return this.#writing;
+  }
+}
+
+const STATUS_EVENTS: Record<string, string> = {
+  'turn.started': 'running',
+  'turn.completed': 'completed',
+  'turn.failed': 'failed',
+  'turn.cancelled': 'cancelled',
+};
+const TOOL_RESULT_EVENTS: Record<string, string> = {
+  'tool_call.completed': 'completed',
+  'tool_call.failed': 'failed',
+  'tool_call.interrupted': 'interrupted',
+  'tool_call.skipped': 'skipped',
+};
+
+/**
+ * The stream parts that events report: a turn's status changes (and the run's `finish` with
+ * the root's terminal status), and each tool call's result. Appended with the events, in
+ * their transaction.
+ */
+export async function streamPartsForEvents(
+  store: Store,
+  turn: StreamTurn,
+  events: readonly (readonly [string, JsonObject])[],
+): Promise<NewStreamPart[]> {
+  const base = { rootTurnId: turn.rootTurnId, turnId: turn.id };
+  const parts: NewStreamPart[] = [];
+  let executions: Awaited<ReturnType<Store['listToolExecutions']>> | null = null;
+  for (const [type, payload] of events) {
+    const status = STATUS_EVENTS[type];
+    if (status) {
+      parts.push({ ...base, type: 'status', payload: { status } });
+      if (turn.id === turn.rootTurnId && status !== 'running')
+        parts.push({ ...base, type: 'finish', payload: { status } });
+      continue;
+    }
+    const outcome = TOOL_RESULT_EVENTS[type];
+    if (!outcome) continue;
+    const id = typeof payload['id'] === 'string' ? payload['id'] : null;
+    executions ??= await store.listToolExecutions({ turnId: turn.id });
+    const execution = executions.find((row) => row.toolCallId === id);
+    const error = execution?.error?.message ?? (outcome === 'completed' ? null : outcome);
+    parts.push({
+      ...base,
+      type: 'tool.result',
+      payload: {
+        tool_call_id: id,
+        name: typeof payload['name'] === 'string' ? payload['name'] : (execution?.toolName ?? null),
+        status: outcome,
+        output: outcome === 'completed' ? bounded(execution?.result ?? null) : null,
+        error,
+      },
+    });
+  }
+  return parts;
+}
+
+function bounded(output: Json): Json {
+  const text = JSON.stringify(output);
+  return text.length <= TOOL_OUTPUT_CHARS
+    ? output
+    : { truncated: true, preview: text.slice(0, TOOL_OUTPUT_CHARS), chars: text.length };
+}
