@@ -47,6 +47,8 @@ export function createModelClient(config: ProviderConfig): AiSdkModel {
         apiKey: config.apiKey,
         baseURL: config.baseURL,
         fetch: config.fetch,
+        // A streamed answer carries its token usage only when asked for (stream_options).
+        includeUsage: true,
       });
       return new AiSdkModel({ ...common, provider: (id) => compatible(id) });
     }

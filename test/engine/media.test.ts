@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { sendReply } from '../helpers/openai-sse.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
 import { imageTool } from '../../src/agents/image-tool.js';
@@ -60,8 +61,8 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     }
     const body = JSON.parse(raw || '{}') as Record<string, unknown>;
     received.push(body);
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(completion('A small red square on white.')));
+    // A turn's model step streams: the reply goes out in the provider's SSE format.
+    sendReply(res, body, 200, completion('A small red square on white.'));
   });
 });
 

@@ -1,6 +1,6 @@
-import type { LanguageModelV4GenerateResult } from '@ai-sdk/provider';
+import type { LanguageModelV4GenerateResult, LanguageModelV4StreamPart } from '@ai-sdk/provider';
 import type { LanguageModel } from 'ai';
-import { MockLanguageModelV4 } from 'ai/test';
+import { convertArrayToReadableStream, MockLanguageModelV4 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
@@ -26,6 +26,25 @@ const callTool = (id: string, input: object): LanguageModelV4GenerateResult => (
   finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
   usage: usage(20, 5),
   warnings: [],
+});
+
+/** A generate result as the v4 stream a turn's model step reads (it streams). */
+const streamOf = (result: LanguageModelV4GenerateResult) => ({
+  stream: convertArrayToReadableStream<LanguageModelV4StreamPart>([
+    { type: 'stream-start', warnings: [] },
+    ...result.content.flatMap((part): LanguageModelV4StreamPart[] =>
+      part.type === 'text'
+        ? [
+            { type: 'text-start', id: 't' },
+            { type: 'text-delta', id: 't', delta: part.text },
+            { type: 'text-end', id: 't' },
+          ]
+        : part.type === 'tool-call'
+          ? [part]
+          : [],
+    ),
+    { type: 'finish', finishReason: result.finishReason, usage: result.usage },
+  ]),
 });
 
 /** A provider package of the AI SDK 4 line: its models implement specification v1. */
@@ -64,7 +83,10 @@ describe('AI SDK 7 adapter against the SDK’s own MockLanguageModelV4', () => {
 describe('AI SDK 7 models through a real turn', () => {
   let kit: TestKit;
   const v4 = new MockLanguageModelV4({
-    doGenerate: [callTool('call_1', { word: 'durable' }), answer('Durable means it survives.')],
+    doStream: [
+      streamOf(callTool('call_1', { word: 'durable' })),
+      streamOf(answer('Durable means it survives.')),
+    ],
   });
   const lookup = defineTool({
     name: 'lookup',
@@ -101,8 +123,8 @@ describe('AI SDK 7 models through a real turn', () => {
     expect(turn.outputText).toBe('Durable means it survives.');
     const executions = await run.toolExecutions();
     expect(executions.map((e) => [e.toolName, e.status])).toEqual([['lookup', 'completed']]);
-    expect(v4.doGenerateCalls).toHaveLength(2);
-    const second = JSON.stringify(v4.doGenerateCalls[1]!.prompt);
+    expect(v4.doStreamCalls).toHaveLength(2);
+    const second = JSON.stringify(v4.doStreamCalls[1]!.prompt);
     expect(second).toContain('lasting');
   });
 

@@ -21,6 +21,7 @@ import { createWorker } from '../../src/worker.js';
 import type { TurnKitWorker } from '../../src/worker.js';
 import { connectClient, connectNative, requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
 import { tempSqliteUrl } from '../helpers/turnkit.js';
+import { sendReply } from '../helpers/openai-sse.js';
 
 type Reply = { status: number; body: unknown };
 const replies: Reply[] = [];
@@ -30,14 +31,15 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
   let raw = '';
   req.on('data', (chunk) => (raw += chunk));
   req.on('end', () => {
+    const body = JSON.parse(raw || '{}') as Record<string, unknown>;
     received.push({
       path: req.url ?? '',
       auth: String(req.headers['authorization'] ?? req.headers['x-api-key'] ?? ''),
-      body: JSON.parse(raw || '{}'),
+      body,
     });
     const reply = replies.shift() ?? { status: 500, body: { error: { message: 'no scripted reply' } } };
-    res.writeHead(reply.status, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(reply.body));
+    // A turn's model step streams: the reply goes out in the provider's SSE format.
+    sendReply(res, body, reply.status, reply.body);
   });
 });
 
@@ -96,7 +98,7 @@ describe.skipIf(!(await requireTemporal()))('provider registry', () => {
       taskQueue,
       defaultModel: 'local:small-model',
       providers: {
-        local: createOpenAICompatible({ name: 'local', baseURL: baseUrl, apiKey: 'sk-local' }),
+        local: createOpenAICompatible({ name: 'local', baseURL: baseUrl, apiKey: 'sk-local', includeUsage: true }),
         claude: createAnthropic({ baseURL: baseUrl, apiKey: 'sk-ant-local' }),
       },
       cost: { costRates: { 'small-model': { input: 1, output: 2 } } },
