@@ -5,7 +5,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/services.sh"
 ensure_node_modules
 ensure_temporal
+ensure_postgres
 echo "turnkit: benchmarks on Node $(node -v)"
 npx tsx bench/turn-bench.ts
 npx tsx bench/cancel-bench.ts
 npx tsx bench/recovery-bench.ts
+npx tsx bench/stream-bench.ts

@@ -75,17 +75,20 @@ export function stepFinishedParts(
 }
 
 /**
- * Batches a model attempt's deltas: a batch is written when it is `DELTA_BATCH_MS` old or
- * `DELTA_BATCH_CHARS` long, consecutive deltas of one kind become one part, one write is in
- * flight at a time, and a failed write keeps its text for the next one. Writing never blocks
- * the provider's stream; the committed message stays the source of truth, so a batch the
- * store never took is logged, not fatal.
+ * Batches a model attempt's deltas: at most one write per `DELTA_BATCH_MS` (the first delta
+ * after a quiet spell goes out at once, later ones wait for the window), or sooner once
+ * `DELTA_BATCH_CHARS` are waiting; consecutive deltas of one kind become one part, one write
+ * is in flight at a time, and a failed write keeps its text for the next one. Writing never
+ * blocks the provider's stream; the committed message stays the source of truth, so a batch
+ * the store never took is logged, not fatal.
  */
 export class DeltaWriter {
   #pending: { type: StreamPartType; text: string }[] = [];
   #chars = 0;
   #timer: ReturnType<typeof setTimeout> | null = null;
   #writing: Promise<void> | null = null;
+  #lastWrite = -Infinity;
+  #closed = false;
 
   constructor(
     private readonly store: Store,
@@ -102,16 +105,32 @@ export class DeltaWriter {
     if (last?.type === type) last.text += delta.text;
     else this.#pending.push({ type, text: delta.text });
     this.#chars += delta.text.length;
-    if (this.#chars >= DELTA_BATCH_CHARS) this.#flushNow();
-    else this.#timer ??= setTimeout(() => this.#flushNow(), DELTA_BATCH_MS);
+    this.#schedule();
   }
 
-  /** Writes what is left; never throws. */
+  /** Writes what is left, with one last try; never throws. */
   async close(): Promise<void> {
+    this.#closed = true;
     this.#clearTimer();
-    while (this.#writing || this.#pending.length > 0) {
-      if (this.#writing) await this.#writing;
-      else await this.#flush();
+    if (this.#writing) await this.#writing;
+    if (this.#pending.length > 0) await this.#flush();
+    if (this.#pending.length > 0)
+      this.logger.warn(`turnkit: ${this.#chars} streamed characters of ${this.turn.id} were not written`);
+    this.#pending = [];
+  }
+
+  /** Writes now when the window allows (or enough is waiting), else when it opens. */
+  #schedule(): void {
+    if (this.#closed || this.#writing || this.#pending.length === 0) return;
+    const wait = this.#lastWrite + DELTA_BATCH_MS - performance.now();
+    if (wait <= 0 || this.#chars >= DELTA_BATCH_CHARS) {
+      this.#clearTimer();
+      void this.#flush();
+    } else {
+      this.#timer ??= setTimeout(() => {
+        this.#timer = null;
+        this.#schedule();
+      }, wait);
     }
   }
 
@@ -120,16 +139,12 @@ export class DeltaWriter {
     this.#timer = null;
   }
 
-  #flushNow(): void {
-    this.#clearTimer();
-    if (!this.#writing) void this.#flush();
-  }
-
   #flush(): Promise<void> {
     const batch = this.#pending;
     this.#pending = [];
     this.#chars = 0;
     if (batch.length === 0) return Promise.resolve();
+    this.#lastWrite = performance.now();
     const base = {
       rootTurnId: this.turn.rootTurnId,
       turnId: this.turn.id,
@@ -141,14 +156,15 @@ export class DeltaWriter {
       .then(
         () => undefined,
         (error: unknown) => {
-          this.logger.warn(`turnkit: stream deltas of ${this.turn.id} not written:`, error);
+          // Kept for the next write, ahead of what came since.
+          this.#pending = [...batch, ...this.#pending];
+          this.#chars += batch.reduce((sum, delta) => sum + delta.text.length, 0);
+          this.logger.warn(`turnkit: stream deltas of ${this.turn.id} not written yet:`, error);
         },
       )
       .finally(() => {
         this.#writing = null;
-        // Text that arrived during the write goes out now if it is due.
-        if (this.#chars >= DELTA_BATCH_CHARS) this.#flushNow();
-        else if (this.#pending.length > 0) this.#timer ??= setTimeout(() => this.#flushNow(), DELTA_BATCH_MS);
+        this.#schedule();
       });
     return this.#writing;
   }

@@ -172,6 +172,18 @@ describe('stream: live streaming of runs', () => {
     }
   });
 
+  it('stream: a reader that stops reading holds nothing up: the turn completes, and the reader resumes where it stopped', async () => {
+    const run = await kit.client.run('helper', 'Define durable slowly');
+    const iterator = run.stream()[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    expect(first.value).toMatchObject({ type: 'status', status: 'running' });
+    // The reader pauses; the turn runs to its end meanwhile.
+    expect((await run.result()).status).toBe('completed');
+    const rest: RunStreamPart[] = [];
+    for (let next = await iterator.next(); !next.done; next = await iterator.next()) rest.push(next.value);
+    expect([first.value, ...rest]).toEqual(await collect(run));
+  });
+
   it('stream: a cursor that never existed is a StreamCursorError; so is one of another run', async () => {
     const run = await kit.client.run('helper', 'Define durable once more');
     const other = await kit.client.run('coordinator', 'coordinate');

@@ -98,7 +98,12 @@ describe.skipIf(!(await requireTemporal()))('provider registry', () => {
       taskQueue,
       defaultModel: 'local:small-model',
       providers: {
-        local: createOpenAICompatible({ name: 'local', baseURL: baseUrl, apiKey: 'sk-local', includeUsage: true }),
+        local: createOpenAICompatible({
+          name: 'local',
+          baseURL: baseUrl,
+          apiKey: 'sk-local',
+          includeUsage: true,
+        }),
         claude: createAnthropic({ baseURL: baseUrl, apiKey: 'sk-ant-local' }),
       },
       cost: { costRates: { 'small-model': { input: 1, output: 2 } } },
