@@ -24,24 +24,21 @@ const TOOL_OUTPUT_CHARS = 16_000;
 type StreamTurn = Pick<TurnRecord, 'id' | 'rootTurnId'>;
 
 /**
- * Opens one attempt of a model step: a `step.restarted` part first when an earlier attempt
- * may have streamed (its deltas are left out from now on), then `step.started`. Returns the
- * attempt id the deltas carry (the sequence of `step.started`).
+ * The parts that open one attempt of a model step: a `step.restarted` part first when an
+ * earlier attempt may have streamed (its deltas are left out from now on), then
+ * `step.started`, whose sequence is the attempt id the deltas carry.
  */
-export async function startStreamStep(
-  store: Store,
+export function stepStartedParts(
   turn: StreamTurn,
   step: string,
   retry: boolean,
   payload: JsonObject,
-): Promise<number> {
+): NewStreamPart[] {
   const base = { rootTurnId: turn.rootTurnId, turnId: turn.id, step };
-  const parts: NewStreamPart[] = [
+  return [
     ...(retry ? [{ ...base, type: 'step.restarted' as const, payload: {} }] : []),
     { ...base, type: 'step.started', payload },
   ];
-  const stored = await store.appendStreamParts(parts);
-  return stored[stored.length - 1]!.sequence;
 }
 
 /** The parts a committed response adds: its tool calls (with their final ids) and the step's end. */
@@ -88,6 +85,7 @@ export class DeltaWriter {
   #timer: ReturnType<typeof setTimeout> | null = null;
   #writing: Promise<void> | null = null;
   #lastWrite = -Infinity;
+  #timerDue = 0;
   #closed = false;
 
   constructor(
@@ -119,19 +117,44 @@ export class DeltaWriter {
     this.#pending = [];
   }
 
-  /** Writes now when the window allows (or enough is waiting), else when it opens. */
+  /**
+   * What is still waiting, as parts, without writing it: the model step stores them with the
+   * response, in its transaction (an answer that came at once costs no write of its own).
+   */
+  async drain(): Promise<NewStreamPart[]> {
+    this.#closed = true;
+    this.#clearTimer();
+    if (this.#writing) await this.#writing;
+    const parts = this.#parts(this.#pending);
+    this.#pending = [];
+    return parts;
+  }
+
+  /**
+   * Writes when the window allows (or enough is waiting), else when it opens. Deltas that
+   * arrive in the same turn of the event loop go out together.
+   */
   #schedule(): void {
     if (this.#closed || this.#writing || this.#pending.length === 0) return;
-    const wait = this.#lastWrite + DELTA_BATCH_MS - performance.now();
-    if (wait <= 0 || this.#chars >= DELTA_BATCH_CHARS) {
-      this.#clearTimer();
+    const now = performance.now();
+    const due = this.#chars >= DELTA_BATCH_CHARS ? now : Math.max(now, this.#lastWrite + DELTA_BATCH_MS);
+    if (this.#timer && this.#timerDue <= due) return;
+    this.#clearTimer();
+    this.#timerDue = due;
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
       void this.#flush();
-    } else {
-      this.#timer ??= setTimeout(() => {
-        this.#timer = null;
-        this.#schedule();
-      }, wait);
-    }
+    }, due - now);
+  }
+
+  #parts(batch: readonly { type: StreamPartType; text: string }[]): NewStreamPart[] {
+    const base = {
+      rootTurnId: this.turn.rootTurnId,
+      turnId: this.turn.id,
+      step: this.step,
+      attempt: this.attempt,
+    };
+    return batch.map((delta) => ({ ...base, type: delta.type, payload: { text: delta.text } }));
   }
 
   #clearTimer(): void {

@@ -3,14 +3,21 @@ import { ConfigError, ModelError } from '../errors.js';
 import { addUsage, costFromUsage } from '../models/cost.js';
 import type { ModelRequest, ModelResult } from '../models/types.js';
 import { nowIso } from '../store/records.js';
-import type { ContentPart, JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
+import type {
+  ContentPart,
+  JsonObject,
+  MessageRecord,
+  NewStreamPart,
+  Store,
+  TurnRecord,
+} from '../store/types.js';
 import { Budget } from './budget.js';
 import type { ModelStepDigest } from './digest.js';
 import { modelSpanEnd, modelSpanStart } from './genai-spans.js';
 import { turnDigest } from './digest.js';
 import { compactionDue } from './compaction.js';
 import { buildModelRequest } from './model-request.js';
-import { DeltaWriter, startStreamStep, stepFinishedParts } from './live-stream.js';
+import { DeltaWriter, stepFinishedParts, stepStartedParts } from './live-stream.js';
 import type { OwnedTurn, Runtime } from './runtime.js';
 import { depthOf, iterationsOf, toolCallParts, turnState, updateState } from './turn-state.js';
 
@@ -63,10 +70,10 @@ export async function runModelStep(
   const { turn, budget } = await reserveIteration(owned, input.step, depth);
   // One span per model call (a no-op without tracing); a failed attempt ends it failed.
   const stored = await runtime.telemetry.span('chat', modelSpanStart(turn, input.step), async (span) => {
-    const { request, result } = await callModel(runtime, owned, turn, depth, hooks, input);
+    const { request, result, deltas } = await callModel(runtime, owned, turn, depth, hooks, input);
     span.rename(`chat ${request.model}`);
     span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(owned.agent), request, result));
-    const persisted = await persistResponse(runtime, owned, turn, input.step, request, result);
+    const persisted = await persistResponse(runtime, owned, turn, input.step, request, result, deltas);
     if (persisted?.cost !== undefined && persisted.cost !== null)
       span.set({ 'turnkit.cost_usd': persisted.cost });
     return persisted;
@@ -118,19 +125,26 @@ async function callModel(
   depth: number,
   hooks: ModelStepHooks,
   input: ModelStepInput,
-): Promise<{ request: ModelRequest; result: ModelResult }> {
+): Promise<{ request: ModelRequest; result: ModelResult; deltas: NewStreamPart[] }> {
   const { request, report } = await buildModelRequest(runtime, store, agent, turn, depth);
-  await runtime.emit(turn, 'model.requested', {
-    model: request.model,
-    tool_names: request.tools.map((tool) => tool.name),
-    message_count: request.messages.length,
-    prompt: report as unknown as JsonObject,
-  });
-  // The live stream: this attempt's deltas, batched into the store (never into history).
-  const attempt = await startStreamStep(store, turn, input.step, (hooks.attempt ?? 1) > 1, {
-    model: request.model,
-    agent: agent.name,
-  });
+  // The live stream opens this attempt's step with the event, in one transaction; the
+  // attempt's deltas are then batched into the store (never into history).
+  const opened = await runtime.emitAll(
+    turn,
+    [
+      [
+        'model.requested',
+        {
+          model: request.model,
+          tool_names: request.tools.map((tool) => tool.name),
+          message_count: request.messages.length,
+          prompt: report as unknown as JsonObject,
+        },
+      ],
+    ],
+    stepStartedParts(turn, input.step, (hooks.attempt ?? 1) > 1, { model: request.model, agent: agent.name }),
+  );
+  const attempt = opened.find((part) => part.type === 'step.started')!.sequence;
   const deltas = new DeltaWriter(store, turn, input.step, attempt, runtime.logger);
   let result: ModelResult;
   try {
@@ -148,8 +162,8 @@ async function callModel(
       throw failure;
     throw await countProviderError(store, turn.id, input, failure);
   }
-  await deltas.close();
-  return { request, result };
+  // The last deltas are stored with the response, in its transaction.
+  return { request, result, deltas: await deltas.drain() };
 }
 
 /** Whether an error says the model can never work as configured (a ConfigError, by class or name). */
@@ -237,6 +251,7 @@ async function persistResponse(
   stepKey: string,
   request: ModelRequest,
   result: ModelResult,
+  deltas: readonly NewStreamPart[],
 ): Promise<{ committed: TurnRecord; cost: number | null } | null> {
   const taken = new Set((await store.listToolExecutions({ turnId: turn.id })).map((row) => row.toolCallId));
   const { parts, renamed } = uniqueToolCallIds(Array.isArray(result?.parts) ? result.parts : [], taken);
@@ -288,15 +303,16 @@ async function persistResponse(
         model_step: stepKey,
       });
       // Last in the transaction: the stream's lock comes after every conversation lock.
-      await store.appendStreamParts(
-        stepFinishedParts(
+      await store.appendStreamParts([
+        ...deltas,
+        ...stepFinishedParts(
           fresh,
           stepKey,
           parts,
           result,
           usageDigest(committed.usage) as unknown as JsonObject,
         ),
-      );
+      ]);
       return { message, committed };
     },
   );

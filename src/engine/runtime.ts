@@ -5,7 +5,15 @@ import { AuthorizationError, ConfigError } from '../errors.js';
 import type { CostConfig } from '../models/cost.js';
 import type { ModelClient, Thinking } from '../models/types.js';
 import { FencedStore } from '../store/fenced-store.js';
-import type { EventRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
+import type {
+  EventRecord,
+  Json,
+  JsonObject,
+  NewStreamPart,
+  Store,
+  StreamPartRecord,
+  TurnRecord,
+} from '../store/types.js';
 import type { OwnerInput } from './digest.js';
 import type { TracingOptions } from './tracing.js';
 import { Telemetry } from './tracing.js';
@@ -155,18 +163,22 @@ export class Runtime {
 
   /**
    * Appends several events in one store transaction, in order, with the live-stream parts
-   * they report (statuses, tool results: `live-stream.ts`), then tells listeners.
+   * they report (statuses, tool results: `live-stream.ts`) and `parts`, then tells listeners.
+   * Returns the stream parts it stored.
    */
   async emitAll(
     turn: Pick<TurnRecord, 'id' | 'conversationId'> & { rootTurnId?: string },
     events: readonly (readonly [string, JsonObject])[],
-  ): Promise<void> {
-    if (events.length === 0) return;
+    parts: readonly NewStreamPart[] = [],
+  ): Promise<StreamPartRecord[]> {
+    if (events.length === 0 && parts.length === 0) return [];
+    let stored: StreamPartRecord[] = [];
     const records = await this.store.atomic(null, async () => {
       const rootTurnId = turn.rootTurnId ?? (await this.store.loadTurn(turn.id)).rootTurnId;
-      await this.store.appendStreamParts(
-        await streamPartsForEvents(this.store, { id: turn.id, rootTurnId }, events),
-      );
+      stored = await this.store.appendStreamParts([
+        ...parts,
+        ...(await streamPartsForEvents(this.store, { id: turn.id, rootTurnId }, events)),
+      ]);
       const appended: EventRecord[] = [];
       for (const [type, payload] of events) {
         appended.push(
@@ -189,5 +201,6 @@ export class Runtime {
         }
       }
     }
+    return stored;
   }
 }
