@@ -133,6 +133,17 @@ interface CallResult {
   response: { id?: string; modelId: string };
 }
 
+const warnedNoUsage = new Set<string>();
+/** Spend limits need the token usage; some OpenAI-compatible providers stream none unless asked. */
+function warnNoUsage(modelId: string): void {
+  if (warnedNoUsage.has(modelId)) return;
+  warnedNoUsage.add(modelId);
+  console.warn(
+    `turnkit: model ${modelId} streamed an answer without token usage, so its cost is unknown: ` +
+      'for an OpenAI-compatible provider pass includeUsage: true to createOpenAICompatible, or AiSdkModel({ stream: false })',
+  );
+}
+
 /**
  * The SDK's streaming call: each text and reasoning delta goes to `onDelta` as it arrives,
  * then the whole answer is read as `generateText` would return it. A stream that reports an
@@ -158,6 +169,7 @@ async function streamed(
     result.finishReason,
     result.response,
   ]);
+  if (usage.inputTokens === undefined && usage.outputTokens === undefined) warnNoUsage(response.modelId);
   let output: unknown;
   try {
     output = await result.output;
