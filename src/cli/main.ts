@@ -7,9 +7,10 @@ import { Command, CommanderError, Option } from 'commander';
 import type { Client } from '@temporalio/client';
 import { AgentRegistry } from '../agents/registry.js';
 import { TurnKitClient } from '../client/turnkit-client.js';
+import { readRunStream } from '../client/run-stream.js';
 import { RecordNotFound, TurnKitError } from '../errors.js';
 import type { Json, Store, TurnRecord } from '../store/types.js';
-import { TURN_STATUSES } from '../store/types.js';
+import { TERMINAL_TURN_STATUSES, TURN_STATUSES } from '../store/types.js';
 import { createWorker } from '../worker.js';
 import {
   TURNKIT_AGENT,
@@ -117,42 +118,123 @@ async function loadTurn(store: Store, turnId: string): Promise<TurnRecord> {
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
-/** Shows progress until the turn is terminal; returns its final record. */
+/**
+ * The text a turn streams, shown in a terminal above its progress line: finished lines are
+ * printed for good, the line being written is redrawn (cut to the terminal's width).
+ */
+class StreamedText {
+  text = '';
+  #partial = '';
+  #lines: string[] = [];
+  #drawnPartial = false;
+
+  add(delta: string): void {
+    this.text += delta;
+    const lines = (this.#partial + delta).split('\n');
+    this.#partial = lines.pop()!;
+    this.#lines.push(...lines);
+  }
+
+  /** Ends the line being written (a step ended). */
+  endLine(): void {
+    if (this.#partial !== '') this.#lines.push(this.#partial);
+    this.#partial = '';
+  }
+
+  /** Escape codes that clear the progress line (and the partial line), print, and leave the cursor on the progress line. */
+  render(progress: string, columns: number): string {
+    let out = '\r\u001b[2K';
+    if (this.#drawnPartial) out += '\u001b[1A\r\u001b[2K';
+    for (const line of this.#lines.splice(0)) out += `${line}\n`;
+    this.#drawnPartial = this.#partial !== '';
+    if (this.#drawnPartial) out += `${this.#partial.slice(-Math.max(1, columns - 1))}\n`;
+    return out + progress;
+  }
+}
+
+/** Shows progress (and, in a terminal, the text as it streams) until the turn is terminal. */
 async function follow(
   store: Store,
   turnId: string,
   io: Io,
   json: boolean,
   intervalMs = 200,
-): Promise<TurnRecord> {
+): Promise<{ turn: TurnRecord; streamed: string }> {
   const style = styleFor(io.out);
   const live = io.out.isTTY === true && !json;
+  const text = new StreamedText();
+  let line = '';
+  const draw = () => io.out.write(text.render(line, io.out.columns ?? 80));
+  const stop = new AbortController();
+  const reading = live
+    ? showStream(store, (await loadTurn(store, turnId)).rootTurnId, turnId, text, draw, stop.signal)
+    : null;
   let last = '';
-  for (let tick = 0; ; tick += 1) {
-    const turn = await loadTurn(store, turnId);
-    const progress = await progressOf(store, turn);
-    const done = isTerminal(turn);
-    if (json) {
-      const line = JSON.stringify({ ...progress, elapsedMs: undefined });
-      if (line !== last || done) io.out.write(`${JSON.stringify(progress)}\n`);
-      last = line;
-    } else if (live) {
-      io.out.write(`\r\u001b[2K${progressLine(progress, style, done ? '' : SPINNER[tick % SPINNER.length])}`);
-      if (done) io.out.write('\n');
-    } else {
-      // Not a terminal: one line whenever something but the clock changed.
-      const line = progressLine({ ...progress, elapsedMs: 0 }, style);
-      if (line !== last || done) io.out.write(`${progressLine(progress, style)}\n`);
-      last = line;
+  try {
+    for (let tick = 0; ; tick += 1) {
+      const turn = await loadTurn(store, turnId);
+      const progress = await progressOf(store, turn);
+      const done = isTerminal(turn);
+      if (json) {
+        const line = JSON.stringify({ ...progress, elapsedMs: undefined });
+        if (line !== last || done) io.out.write(`${JSON.stringify(progress)}\n`);
+        last = line;
+      } else if (live) {
+        if (done) {
+          // Its last parts follow the terminal write closely; a crash between them costs 2 s at most.
+          await Promise.race([reading, new Promise((resolve) => setTimeout(resolve, 2_000))]);
+          text.endLine();
+        }
+        line = progressLine(progress, style, done ? '' : SPINNER[tick % SPINNER.length]);
+        draw();
+        if (done) io.out.write('\n');
+      } else {
+        // Not a terminal: one line whenever something but the clock changed.
+        const line = progressLine({ ...progress, elapsedMs: 0 }, style);
+        if (line !== last || done) io.out.write(`${progressLine(progress, style)}\n`);
+        last = line;
+      }
+      if (done) return { turn, streamed: text.text };
+      await new Promise((resolve) => setTimeout(resolve, intervalMs));
     }
-    if (done) return turn;
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  } finally {
+    stop.abort();
   }
 }
 
-function finalLines(turn: TurnRecord): string[] {
+/** Feeds the turn's streamed text to the terminal until its stream ends (a restarted step starts over). */
+async function showStream(
+  store: Store,
+  rootTurnId: string,
+  turnId: string,
+  text: StreamedText,
+  draw: () => void,
+  signal: AbortSignal,
+): Promise<void> {
+  try {
+    for await (const part of readRunStream(store, rootTurnId, { signal })) {
+      if (part.turnId !== turnId) continue;
+      if (part.type === 'text.delta') text.add(part.text);
+      else if (part.type === 'step.finished' || part.type === 'step.restarted') {
+        text.endLine();
+        if (part.type === 'step.restarted') text.add('(the model call is running again)\n');
+      } else if (
+        part.type === 'finish' ||
+        (part.type === 'status' && TERMINAL_TURN_STATUSES.includes(part.status))
+      )
+        return;
+      else continue;
+      draw();
+    }
+  } catch {
+    // The progress line goes on without the text.
+  }
+}
+
+/** The output (unless it was just streamed to the terminal) and the error. */
+function finalLines({ turn, streamed }: { turn: TurnRecord; streamed: string }): string[] {
   const lines: string[] = [];
-  if (turn.outputText) lines.push(turn.outputText);
+  if (turn.outputText && !streamed.includes(turn.outputText)) lines.push(turn.outputText);
   if (turn.error) lines.push(`error: ${turn.error.class}: ${turn.error.message}`);
   return lines;
 }
@@ -246,9 +328,9 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
           return;
         }
         if (!options.json) io.err.write(`${run.turnId} ${link}\n`);
-        const turn = await follow(client.store, run.turnId, io, options.json === true);
-        if (!options.json) for (const line of finalLines(turn)) io.out.write(`${line}\n`);
-        return exitCodeFor(turn.status);
+        const followed = await follow(client.store, run.turnId, io, options.json === true);
+        if (!options.json) for (const line of finalLines(followed)) io.out.write(`${line}\n`);
+        return exitCodeFor(followed.turn.status);
       }),
     );
 
@@ -336,7 +418,7 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
           `  conversation ${turn.conversationId} · root ${turn.rootTurnId}${turn.parentTurnId ? ` · parent ${turn.parentTurnId}` : ''}`,
           `  ${turn.usage?.total_tokens ?? 0} tokens (${turn.usage?.input_tokens ?? 0} in, ${turn.usage?.output_tokens ?? 0} out) · ${formatCost(turn.cost)}`,
           `  ${link}`,
-          ...finalLines(turn).map((line) => `  ${head(line, 400)}`),
+          ...finalLines({ turn, streamed: '' }).map((line) => `  ${head(line, 400)}`),
           style.bold('transcript'),
           ...messageLines(messages),
           ...(executions.length > 0 ? [style.bold('tool executions'), ...executionLines(executions)] : []),
@@ -353,9 +435,9 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
     .argument('<turnId>')
     .action(
       action(async (session, turnId: string) => {
-        const turn = await follow(await session.readStore(), turnId, io, globals().json === true);
-        if (!globals().json) for (const line of finalLines(turn)) io.out.write(`${line}\n`);
-        return exitCodeFor(turn.status);
+        const followed = await follow(await session.readStore(), turnId, io, globals().json === true);
+        if (!globals().json) for (const line of finalLines(followed)) io.out.write(`${line}\n`);
+        return exitCodeFor(followed.turn.status);
       }),
     );
 

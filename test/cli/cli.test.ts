@@ -181,8 +181,10 @@ describe('turnkit command line', () => {
     expect(texts.filter((text) => text.includes('Define durable once more'))).toHaveLength(1);
   });
 
-  it('cli: watch in a terminal shows the running tool with a spinner, then the final status', async () => {
-    const turnId = turnIdOf(await turnkit(['--json', 'run', 'slow', 'Ponder 6000 in a terminal']));
+  it('cli: watch in a terminal shows the running tool with a spinner, the answer as it streams, then the final status', async () => {
+    const turnId = turnIdOf(
+      await turnkit(['--json', 'run', 'slow', 'Ponder 6000 in a terminal, answer slowly']),
+    );
     const session = `turnkit-cli-${process.pid}`;
     const exports = Object.entries({ ...env, NO_COLOR: '' })
       .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
@@ -195,8 +197,15 @@ describe('turnkit command line', () => {
         async () => /slow turn_\w+ · running · [⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] tool ponder/.test(screen()),
         30_000,
       );
+      // Part of the answer is on the screen while the turn is still running.
+      await waitUntil(async () => {
+        const now = screen();
+        return /Done/.test(now) && !now.includes('Done pondering.') && now.includes('· running ·');
+      }, 30_000);
       await waitUntil(async () => screen().includes('exit=0'), 30_000);
       const final = screen();
+      // Streamed once, not printed again at the end.
+      expect(final.split('Done pondering.')).toHaveLength(2);
       expect(final).toMatch(/slow turn_\w+ · completed · iteration 2\/4/);
       expect(final).toContain('Done pondering.');
     } finally {
