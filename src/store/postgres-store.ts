@@ -27,13 +27,21 @@ export interface PostgresStoreOptions {
   pool?: pg.PoolConfig;
 }
 
-const CASTS = { text: '::text', int: '::integer', json: '::jsonb', time: '::timestamptz', cost: '::numeric' };
+const CASTS = {
+  text: '::text',
+  int: '::integer',
+  bigint: '::bigint',
+  json: '::jsonb',
+  time: '::timestamptz',
+  cost: '::numeric',
+};
 
 const POSTGRES_DIALECT: SqlDialect = {
   name: 'postgres',
   types: {
     text: 'text',
     int: 'integer',
+    bigint: 'bigint',
     json: 'jsonb',
     time: 'timestamptz',
     cost: 'numeric(14,6)',

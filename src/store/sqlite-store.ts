@@ -41,6 +41,7 @@ const SQLITE_DIALECT: SqlDialect = {
   types: {
     text: 'TEXT',
     int: 'INTEGER',
+    bigint: 'INTEGER',
     json: 'TEXT',
     time: 'TEXT',
     cost: 'REAL',

@@ -7,12 +7,14 @@
  */
 
 /** How a column is encoded on the way in and decoded on the way out. */
-export type ColumnKind = 'text' | 'int' | 'json' | 'time' | 'cost';
+export type ColumnKind = 'text' | 'int' | 'bigint' | 'json' | 'time' | 'cost';
 
 /** The column types of one SQL dialect. */
 export interface DialectTypes {
   text: string;
   int: string;
+  /** A 64-bit integer (stream sequences). */
+  bigint: string;
   json: string;
   time: string;
   cost: string;
@@ -142,7 +144,7 @@ export const MIGRATIONS: readonly Migration[] = [
         root_turn_id ${t.text} NOT NULL,
         turn_id ${t.text} NOT NULL,
         step ${t.text},
-        attempt ${t.int},
+        attempt ${t.bigint},
         type ${t.text} NOT NULL,
         payload ${t.json} NOT NULL,
         created_at ${t.time} NOT NULL)`,
@@ -258,11 +260,11 @@ export const WAITS = spec('turnkit_waits', 'wait', {
 });
 
 export const STREAM_PARTS = spec('turnkit_stream_parts', 'stream part', {
-  sequence: 'int',
+  sequence: 'bigint',
   rootTurnId: 'text',
   turnId: 'text',
   step: 'text',
-  attempt: 'int',
+  attempt: 'bigint',
   type: 'text',
   payload: 'json',
   createdAt: 'time',

@@ -103,6 +103,7 @@ function encode(column: Column, value: unknown): unknown {
       return time.toISOString();
     }
     case 'int':
+    case 'bigint':
     case 'cost':
       if (typeof value !== 'number' || !Number.isFinite(value)) {
         throw new ArgumentError(`${column.field} must be a finite number, got ${JSON.stringify(value)}`);
@@ -124,6 +125,7 @@ function decode(column: Column, value: unknown): unknown {
     case 'time':
       return value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString();
     case 'int':
+    case 'bigint':
     case 'cost':
       return Number(value);
     case 'text':
