@@ -11,6 +11,14 @@ import { crashFixture } from '../fixtures/crash-agents.js';
 import { temporalConnections } from '../helpers/turnkit.js';
 import type { WorkerProcess } from '../helpers/worker-process.js';
 import { spawnWorker } from '../helpers/worker-process.js';
+import type { RunHandle } from '../../src/client/run-handle.js';
+import type { RunStreamPart } from '../../src/client/run-stream.js';
+
+async function collect(run: RunHandle): Promise<RunStreamPart[]> {
+  const parts: RunStreamPart[] = [];
+  for await (const part of run.stream()) parts.push(part);
+  return parts;
+}
 
 // Short heartbeat timeouts so a killed worker's activity is retried elsewhere within seconds.
 const turnSettings = {
@@ -147,4 +155,46 @@ describe('recovery from a SIGKILLed worker process', () => {
     expect(executions.map((e) => e.status)).toEqual(['completed']);
     expect(attempts[0]).toContain(`turnkit:tool:${executions[0]!.id}`);
   }, 180_000);
+
+  it("stream: a worker SIGKILLed mid-stream: the replacement streams the answer again after step.restarted, and the dead attempt's text is never glued to it", async () => {
+    const log = join(dir, 'stream.log');
+    const taskQueue = `turnkit-crash-stream-${Date.now()}`;
+    const streamClient = new TurnKitClient({
+      store,
+      agents: new AgentRegistry(crashFixture(log, 'client').agents),
+      temporal: (await temporalConnections()).client,
+      taskQueue,
+      turnSettings,
+    });
+    const env = {
+      TURNKIT_DATABASE_URL: join(dir, 'turnkit.sqlite'),
+      TURNKIT_TEST_LOG: log,
+      TURNKIT_TEST_TASK_QUEUE: taskQueue,
+    };
+    const first = spawnWorker(env);
+    workers.push(first);
+    await first.ready;
+    const run = await streamClient.run('streamer', 'Answer slowly');
+    const parts: RunStreamPart[] = [];
+    for await (const part of run.stream()) {
+      parts.push(part);
+      if (part.type === 'text.delta' && first.child.exitCode === null && first.child.signalCode === null) {
+        // The first worker has streamed part of its answer: it dies, another takes over.
+        first.child.kill('SIGKILL');
+        await first.exited;
+        workers.push(spawnWorker({ ...env, TURNKIT_TEST_FLAVOR: 'replacement' }));
+      }
+    }
+    const turn = await run.turn();
+    expect(turn.status).toBe('completed');
+    expect(turn.outputText).toBe('The replacement worker answers this in full.');
+    const types = parts.map((part) => part.type);
+    expect(types.indexOf('text.delta')).toBeLessThan(types.indexOf('step.restarted'));
+    const deltas = (list: RunStreamPart[]) =>
+      list.flatMap((part) => (part.type === 'text.delta' ? [part.text] : [])).join('');
+    // After the restart, only the replacement's answer; a reader that comes later never sees the dead attempt's text.
+    expect(deltas(parts.slice(types.indexOf('step.restarted')))).toBe(turn.outputText);
+    expect(deltas(parts.slice(0, types.indexOf('step.restarted')))).toMatch(/^The first/);
+    expect(deltas(await collect(run))).toBe(turn.outputText);
+  });
 });
