@@ -57,6 +57,19 @@ await worker.run(
     console.log(`Started turn ${run.turnId}`);
     console.log(`Watch it live: npm run turnkit -- --store ${databaseUrl} watch ${run.turnId}`);
     console.log(`Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
+    // The answer as it streams (deltas from the store, never from Temporal history).
+    let streaming = false;
+    for await (const part of run.stream()) {
+      if (part.turnId !== run.turnId) continue;
+      if (part.type === 'text.delta') {
+        if (!streaming) process.stdout.write('  » ');
+        streaming = true;
+        process.stdout.write(part.text.replace(/\n/g, '\n    '));
+      } else if (part.type === 'step.finished' && streaming) {
+        process.stdout.write('\n');
+        streaming = false;
+      }
+    }
     const turn = await run.result();
     const executions = await run.toolExecutions();
     console.log(
