@@ -241,9 +241,17 @@ class PostgresDriver implements SqlDriver {
   }
 
   /** A client of its own (not the pool's): a LISTEN connection stays open for as long as readers wait. */
-  async listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>> {
+  async listen(
+    channel: string,
+    onPayload: (payload: string) => void,
+    onLost: () => void,
+  ): Promise<() => Promise<void>> {
     const client = new pg.Client(this.#clientConfig);
+    let ended = false;
     client.on('error', () => undefined);
+    client.on('end', () => {
+      if (!ended) onLost();
+    });
     client.on('notification', (message) => {
       if (message.channel === channel && message.payload) onPayload(message.payload);
     });
@@ -254,7 +262,10 @@ class PostgresDriver implements SqlDriver {
       await client.end().catch(() => undefined);
       throw this.describeError(error);
     }
-    return () => client.end();
+    return () => {
+      ended = true;
+      return client.end();
+    };
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<Row[]> {

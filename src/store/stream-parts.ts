@@ -32,27 +32,26 @@ export function buildStreamPart(part: NewStreamPart): Omit<StreamPartRecord, 'se
 
 /**
  * Readers of this process waiting for parts, by root. The listening connection opens with the
- * first reader and closes with the last; a connection that fails is opened again by the next
- * reader (readers also poll slowly, so a lost notification only costs latency).
+ * first reader and closes with the last; one that dies is opened again (readers also poll
+ * slowly, so a lost notification only costs latency).
  */
 export class StreamWatchers {
   readonly #waiting = new Map<string, Set<() => void>>();
   #listening: Promise<() => Promise<void>> | null = null;
 
-  constructor(private readonly listen: (onPayload: (root: string) => void) => Promise<() => Promise<void>>) {}
+  constructor(
+    private readonly listen: (
+      onPayload: (root: string) => void,
+      onLost: () => void,
+    ) => Promise<() => Promise<void>>,
+  ) {}
 
   async watch(rootTurnId: string, wake: () => void): Promise<() => void> {
     let set = this.#waiting.get(rootTurnId);
     if (!set) this.#waiting.set(rootTurnId, (set = new Set()));
     set.add(wake);
-    this.#listening ??= this.listen((root) => {
-      for (const waiter of this.#waiting.get(root) ?? []) waiter();
-    }).catch((error: unknown) => {
-      this.#listening = null;
-      throw error;
-    });
     try {
-      await this.#listening;
+      await this.#open();
     } catch {
       // No push for now: the reader's slow poll covers it.
     }
@@ -61,6 +60,27 @@ export class StreamWatchers {
       if (set.size === 0) this.#waiting.delete(rootTurnId);
       if (this.#waiting.size === 0) void this.close();
     };
+  }
+
+  #open(): Promise<() => Promise<void>> {
+    this.#listening ??= this.listen(
+      (root) => {
+        for (const waiter of this.#waiting.get(root) ?? []) waiter();
+      },
+      // The connection died (a server restart): every waiting reader looks for what it may
+      // have missed, and the connection is opened again a second later while any wait.
+      () => {
+        this.#listening = null;
+        for (const set of this.#waiting.values()) for (const waiter of set) waiter();
+        setTimeout(() => {
+          if (this.#waiting.size > 0) this.#open().catch(() => undefined);
+        }, 1_000).unref();
+      },
+    ).catch((error: unknown) => {
+      this.#listening = null;
+      throw error;
+    });
+    return this.#listening;
   }
 
   async close(): Promise<void> {

@@ -22,7 +22,9 @@ import { AiSdkModel } from '../../src/models/ai-sdk-model.js';
 import { createModelClient } from '../../src/models/providers.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { answerCompletion, chunk, completionEvents, writeEvents } from '../helpers/openai-sse.js';
-import { describePostgres, openPgTestStore } from '../helpers/postgres.js';
+import pgClient from 'pg';
+import { describePostgres, openPgTestStore, pgTestUrl } from '../helpers/postgres.js';
+import { waitUntil } from '../helpers/wait.js';
 import { requireTemporal } from '../helpers/temporal.js';
 import { startKit, type TestKit } from '../helpers/turnkit.js';
 
@@ -425,6 +427,35 @@ describePostgres('stream: on PostgreSQL', () => {
       await wakes;
     } finally {
       unwatch();
+    }
+  });
+
+  it('stream: a LISTEN connection that dies (a server restart) is opened again, and push goes on', async () => {
+    const admin = new pgClient.Client({ connectionString: pgTestUrl() });
+    await admin.connect();
+    const listeners = async () =>
+      (
+        await admin.query(
+          `SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN "turnkit_stream"' AND datname = current_database() AND pid <> pg_backend_pid()`,
+        )
+      ).rows.map((row: { pid: number }) => row.pid);
+    let wake: () => void = () => undefined;
+    const unwatch = await peer.watchStream!('turn_restart', () => wake());
+    try {
+      const before = await listeners();
+      expect(before.length).toBeGreaterThan(0);
+      const lost = new Promise<void>((resolve) => (wake = resolve));
+      for (const pid of before) await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+      await lost;
+      await waitUntil(async () => (await listeners()).some((pid) => !before.includes(pid)), 20_000);
+      const pushed = new Promise<void>((resolve) => (wake = resolve));
+      await pg.store.appendStreamParts([
+        { rootTurnId: 'turn_restart', turnId: 'turn_restart', type: 'status' },
+      ]);
+      await pushed;
+    } finally {
+      unwatch();
+      await admin.end();
     }
   });
 

@@ -48,8 +48,12 @@ export interface SqlDriver {
   describeError(error: unknown): unknown;
   /** Tells listeners of `channel` when the connection's transaction commits (PostgreSQL NOTIFY). */
   notify?(connection: SqlConnection, channel: string, payload: string): Promise<void>;
-  /** Listens on `channel` on a connection of its own; resolves to the unlisten. */
-  listen?(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  /** Listens on `channel` on a connection of its own; resolves to the unlisten. `onLost`: the connection died. */
+  listen?(
+    channel: string,
+    onPayload: (payload: string) => void,
+    onLost: () => void,
+  ): Promise<() => Promise<void>>;
   /** Whether the error is a unique-constraint violation. */
   isUniqueViolation(error: unknown): boolean;
   close(): Promise<void>;

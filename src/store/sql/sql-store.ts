@@ -862,7 +862,7 @@ export class SqlStore implements Store {
   get watchStream(): ((rootTurnId: string, wake: () => void) => Promise<() => void>) | undefined {
     const listen = this.#driver.listen?.bind(this.#driver);
     if (!listen) return undefined;
-    this.#watchers ??= new StreamWatchers((onPayload) => listen(STREAM_CHANNEL, onPayload));
+    this.#watchers ??= new StreamWatchers((onPayload, onLost) => listen(STREAM_CHANNEL, onPayload, onLost));
     const watchers = this.#watchers;
     return (rootTurnId, wake) => watchers.watch(rootTurnId, wake);
   }
