@@ -147,14 +147,18 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
 
     async modelStep(input) {
       const { cancellationSignal: signal, info } = Context.current();
+      let dispatches = 0;
       // A store outage waits inside the attempt instead of using up the model's attempts.
       return mappingFailures(() =>
         withHeartbeat((heartbeat) =>
           retryWhileStoreDown(
-            () => runModelStep(runtime, input, { signal, heartbeat, attempt: info.attempt }),
-            {
-              signal,
-            },
+            () =>
+              runModelStep(runtime, input, {
+                signal,
+                heartbeat,
+                retry: info.attempt > 1 || dispatches++ > 0,
+              }),
+            { signal },
           ),
         ),
       );

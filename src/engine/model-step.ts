@@ -39,8 +39,11 @@ export interface ModelStepInput {
 export interface ModelStepHooks {
   signal: AbortSignal;
   heartbeat: () => void;
-  /** The activity's attempt (1 first): a later one supersedes what earlier ones streamed. */
-  attempt?: number;
+  /**
+   * An earlier try of this step may have streamed (a Temporal retry, or the step run again
+   * inside its attempt after a store outage): its deltas are superseded.
+   */
+  retry?: boolean;
 }
 
 function responseText(parts: readonly ContentPart[]): string {
@@ -142,7 +145,7 @@ async function callModel(
         },
       ],
     ],
-    stepStartedParts(turn, input.step, (hooks.attempt ?? 1) > 1, { model: request.model, agent: agent.name }),
+    stepStartedParts(turn, input.step, hooks.retry === true, { model: request.model, agent: agent.name }),
   );
   const attempt = opened.find((part) => part.type === 'step.started')!.sequence;
   const deltas = new DeltaWriter(store, turn, input.step, attempt, runtime.logger);
