@@ -122,7 +122,7 @@ function keys(suffix: string, result: { latencies: number[]; parts: number }): R
   return {
     [`stream_delta_p50_ms${suffix}`]: round(percentile(result.latencies, 50)),
     [`stream_delta_p99_ms${suffix}`]: round(percentile(result.latencies, 99)),
-    [`stream_parts_per_delta${suffix}`]: round((result.parts / result.latencies.length) * 100) / 100,
+    [`stream_parts_per_delta${suffix}`]: Math.round((result.parts / result.latencies.length) * 1000) / 1000,
   };
 }
 
