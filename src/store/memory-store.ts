@@ -45,6 +45,7 @@ import type {
   TurnUpdate,
   WaitRecord,
 } from './types.js';
+import { LANE_TURN_STATUSES } from './types.js';
 
 /**
  * Every table, keyed by primary key. Stored records are never mutated in place (an update
@@ -310,9 +311,7 @@ export class MemoryStore implements Store {
 
   async listActionableTurns(options: { limit: number }): Promise<TurnRecord[]> {
     const rows = [...this.#read.turns.values()].filter(
-      (turn) =>
-        turn.submittedAt !== null &&
-        (turn.status === 'pending' || turn.status === 'waiting' || turn.status === 'running'),
+      (turn) => turn.submittedAt !== null && LANE_TURN_STATUSES.includes(turn.status),
     );
     return jsonCopy(bounded(rows.sort(byUpdated), options.limit));
   }
