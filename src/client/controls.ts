@@ -3,7 +3,12 @@
  * when the client holds the key, and turning a refusal into the TurnKit error it names.
  */
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  isGrpcServiceError,
+  ServiceError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ControlAction } from '../engine/control-request.js';
 import { signPrincipal } from '../engine/principal-signature.js';
@@ -49,13 +54,31 @@ export async function sendControl(
   const payload: JsonObject = { ...fields, principal };
   if (sender.signingKey !== undefined)
     payload['signature'] = signPrincipal(sender.signingKey, { turnId, action, principal }) as unknown as Json;
-  try {
-    return await sender.temporal.workflow
-      .getHandle(turnWorkflowId(turnId))
-      .executeUpdate(UPDATES[action], { args: [payload] });
-  } catch (error) {
-    throw controlError(turnId, action, error);
+  const handle = sender.temporal.workflow.getHandle(turnWorkflowId(turnId));
+  for (let wait = 100, since = Date.now(); ; wait = Math.min(wait * 2, 2_000)) {
+    try {
+      return await handle.executeUpdate(UPDATES[action], { args: [payload] });
+    } catch (error) {
+      // The server refuses Updates while the workflow task is being retried (its worker was
+      // lost): the replacement takes it within seconds, then the Update goes through.
+      if (!workflowTaskFailing(error) || Date.now() - since > UPDATE_RETRY_MS)
+        throw controlError(turnId, action, error);
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
   }
+}
+
+/** How long a control is retried while the workflow task is being retried (worker lost). */
+const UPDATE_RETRY_MS = 60_000;
+const GRPC_FAILED_PRECONDITION = 9;
+
+function workflowTaskFailing(error: unknown): boolean {
+  const cause = error instanceof ServiceError ? error.cause : error;
+  return (
+    isGrpcServiceError(cause) &&
+    cause.code === GRPC_FAILED_PRECONDITION &&
+    /workflow task in failed state/i.test(cause.details ?? cause.message)
+  );
 }
 
 /** The TurnKit error behind an Update's failure: the type the workflow gave its ApplicationFailure. */

@@ -77,9 +77,14 @@ export async function authorizeControl(
   return { allowed: true, verified: verification.verified };
 }
 
-/** Stops the turn at a control boundary: `paused`, claim cleared, no worker held. */
+/**
+ * Stops the turn at a control boundary: `paused`, claim cleared, no worker held. Run again
+ * after its worker died past the commit, it finds the turn paused and has nothing to do.
+ */
 export async function pauseTurn(runtime: Runtime, input: OwnerInput): Promise<void> {
-  const { store, turn } = await runtime.ownTurn(input);
+  const current = await runtime.store.loadTurn(input.turnId);
+  if (current.status === 'paused' && current.claimToken === null) return;
+  const { store, turn } = await runtime.ownTurn(input, current);
   await store.atomic(null, () => store.updateTurn(input.turnId, { status: 'paused', claimToken: null }));
   await runtime.emit(turn, 'turn.paused', {});
 }
