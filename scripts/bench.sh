@@ -8,4 +8,5 @@ ensure_temporal
 echo "turnkit: benchmarks on Node $(node -v)"
 npx tsx bench/turn-bench.ts
 npx tsx bench/cancel-bench.ts
+npx tsx bench/approval-bench.ts
 npx tsx bench/recovery-bench.ts
