@@ -16,6 +16,7 @@ import { signPrincipal } from '../../src/engine/principal-signature.js';
 import { ArgumentError, AuthorizationError, ControlError } from '../../src/errors.js';
 import type { ModelClient, ModelRequest } from '../../src/models/types.js';
 import type { ContentPart } from '../../src/store/types.js';
+import { describePostgres, openPgTestStore } from '../helpers/postgres.js';
 import { temporalAddress } from '../helpers/temporal.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
@@ -458,6 +459,44 @@ describe('turn controls', () => {
     expect(ran).not.toContain('wire#w2');
     expect(turn.outputText).toContain('Never mind the transfer.');
     await expect(run.steer('too late')).rejects.toMatchObject({ code: 'finished' });
+  });
+});
+
+describePostgres('approvals and controls on PostgreSQL', () => {
+  let pgKit: TestKit;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    const pg = await openPgTestStore();
+    drop = pg.drop;
+    pgKit = await startKit({
+      store: pg.store,
+      model,
+      agents: [defineAgent({ name: 'approver', tools: [wire, lookup] })],
+    });
+  });
+  afterAll(async () => {
+    await pgKit?.stop();
+    await drop?.();
+  });
+
+  it('approval: on PostgreSQL, approve and reject decide held calls, a paused turn holds its lane, steering supersedes the rest', async () => {
+    const run = await pgKit.client.run('approver', 'CALLS: wire#pg1 wire#pg2 lookup#pg3');
+    await waitUntil(async () => (await run.pendingApprovals()).length === 2);
+    await run.pause({ principal: 'alice' });
+    await run.approve('call_pg1', { principal: 'alice' });
+    await waitUntil(async () => (await run.status()) === 'paused');
+    expect(await pgKit.store.busyConversation(run.conversationId)).toBe(true);
+    expect(ran).not.toContain('wire#pg1');
+    await run.resume({ principal: 'alice' });
+    await waitUntil(async () => ran.includes('wire#pg1'));
+    await run.steer('Skip the second transfer.', { principal: 'alice' });
+    const turn = await run.result();
+    expect(turn.status).toBe('completed');
+    const results = await resultTexts(run);
+    expect(results.map((r) => r.id)).toEqual(['call_pg1', 'call_pg2', 'call_pg3']);
+    expect(results[1]!.text).toContain('superseded by human steering');
+    expect(ran).not.toContain('wire#pg2');
+    expect(turn.outputText).toContain('Skip the second transfer.');
   });
 });
 
