@@ -38,7 +38,7 @@ export interface ControlVerdict {
 /**
  * Verifies the principal's signature, then asks the policy (action `approve`, `reject`,
  * `pause`, `resume` or `steer`, with `verified`). A denial is recorded as `control.denied`
- * and reported; an allowed control is recorded as its own event. Runs as a local activity
+ * and reported; an allowed control is recorded as its own event. Runs as a scheduled activity
  * inside the Update's handler: the key and the policy never enter workflow code or history.
  */
 export async function authorizeControl(

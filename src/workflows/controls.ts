@@ -3,11 +3,12 @@
  * `resume` and `steer`, their validators (what the workflow already knows: the payload, the
  * call, the turn's state), and the control boundaries where the turn pauses or takes steering.
  * Authorization needs the policy and the signing key, which never enter history, so it runs
- * in a local activity inside each handler; a refusal there fails the Update with a typed error.
+ * in a scheduled activity inside each handler; a refusal there fails the Update with a typed error.
  * Waiting (for a decision, or paused) is a workflow condition: no worker, no activity held.
  */
 import {
   ApplicationFailure,
+  CancellationScope,
   condition,
   currentUpdateInfo,
   setHandler,
@@ -104,8 +105,11 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
     return parsed.value;
   };
   const authorize = async (request: ControlRequest) => {
-    const verdict = await runStoreStep(() =>
-      run.activities.store.authorizeControl({ turnId: run.turnId, request }),
+    const verdict = await CancellationScope.nonCancellable(() =>
+      run.activities.controls.authorizeControl.executeWithOptions(
+        { summary: `authorize ${request.action}` },
+        [{ turnId: run.turnId, request }],
+      ),
     );
     if (!verdict.allowed)
       refuse('AuthorizationError', verdict.reason ?? `not authorized to ${request.action}`, 'denied');
