@@ -447,6 +447,19 @@ describe('turn controls', () => {
     expect(await eventTypes(run)).toEqual(expect.arrayContaining(['turn.steer_requested', 'turn.steered']));
   });
 
+  it('steer: steering that arrives during the final model call is read before the turn ends: the candidate is dropped and the model answers again', async () => {
+    modelGate.current = gate();
+    const run = await kit.client.run('approver', 'GATE just answer');
+    await waitUntil(async () => (await eventTypes(run)).includes('model.requested'));
+    await run.steer('Mention the deadline.', { principal: 'alice' });
+    modelGate.current.open();
+    const turn = await run.result();
+    expect(turn.status).toBe('completed');
+    expect(turn.outputText).toBe('read: Mention the deadline.');
+    const assistant = (await run.transcript()).filter((m) => m.role === 'assistant');
+    expect(assistant).toHaveLength(2);
+  });
+
   it('steer: steering a call awaiting approval supersedes it; steering a finished turn is refused', async () => {
     const run = await kit.client.run('approver', 'CALLS: lookup#w1 wire#w2');
     await awaiting(run);
