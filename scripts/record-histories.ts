@@ -5,13 +5,16 @@
  * (no names: all of them; give names to add a new history without re-recording the others).
  */
 import { writeFileSync } from 'node:fs';
+import { Context } from '@temporalio/activity';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { z } from 'zod';
 import { defineAgent } from '../src/agents/agent.js';
 import { defineTool } from '../src/agents/tool.js';
 import { ScriptedModel } from '../src/models/scripted-model.js';
+import { openStore } from '../src/store/index.js';
+import type { Store } from '../src/store/types.js';
 import { resetWorkflow } from '../test/helpers/reset.js';
-import { startKit } from '../test/helpers/turnkit.js';
+import { startKit, tempSqliteUrl } from '../test/helpers/turnkit.js';
 import { gate } from '../test/helpers/wait.js';
 
 const finish = defineTool({
@@ -44,6 +47,16 @@ const hold = defineTool({
     return { held: true };
   },
 });
+const busy = gate();
+const occupy = defineTool({
+  name: 'occupy',
+  description: 'Keeps the conversation busy until released.',
+  input: z.object({}),
+  execute: async () => {
+    await busy.promise;
+    return { occupied: true };
+  },
+});
 const reviewer = defineAgent({ name: 'reviewer' });
 const model = new ScriptedModel({
   terminal: () => ({
@@ -66,6 +79,11 @@ const model = new ScriptedModel({
           ],
         },
   reviewer: () => 'reviewed',
+  slowbusy: (request) =>
+    request.messages.some((m) => m.role === 'tool') ||
+    request.messages.filter((m) => m.role === 'user').length > 1
+      ? 'after the lane'
+      : { toolCalls: [{ name: 'occupy', arguments: {} }] },
   slowclaim: () => 'claimed slowly',
   revised: (request) => (request.messages.length > 1 ? 'final answer' : 'draft TODO'),
   failing: [{ error: { status: 400, message: 'rejected' } }],
@@ -85,7 +103,32 @@ const model = new ScriptedModel({
       ? 'taken over'
       : { toolCalls: [{ name: 'hold', arguments: {} }] },
 });
+const inActivity = () => {
+  try {
+    return Boolean(Context.current());
+  } catch {
+    return false;
+  }
+};
+// The worker's store: the claim of a turn listed in `slowClaims` reads it 17 s late, once
+// (two workflow-task heartbeats).
+const slowClaims = new Set<string>();
+const plain = await openStore(tempSqliteUrl());
+const store = new Proxy(plain, {
+  get(target, prop) {
+    const value: unknown = Reflect.get(target, prop, target);
+    if (prop === 'loadTurn') {
+      return async (id: string) => {
+        if (inActivity() && slowClaims.delete(id))
+          await new Promise((resolve) => setTimeout(resolve, 17_000));
+        return target.loadTurn(id);
+      };
+    }
+    return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+  },
+}) as Store;
 const kit = await startKit({
+  store,
   agents: [
     defineAgent({ name: 'terminal', tools: [echo, finish] }),
     defineAgent({ name: 'looping', tools: [echo] }),
@@ -93,6 +136,7 @@ const kit = await startKit({
     defineAgent({ name: 'failing' }),
     defineAgent({ name: 'cancelled' }),
     defineAgent({ name: 'reclaimed', tools: [hold] }),
+    defineAgent({ name: 'slowbusy', tools: [occupy] }),
     // Approvals and turn controls (PATCH_0_4): a call held for approval, pause, steer, resume.
     defineAgent({ name: 'approved', tools: [wire, echo] }),
     defineAgent({
@@ -176,4 +220,20 @@ if (wanted('approved')) {
   await run.result();
   await save('approved', run.workflowId);
 }
+if (wanted('slowbusy')) {
+  // A claim refused with lane_busy that outlives its workflow task (17 s): the released
+  // PATCH_SIGNALLED_WAITS is checked right after that local activity's result.
+  const conversation = await kit.client.conversation('slowbusy');
+  const first = await conversation.ask('occupy the lane');
+  await until(async () => (await first.toolExecutions()).some((e) => e.status === 'running'));
+  const second = await conversation.ask('wait for the lane', { start: false });
+  slowClaims.add(second.turnId);
+  await second.start();
+  await new Promise((resolve) => setTimeout(resolve, 20_000));
+  busy.open();
+  await first.result();
+  await second.result();
+  await save('slowbusy', second.workflowId);
+}
 await kit.stop();
+await plain.close();

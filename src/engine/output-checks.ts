@@ -17,7 +17,7 @@ import type {
   OutputViolation,
 } from '../agents/output-policy.js';
 import { isOutputPolicy } from '../agents/output-policy.js';
-import { ArgumentError, ConfigError } from '../errors.js';
+import { ArgumentError, ConfigError, StoreError, TurnKitError } from '../errors.js';
 import type { ModelClient, ModelRequest, ModelResult, Thinking } from '../models/types.js';
 import type { Json, JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { checkTreeSpend, recordInternalCall } from './charge.js';
@@ -25,7 +25,7 @@ import type { OwnerInput } from './digest.js';
 import { loadedSkillsOf } from './skills.js';
 import type { Runtime } from './runtime.js';
 import type { TurnState } from './turn-state.js';
-import { phaseOf, turnState, updateState } from './turn-state.js';
+import { countStepError, phaseOf, turnState, updateState } from './turn-state.js';
 
 export interface OutputAudit {
   clean: boolean;
@@ -377,12 +377,29 @@ export interface OutputAuditDigest {
 }
 
 /**
+ * A check that threw, with its class and message: retried while the candidate has attempts
+ * left (`maxOutputAttempts`), then the turn's failure. The engine's own signal.
+ */
+class OutputCheckFailure extends TurnKitError {
+  override readonly retryable: boolean;
+  constructor(error: unknown, retryable: boolean, retryDelayMs: number) {
+    super(error instanceof Error ? error.message : String(error), { cause: error, retryDelayMs });
+    this.name = error instanceof Error ? error.name : 'Error';
+    this.retryable = retryable;
+  }
+}
+
+const DEFAULT_MAX_OUTPUT_ATTEMPTS = 3;
+
+/**
  * The `outputAudit` activity: runs the checks once per candidate and stores the result in
  * `state.output_audit` (`{key, violations}`); a retry after the store finds it and runs nothing.
+ * A check that throws is counted per candidate in the store, so worker loss (Temporal's
+ * retries) never spends the attempts; a TurnKit error that is final (a budget) fails at once.
  */
 export async function runOutputAudit(
   runtime: Runtime,
-  input: OwnerInput,
+  input: OwnerInput & { maxAttempts?: number },
   hooks: OutputCheckHooks,
 ): Promise<OutputAuditDigest> {
   const { store, turn, agent } = await runtime.ownTurn(input);
@@ -392,7 +409,19 @@ export async function runOutputAudit(
   const key = auditKey(state);
   const stored = storedAudit(state, key);
   if (stored) return { audited: true, clean: stored.length === 0, violationCount: stored.length };
-  const violations = await checkTurnOutput(runtime, store, agent, turn, hooks);
+  let violations: OutputViolation[];
+  try {
+    violations = await checkTurnOutput(runtime, store, agent, turn, hooks);
+  } catch (error) {
+    // A store outage is waited out around the activity (decision 14); a final error fails now.
+    if (error instanceof StoreError || (error instanceof TurnKitError && !error.retryable)) throw error;
+    const { count, retryDelayMs } = await countStepError(store, turn.id, 'output_errors', key);
+    throw new OutputCheckFailure(
+      error,
+      count < (input.maxAttempts ?? DEFAULT_MAX_OUTPUT_ATTEMPTS),
+      retryDelayMs,
+    );
+  }
   await updateState(store, turn.id, {
     output_audit: { key, violations: violations as unknown as JsonObject[] },
   });

@@ -27,6 +27,8 @@ export interface TurnState {
   output_judged?: { key: string; verdicts: Record<string, JsonObject[]> } | null;
   /** What the `outputAudit` activity found for the candidate whose key it names. */
   output_audit?: { key: string; violations: JsonObject[] } | null;
+  /** Output-check runs that threw, for the candidate `key` (`maxOutputAttempts`). */
+  output_errors?: { step: string; count: number };
   wait_input?: boolean;
   reserved_step?: string;
   model_step?: string;
@@ -72,6 +74,29 @@ export async function updateState(
     const state = { ...turnState(turn), ...patch } as JsonObject;
     return store.updateTurn(turnId, { options: { ...turn.options, state } });
   });
+}
+
+/** Errors one step has seen, counted in the turn's state (`provider_errors`, `output_errors`). */
+type StepErrorField = 'provider_errors' | 'output_errors';
+
+/**
+ * Counts one more error of `step` under `field`, in one transaction, so every worker sees the
+ * count (a different step starts over at 1). An attempt that died with its worker never
+ * counts. Returns the count and the retry's delay (1 s, doubling to 30 s).
+ */
+export async function countStepError(
+  store: Store,
+  turnId: string,
+  field: StepErrorField,
+  step: string,
+): Promise<{ count: number; retryDelayMs: number }> {
+  const count = await store.atomic(null, async () => {
+    const previous = turnState(await store.loadTurn(turnId))[field];
+    const count = previous?.step === step ? previous.count + 1 : 1;
+    await updateState(store, turnId, { [field]: { step, count } });
+    return count;
+  });
+  return { count, retryDelayMs: Math.min(1_000 * 2 ** (count - 1), 30_000) };
 }
 
 export function toolCallParts(parts: readonly ContentPart[] | null | undefined) {

@@ -55,11 +55,8 @@ export function turnActivities(settings: TurnSettings = {}) {
     toolMaxAttempts: settings.maxToolAttempts ?? DEFAULT_TURN_SETTINGS.maxToolAttempts,
     // Output constraints and judges are user code and model calls: a scheduled activity with
     // its own timeout and heartbeat, never a short local one.
-    output: proxyActivities<TurnActivities>({
-      startToCloseTimeout: output.startToCloseTimeout,
-      heartbeatTimeout: output.heartbeatTimeout,
-      retry: { maximumAttempts: output.maximumAttempts, initialInterval: '1 second' },
-    }),
+    output: proxyActivities<TurnActivities>({ ...timeouts(output), retry: infrastructureRetry(output) }),
+    maxOutputAttempts: settings.maxOutputAttempts ?? DEFAULT_TURN_SETTINGS.maxOutputAttempts,
     // Failing a turn is a scheduled activity: the server runs it only for a workflow task it
     // accepted, so a stale task of this run can never fail the turn the live task runs.
     terminal: proxyActivities<TurnActivities>({ startToCloseTimeout: '1 minute', retry: STORE_OUTAGE_RETRY }),

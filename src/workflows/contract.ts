@@ -58,6 +58,8 @@ export interface TurnSettings {
   workflowTaskTimeout?: string | number;
   /** The output checks: constraints and LLM-judged policies (user code with no time bound). */
   output?: ActivitySettings;
+  /** Runs of the output checks that threw, per candidate, before the turn fails with that error. */
+  maxOutputAttempts?: number;
 }
 
 /**
@@ -81,14 +83,16 @@ export const DEFAULT_TURN_SETTINGS = {
     maximumAttempts: 0,
     scheduleToCloseTimeout: '1 hour',
   },
-  // Not counted by the engine: Temporal's attempts, as before.
+  // User code: a longer heartbeat timeout than a model call's, for checks that hold the event
+  // loop a while; errors are counted by the engine (maxOutputAttempts), as for a model step.
   output: {
     startToCloseTimeout: '5 minutes',
     heartbeatTimeout: '20 seconds',
-    maximumAttempts: 3,
+    maximumAttempts: 0,
     scheduleToCloseTimeout: '1 hour',
   },
   maxProviderAttempts: 5,
+  maxOutputAttempts: 3,
   // A replay-safe tool may be re-run until its last attempt; any other tool runs once.
   maxToolAttempts: 3,
 } as const satisfies Required<{
@@ -96,6 +100,7 @@ export const DEFAULT_TURN_SETTINGS = {
   tool: Required<ActivitySettings>;
   output: Required<ActivitySettings>;
   maxProviderAttempts: number;
+  maxOutputAttempts: number;
   maxToolAttempts: number;
 }>;
 
@@ -149,7 +154,7 @@ export interface TurnActivities {
   resumeTurn(input: OwnerInput): Promise<TurnDigest>;
   turnStatus(input: { turnId: string }): Promise<{ status: string }>;
   /** Runs the output constraints and judges on the candidate; stores the audit for `outputStep`. */
-  outputAudit(input: OwnerInput): Promise<OutputAuditDigest>;
+  outputAudit(input: OwnerInput & { maxAttempts?: number }): Promise<OutputAuditDigest>;
   outputStep(input: OwnerInput): Promise<OutputStepDigest>;
   authorizeCancel(
     input: { turnId: string } & CancelRequest,

@@ -95,7 +95,7 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
       run.console.update({ phase: 'output' });
       if (digest.outputChecks && run.features.outputAudit) {
         await checks.outputAudit.executeWithOptions({ summary: 'output checks' }, [
-          { turnId: run.turnId, claimToken: run.claimToken },
+          { turnId: run.turnId, claimToken: run.claimToken, maxAttempts: run.activities.maxOutputAttempts },
         ]);
       }
       const output = await runStoreStep(() =>

@@ -2,7 +2,8 @@
  * Provider and tool errors are counted by the engine, per model step and per execution, in
  * the turn's state (issue 20): a model step that keeps failing fails the turn with ModelError
  * after exactly `maxProviderAttempts` provider calls, a replay-safe tool that keeps throwing
- * is failed after `maxToolAttempts` runs, and Temporal's own attempts (unbounded) are left to
+ * is failed after `maxToolAttempts` runs, output checks that keep throwing fail the turn after
+ * `maxOutputAttempts` runs for one candidate, and Temporal's own attempts (unbounded) are left to
  * infrastructure faults, which test/recovery covers with real worker processes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,11 +27,16 @@ const flaky = defineTool({
   },
 });
 
+let checks = 0;
+let shaky = 0;
+
 let failures = 0;
 const script = new ScriptedModel({
   down: () => ({ error: { status: 503, message: 'service unavailable' } }),
   // Two provider errors, then an answer: within the default five attempts.
   recovering: () => (failures++ < 2 ? { error: { status: 500, message: 'flaky provider' } } : 'recovered'),
+  checked: () => 'checked answer',
+  steadied: () => 'steadied answer',
   retrier: (request) =>
     request.messages.some((m) => m.role === 'tool') ? 'tool gave up' : toolCall('flaky', {}),
 });
@@ -43,9 +49,28 @@ describe('provider and tool attempts are counted by the engine', () => {
         defineAgent({ name: 'down' }),
         defineAgent({ name: 'recovering' }),
         defineAgent({ name: 'retrier', tools: [flaky] }),
+        defineAgent({
+          name: 'checked',
+          outputConstraints: [
+            () => {
+              checks += 1;
+              throw new TypeError(`constraint broke (${checks})`);
+            },
+          ],
+        }),
+        defineAgent({
+          name: 'steadied',
+          outputConstraints: [
+            () => {
+              shaky += 1;
+              if (shaky === 1) throw new Error('constraint broke once');
+              return null;
+            },
+          ],
+        }),
       ],
       model: script,
-      turnSettings: { maxProviderAttempts: 3, maxToolAttempts: 2 },
+      turnSettings: { maxProviderAttempts: 3, maxToolAttempts: 2, maxOutputAttempts: 2 },
     });
   });
   afterAll(() => kit?.stop());
@@ -78,5 +103,23 @@ describe('provider and tool attempts are counted by the engine', () => {
     expect(execution!.error).toMatchObject({ message: 'flaky run 2' });
     expect(runs).toEqual([`turnkit:tool:${execution!.id}`, `turnkit:tool:${execution!.id}`]);
     expect(turnState(turn).tool_errors).toEqual({ [execution!.id]: 2 });
+  }, 30_000);
+
+  it('output checks that keep throwing fail the turn after exactly maxOutputAttempts runs for the candidate, with the check error', async () => {
+    const run = await kit.client.run('checked', 'Answer');
+    const turn = await run.result();
+    expect(turn.status).toBe('failed');
+    expect(turn.error).toMatchObject({ class: 'TypeError', message: 'constraint broke (2)' });
+    expect(checks).toBe(2);
+    expect(turnState(turn).output_errors).toMatchObject({ count: 2 });
+    expect(turn.claimToken).toBeNull();
+  }, 30_000);
+
+  it('an output check that throws once is run again and the turn completes', async () => {
+    const turn = await (await kit.client.run('steadied', 'Answer')).result();
+    expect(turn.status).toBe('completed');
+    expect(turn.outputText).toBe('steadied answer');
+    expect(shaky).toBe(2);
+    expect(turnState(turn).output_errors).toMatchObject({ count: 1 });
   }, 30_000);
 });
