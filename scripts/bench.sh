@@ -9,5 +9,6 @@ ensure_postgres
 echo "turnkit: benchmarks on Node $(node -v)"
 npx tsx bench/turn-bench.ts
 npx tsx bench/cancel-bench.ts
+npx tsx bench/approval-bench.ts
 npx tsx bench/recovery-bench.ts
 npx tsx bench/stream-bench.ts

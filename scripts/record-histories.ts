@@ -30,6 +30,13 @@ const echo = defineTool({
   input: z.object({ text: z.string() }),
   execute: ({ text }) => ({ text }),
 });
+const wire = defineTool({
+  name: 'wire',
+  description: 'Wires money once a person approved it.',
+  input: z.object({ amount: z.number() }),
+  needsApproval: true,
+  execute: ({ amount }) => ({ wired: amount }),
+});
 const held = gate();
 const hold = defineTool({
   name: 'hold',
@@ -82,6 +89,15 @@ const model = new ScriptedModel({
   failing: [{ error: { status: 400, message: 'rejected' } }],
   cancelled: () => ({ text: 'never', delayMs: 60_000 }),
   compacted: (request) => (request.metadata.purpose === 'compaction' ? 'summary' : 'answered'),
+  approved: (request) =>
+    request.messages.some((m) => m.role === 'tool')
+      ? 'steered answer'
+      : {
+          toolCalls: [
+            { name: 'wire', arguments: { amount: 5 } },
+            { name: 'echo', arguments: { text: 'b' } },
+          ],
+        },
   reclaimed: (request) =>
     request.messages.some((m) => m.role === 'tool')
       ? 'taken over'
@@ -121,6 +137,8 @@ const kit = await startKit({
     defineAgent({ name: 'cancelled' }),
     defineAgent({ name: 'reclaimed', tools: [hold] }),
     defineAgent({ name: 'slowbusy', tools: [occupy] }),
+    // Approvals and turn controls (PATCH_0_4): a call held for approval, pause, steer, resume.
+    defineAgent({ name: 'approved', tools: [wire, echo] }),
     defineAgent({
       name: 'compacted',
       compaction: { contextLimit: 600, reservedTokens: 0, tailMessages: 1, tailTokens: 100 },
@@ -187,6 +205,20 @@ if (wanted('reclaimed')) {
   await run.result();
   held.open();
   await save('reclaimed', run.workflowId);
+}
+if (wanted('approved')) {
+  // wire awaits approval while echo runs; pause, approve (the turn pauses before wire runs),
+  // steer while paused, resume: wire runs, echo's result is kept, the steering goes to the model.
+  const run = await kit.client.run('approved', 'record approvals');
+  await until(async () => (await run.pendingApprovals()).length === 1);
+  const [pending] = await run.pendingApprovals();
+  await run.pause({ principal: 'ops' });
+  await run.approve(pending!.toolCallId, { principal: 'ops', note: 'ok' });
+  await until(async () => (await run.status()) === 'paused');
+  await run.steer('Answer briefly.', { principal: 'ops' });
+  await run.resume({ principal: 'ops' });
+  await run.result();
+  await save('approved', run.workflowId);
 }
 if (wanted('slowbusy')) {
   // A claim refused with lane_busy that outlives its workflow task (17 s): the released

@@ -48,6 +48,18 @@ export class ModelError extends TurnKitError {
     this.retryable = options?.retryable ?? false;
   }
 }
+/**
+ * A person's control (approve, reject, pause, resume, steer) that the turn cannot take as it
+ * is: an unknown or already decided tool call, a finished turn, resuming a turn that is not
+ * paused. `code` names which. Nothing was written.
+ */
+export class ControlError extends TurnKitError {
+  readonly code: string;
+  constructor(message: string, options?: { code?: string; cause?: unknown }) {
+    super(message, options);
+    this.code = options?.code ?? 'refused';
+  }
+}
 /** A tool failed in a way the model should read: its execution is failed, the turn goes on. */
 export class ToolError extends TurnKitError {}
 /** Tool arguments did not match the tool's schema. */
@@ -102,6 +114,7 @@ const TURNKIT_CLASSES = new Set([
   'RecordNotFound',
   'LostClaim',
   'StaleTask',
+  'ControlError',
   'Cancelled',
   'OutputAudit',
   // An activity that timed out (the workflow's own classification of a Temporal timeout).

@@ -39,6 +39,8 @@ export type {
   ToolContext,
   ToolDefinition,
   ToolOptions,
+  NeedsApproval,
+  ApprovalContext,
   ToolRecovery,
 } from './agents/tool.js';
 export { AgentRegistry } from './agents/registry.js';
@@ -64,7 +66,9 @@ export { RunHandle } from './client/run-handle.js';
 export type { RunStreamOptions, RunStreamPart } from './client/run-stream.js';
 export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
 export type { RunSseOptions, StreamableRun } from './client/ui-stream.js';
-export { laneWorkflowId, SIGNALS, turnWorkflowId } from './workflows/contract.js';
+export { laneWorkflowId, SIGNALS, turnWorkflowId, UPDATES } from './workflows/contract.js';
+export type { ApprovalResult, ControlState } from './workflows/contract.js';
+export type { PendingApproval } from './client/controls.js';
 export * from './errors.js';
 export type * from './store/types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';

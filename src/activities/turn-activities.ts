@@ -8,6 +8,7 @@ import { ApplicationFailure, WorkflowExecutionAlreadyStartedError } from '@tempo
 import { taskOf } from '../engine/build-turn.js';
 import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
 import { claimTurn } from '../engine/claim.js';
+import { authorizeControl, pauseTurn, resumePausedTurn, steerTurn } from '../engine/controls.js';
 import { laneStep } from '../engine/messaging.js';
 import { runCompactionStep } from '../engine/compaction.js';
 import { runModelStep } from '../engine/model-step.js';
@@ -236,6 +237,22 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
 
     async failTurn(input) {
       return mappingFailures(() => failTurn(runtime, input));
+    },
+
+    async authorizeControl(input) {
+      return mappingFailures(() => authorizeControl(runtime, input));
+    },
+
+    async pauseTurn(input) {
+      return mappingFailures(() => pauseTurn(runtime, input));
+    },
+
+    async resumePausedTurn(input) {
+      return mappingFailures(() => resumePausedTurn(runtime, input));
+    },
+
+    async steerTurn(input) {
+      return mappingFailures(() => steerTurn(runtime, input));
     },
   };
 }

@@ -47,6 +47,22 @@ export interface ToolContext {
 /** What a tool may add to its turn's conversation after the results (an image, a media analysis). */
 export type AfterResultsMessage = Pick<NewMessage, 'role' | 'kind' | 'content' | 'metadata'>;
 
+/**
+ * Whether a call must wait for a person's `approve` before it runs: `true`, or a function of
+ * the validated arguments and the call's context (asked once, when the call is first
+ * dispatched; if it throws, the call fails with its message and the model reads it).
+ */
+export type NeedsApproval<Args = never> =
+  boolean | ((args: Args, context: ApprovalContext) => boolean | Promise<boolean>);
+
+/** What a `needsApproval` function sees of the call. */
+export interface ApprovalContext {
+  readonly principal: Json;
+  readonly context: JsonObject;
+  readonly turn: TurnRecord;
+  readonly toolCallId: string;
+}
+
 export type ToolKind = 'ordinary' | 'subAgent' | 'launchAgent' | 'waitFor' | 'sendMessage';
 
 export interface ToolDefinition<Schema extends z.ZodObject = z.ZodObject, Result = unknown> {
@@ -63,6 +79,12 @@ export interface ToolDefinition<Schema extends z.ZodObject = z.ZodObject, Result
   readonly readOnly: boolean;
   /** Text appended as the final assistant message when a terminal tool ends the turn. */
   completionMessage(result: Json): string;
+  /** Some calls wait for a person's decision first (`needsApproval` given; ordinary tools only). */
+  readonly needsApproval: boolean;
+  /** Whether this call waits for a decision (`needsApproval` applied to it; it may throw). */
+  requiresApproval(args: z.infer<Schema>, context: ApprovalContext): boolean | Promise<boolean>;
+  /** Rejects a call still awaiting its decision after this many ms ("approval timed out"). */
+  readonly approvalTimeoutMs: number | null;
   execute(args: z.infer<Schema>, context: ToolContext): Promise<Result> | Result;
 }
 
@@ -76,6 +98,10 @@ export interface ToolOptions<Schema extends z.ZodObject, Result> {
   terminal?: boolean | string | ((result: Json) => string);
   /** Declares the tool free of side effects; read-only tools default to `replaySafe`. */
   readOnly?: boolean;
+  /** Hold each call for a person's `approve`/`reject` (Temporal Updates) before it runs. */
+  needsApproval?: NeedsApproval<z.infer<Schema>>;
+  /** With `needsApproval`: reject on a durable timer if nobody decides in time (ms or '10 minutes'). */
+  approvalTimeout?: number | string;
 }
 
 const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
@@ -114,6 +140,12 @@ export function buildTool<Schema extends z.ZodObject, Result>(
     throw new ArgumentError(`tool ${options.name}: recovery must be 'unknown' or 'replaySafe'`);
   }
   const terminal = options.terminal ?? false;
+  const needsApproval = options.needsApproval ?? false;
+  if (typeof needsApproval !== 'boolean' && typeof needsApproval !== 'function')
+    throw new ArgumentError(`tool ${options.name}: needsApproval must be a boolean or a function`);
+  if (needsApproval !== false && kind !== 'ordinary')
+    throw new ArgumentError(`tool ${options.name}: only ordinary tools can need approval`);
+  const approvalTimeoutMs = durationMs(options.name, options.approvalTimeout);
   const jsonSchema = z.toJSONSchema(options.input, { target: 'draft-7', io: 'input' }) as JsonObject;
   delete jsonSchema['$schema'];
   return Object.freeze({
@@ -125,6 +157,10 @@ export function buildTool<Schema extends z.ZodObject, Result>(
     terminal: terminal !== false,
     kind,
     readOnly,
+    needsApproval: needsApproval !== false,
+    approvalTimeoutMs,
+    requiresApproval: (args: z.infer<Schema>, context: ApprovalContext) =>
+      typeof needsApproval === 'function' ? needsApproval(args, context) : needsApproval,
     completionMessage(result: Json): string {
       if (typeof terminal === 'string') return terminal;
       if (typeof terminal === 'function') return terminal(result);
@@ -134,6 +170,27 @@ export function buildTool<Schema extends z.ZodObject, Result>(
     },
     execute: options.execute,
   });
+}
+
+const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)$/;
+
+function unitMs(unit: string): number {
+  if (unit === 'ms' || unit.startsWith('milli')) return 1;
+  if (unit.startsWith('s')) return 1_000;
+  if (unit.startsWith('m')) return 60_000;
+  return 3_600_000;
+}
+
+/** `approvalTimeout` as ms: a positive number, or a string like '90 seconds' or '10 minutes'. */
+function durationMs(tool: string, value: number | string | undefined): number | null {
+  if (value === undefined) return null;
+  const match = typeof value === 'string' ? DURATION.exec(value.trim()) : null;
+  const ms = typeof value === 'number' ? value : match ? Number(match[1]) * unitMs(match[2]!) : NaN;
+  if (!Number.isFinite(ms) || ms <= 0)
+    throw new ArgumentError(
+      `tool ${tool}: approvalTimeout must be a positive number of ms or a duration like '10 minutes'`,
+    );
+  return Math.round(ms);
 }
 
 /**

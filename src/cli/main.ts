@@ -6,6 +6,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import type { Client } from '@temporalio/client';
 import { AgentRegistry } from '../agents/registry.js';
+import type { RunHandle } from '../client/run-handle.js';
 import { TurnKitClient } from '../client/turnkit-client.js';
 import { readRunStream } from '../client/run-stream.js';
 import { RecordNotFound, TurnKitError } from '../errors.js';
@@ -90,6 +91,7 @@ class Session {
       ...(this.options.taskQueue ? { taskQueue: this.options.taskQueue } : {}),
       ...(module?.authorization ? { authorization: module.authorization } : {}),
       ...(module?.defaultModel ? { defaultModel: module.defaultModel } : {}),
+      ...signingKey(),
     });
   }
 
@@ -289,6 +291,7 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...(module.model ? { model: module.model } : {}),
           ...(module.authorization ? { authorization: module.authorization } : {}),
           ...(module.defaultModel ? { defaultModel: module.defaultModel } : {}),
+          ...signingKey(),
         }).catch((error: unknown) => {
           const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
           throw new CliError(`the worker cannot start against ${temporalAddress(options)}: ${reason}`);
@@ -464,6 +467,71 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
       }),
     );
 
+  // A person in the loop: each control is the turn workflow's Update of the same name.
+  const control = (
+    name: string,
+    description: string,
+    send: (run: RunHandle, args: string[], opts: Record<string, string | undefined>) => Promise<unknown>,
+    options: { args?: string[]; flags?: [string, string][] } = {},
+  ) => {
+    const command = program.command(name).description(description).argument('<turnId>');
+    for (const arg of options.args ?? []) command.argument(arg);
+    for (const [flag, help] of options.flags ?? []) command.option(flag, help);
+    command.option('--principal <json>', 'who is asking (JSON)').action(
+      action(async (session, turnId: string, ...rest: unknown[]) => {
+        const client = await session.client(await session.module(false));
+        const args = rest.slice(0, (options.args ?? []).length) as string[];
+        const opts = rest[(options.args ?? []).length] as Record<string, string | undefined>;
+        const principal = parseJson('--principal', opts['principal']);
+        const run = await client.handle(turnId);
+        const answer = await send(run, args, {
+          ...opts,
+          ...(principal === undefined ? {} : { principal }),
+        } as never);
+        io.out.write(`${JSON.stringify(answer)}\n`);
+      }),
+    );
+  };
+  const who = (opts: Record<string, unknown>) =>
+    opts['principal'] === undefined ? {} : { principal: opts['principal'] as Json };
+  program
+    .command('pending')
+    .description('tool calls of a turn awaiting approval')
+    .argument('<turnId>')
+    .action(
+      action(async (session, turnId: string) => {
+        const client = await session.client(await session.module(false));
+        const pending = await (await client.handle(turnId)).pendingApprovals();
+        if (globals().json) io.out.write(`${JSON.stringify(pending)}\n`);
+        else
+          for (const call of pending)
+            io.out.write(
+              `${call.toolCallId} ${call.toolName} ${JSON.stringify(call.arguments)} since ${call.requestedAt}\n`,
+            );
+      }),
+    );
+  control(
+    'approve',
+    'approve a tool call awaiting approval',
+    (run, [id], opts) => run.approve(id!, { ...who(opts), ...(opts['note'] ? { note: opts['note'] } : {}) }),
+    { args: ['<toolCallId>'], flags: [['--note <text>', 'a note for the record']] },
+  );
+  control(
+    'reject',
+    'reject a tool call awaiting approval (the model reads the reason)',
+    (run, [id], opts) =>
+      run.reject(id!, { ...who(opts), ...(opts['reason'] ? { reason: opts['reason'] } : {}) }),
+    { args: ['<toolCallId>'], flags: [['--reason <text>', 'why (the model reads it)']] },
+  );
+  control('pause', 'pause a turn at its next control boundary', (run, _args, opts) => run.pause(who(opts)));
+  control('resume', 'resume a paused turn', (run, _args, opts) => run.resume(who(opts)));
+  control(
+    'steer',
+    "append a person's message at the next control boundary",
+    (run, [text], opts) => run.steer(text!, who(opts)),
+    { args: ['<text>'] },
+  );
+
   program
     .command('send')
     .description('send a durable message to a conversation (delivered once per key)')
@@ -490,6 +558,12 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
     );
 
   return program;
+}
+
+/** TURNKIT_SIGNING_KEY: the key controls and cancels are signed with (workers verify it). */
+function signingKey(): { signingKey?: string } {
+  const key = process.env['TURNKIT_SIGNING_KEY'];
+  return key ? { signingKey: key } : {};
 }
 
 /** Runs the command line; returns the exit code. Errors are one line unless --debug. */

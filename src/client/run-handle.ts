@@ -4,6 +4,7 @@ import type { TurnPreview } from '../engine/model-request.js';
 import type {
   EventRecord,
   Json,
+  JsonObject,
   MessageRecord,
   Store,
   ToolExecutionRecord,
@@ -11,11 +12,16 @@ import type {
   Usage,
 } from '../store/types.js';
 import type { OutputViolation } from '../agents/output-policy.js';
-import { turnWorkflowId } from '../workflows/contract.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 import { readRunStream } from './run-stream.js';
 import { toUIMessageChunks } from './ui-stream.js';
 import type { UIMessageChunk } from 'ai';
+import { TERMINAL_TURN_STATUSES } from '../store/types.js';
+import type { ApprovalResult, ControlState } from '../workflows/contract.js';
+import { controlStateQuery, turnWorkflowId } from '../workflows/contract.js';
+import type { ControlAction } from '../engine/control-request.js';
+import type { PendingApproval } from './controls.js';
+import { pendingApproval } from './controls.js';
 
 export function sumUsage(turns: readonly TurnRecord[]): Usage {
   const total: Usage = {
@@ -50,6 +56,8 @@ export interface RunHandleDeps {
   preview(turnId: string): Promise<TurnPreview>;
   cancel(turnId: string, request: { descendants?: 'retain' | 'cascade'; principal?: Json }): Promise<void>;
   waitFor(turnId: string, targets: string[], principal?: Json): Promise<void>;
+  /** Sends a person's control as its Update (signed when the client holds the key). */
+  control(turnId: string, action: ControlAction, fields: JsonObject): Promise<unknown>;
 }
 
 /**
@@ -82,6 +90,59 @@ export class RunHandle {
   async cancel(request: { descendants?: 'retain' | 'cascade'; principal?: Json } = {}): Promise<this> {
     await this.deps.cancel(this.turnId, request);
     return this;
+  }
+
+  /** The run's tool calls awaiting a person's decision, oldest first. */
+  async pendingApprovals(): Promise<PendingApproval[]> {
+    const rows = await this.deps.store.listToolExecutions({ turnId: this.turnId });
+    return rows.filter((row) => row.status === 'awaiting_approval').map(pendingApproval);
+  }
+
+  /**
+   * Approves a call awaiting approval (the Update `approve`): it runs next. Refused with a
+   * ControlError (unknown or decided call, finished turn), an AuthorizationError (the policy,
+   * action `approve`) or an ArgumentError; nothing is written then.
+   */
+  approve(toolCallId: string, options: { principal?: Json; note?: string } = {}): Promise<ApprovalResult> {
+    return this.#control('approve', { toolCallId, ...options }) as Promise<ApprovalResult>;
+  }
+
+  /** Rejects a call awaiting approval (the Update `reject`): its one result, "rejected by <who>: <reason>". */
+  reject(toolCallId: string, options: { principal?: Json; reason?: string } = {}): Promise<ApprovalResult> {
+    return this.#control('reject', { toolCallId, ...options }) as Promise<ApprovalResult>;
+  }
+
+  /** Stops the turn at its next control boundary (before a model or tool call), status `paused`. */
+  pause(options: { principal?: Json } = {}): Promise<ControlState> {
+    return this.#control('pause', options) as Promise<ControlState>;
+  }
+
+  /** Lets a paused turn (or one asked to pause) go on; a ControlError if it is not paused. */
+  resume(options: { principal?: Json } = {}): Promise<ControlState> {
+    return this.#control('resume', options) as Promise<ControlState>;
+  }
+
+  /**
+   * Appends a person's message at the next control boundary; tool calls not started by then
+   * are closed as cancelled, "superseded by human steering". The next model call reads it.
+   */
+  steer(text: string, options: { principal?: Json } = {}): Promise<ControlState> {
+    return this.#control('steer', { text, ...options }) as Promise<ControlState>;
+  }
+
+  /** Pause, approvals awaiting, steering queued: the workflow's `controlState` query. */
+  async controlState(): Promise<ControlState & { status: TurnRecord['status'] }> {
+    const turn = await this.turn();
+    const finished = { pauseRequested: false, paused: false, pendingSteers: 0, finished: true };
+    if (TERMINAL_TURN_STATUSES.includes(turn.status))
+      return { ...finished, awaitingApproval: [], status: turn.status };
+    const state = await this.deps.temporal.workflow.getHandle(this.workflowId).query(controlStateQuery);
+    return { ...state, status: (await this.turn()).status };
+  }
+
+  #control(action: ControlAction, fields: Record<string, unknown>): Promise<unknown> {
+    const defined = Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
+    return this.deps.control(this.turnId, action, defined as JsonObject);
   }
 
   /**

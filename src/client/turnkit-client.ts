@@ -48,6 +48,8 @@ import {
 import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
 import { RunHandle, sumCost, sumUsage } from './run-handle.js';
+import { sendControl } from './controls.js';
+import { signPrincipal } from '../engine/principal-signature.js';
 import { buildTurn, taskOf } from '../engine/build-turn.js';
 import { sendMessage } from '../engine/messaging.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
@@ -74,6 +76,11 @@ export interface TurnKitClientOptions {
    * interceptor carries its context into the turn's workflow and activities.
    */
   tracing?: TracingOptions;
+  /**
+   * The key this client signs principals with (the workers hold the same one, never Temporal):
+   * cancels and controls it sends reach the policy with `verified: true`.
+   */
+  signingKey?: string | Buffer;
 }
 
 /**
@@ -185,6 +192,7 @@ export class TurnKitClient {
       ...(options.model ? { model: options.model } : {}),
       ...(options.authorization ? { authorization: options.authorization } : {}),
       ...(options.tracing ? { tracing: options.tracing } : {}),
+      ...(options.signingKey !== undefined ? { signingKey: options.signingKey } : {}),
     });
     const tracer = this.#runtime.telemetry.tracer;
     // Traced: the same connection, with Temporal's OpenTelemetry client interceptor.
@@ -334,6 +342,13 @@ export class TurnKitClient {
       cancel: (id, request) => this.cancel(id, request),
       waitFor: (id, targets, principal) =>
         this.waitFor(id, targets, principal === undefined ? {} : { principal }),
+      control: (id, action, fields) =>
+        sendControl(
+          { store: this.store, temporal: this.temporal, signingKey: this.#runtime.signingKey },
+          id,
+          action,
+          fields,
+        ),
     });
   }
 
@@ -385,9 +400,14 @@ export class TurnKitClient {
     turnId: string,
     request: { descendants?: CancelDescendants; principal?: Json } = {},
   ): Promise<void> {
+    const principal = request.principal ?? null;
+    const key = this.#runtime.signingKey;
     const parsed = parseCancelRequest({
       descendants: request.descendants ?? 'retain',
-      principal: request.principal ?? null,
+      principal,
+      ...(key !== undefined
+        ? { signature: signPrincipal(key, { turnId, action: 'cancel', principal }) }
+        : {}),
     });
     if (!parsed.ok) throw new ArgumentError(parsed.reason);
     const turn = await this.store.loadTurn(turnId);

@@ -1,11 +1,15 @@
 /** The cancel signal's payload; pure, so the workflow can validate it deterministically. */
 import type { Json } from '../store/types.js';
+import type { PrincipalSignature } from './control-request.js';
+import { parseSignature } from './control-request.js';
 
 export type CancelDescendants = 'retain' | 'cascade';
 
 export interface CancelRequest {
   descendants: CancelDescendants;
   principal: Json;
+  /** The client's signature of the principal (see principal-signature.ts); absent: unverified. */
+  signature?: PrincipalSignature | null;
 }
 
 /** Validates a cancel payload from a signal (untrusted input): typed result, never a throw. */
@@ -17,7 +21,7 @@ export function parseCancelRequest(
   if (typeof payload !== 'object' || Array.isArray(payload)) {
     return { ok: false, reason: 'cancel payload must be an object like {"descendants":"retain"}' };
   }
-  const { descendants = 'retain', principal = null, ...rest } = payload as Record<string, unknown>;
+  const { descendants = 'retain', principal = null, signature, ...rest } = payload as Record<string, unknown>;
   const unknown = Object.keys(rest);
   if (unknown.length > 0) return { ok: false, reason: `unknown cancel field(s): ${unknown.join(', ')}` };
   if (descendants !== 'retain' && descendants !== 'cascade') {
@@ -26,5 +30,14 @@ export function parseCancelRequest(
       reason: `descendants must be "retain" or "cascade", got ${JSON.stringify(descendants)}`,
     };
   }
-  return { ok: true, value: { descendants, principal: principal as Json } };
+  const signed = parseSignature(signature);
+  if (!signed.ok) return signed;
+  return {
+    ok: true,
+    value: {
+      descendants,
+      principal: principal as Json,
+      ...(signed.value ? { signature: signed.value } : {}),
+    },
+  };
 }

@@ -4,6 +4,7 @@ import type { TurnRecord } from '../store/types.js';
 import { rootConversationId } from '../store/tree.js';
 import type { CancelDescendants, CancelRequest } from './cancel-request.js';
 import type { Runtime } from './runtime.js';
+import { verifyPrincipal } from './principal-signature.js';
 import type { TerminalNotice } from './digest.js';
 import { completionCallback, mergeNotices } from './messaging.js';
 import {
@@ -29,7 +30,17 @@ export async function authorizeCancel(
   const turn = await runtime.store.loadTurn(input.turnId);
   if (TERMINAL_TURN_STATUSES.includes(turn.status)) return { allowed: true, finished: true };
   try {
-    await runtime.authorize('cancel', input.principal, { turn: turn.id, descendants: input.descendants });
+    const verification = verifyPrincipal(
+      runtime.signingKey,
+      { turnId: turn.id, action: 'cancel', principal: input.principal },
+      input.signature ?? null,
+    );
+    await runtime.authorize('cancel', input.principal, {
+      turn: turn.id,
+      descendants: input.descendants,
+      verified: verification.verified,
+      ...(verification.reason ? { verification: verification.reason } : {}),
+    });
     return { allowed: true };
   } catch (error) {
     if (!(error instanceof AuthorizationError)) throw error;

@@ -93,7 +93,7 @@ export interface ClaimOptions {
 
 /**
  * Takes over a turn that a superseded run of its workflow left `running` under another
- * token, or suspended (`waiting`, token cleared) in its tools phase. Under the same locks as
+ * token, suspended (`waiting`, token cleared) in its tools phase, or paused. Under the same locks as
  * the lane claim; null when the turn is in neither state.
  */
 async function supersedeClaim(
@@ -103,7 +103,8 @@ async function supersedeClaim(
 ): Promise<TurnRecord | null> {
   const heldByEndedRun = (row: TurnRecord) =>
     (row.status === 'running' && row.claimToken !== claimToken) ||
-    (row.status === 'waiting' && turnState(row).phase === 'tools');
+    (row.status === 'waiting' && turnState(row).phase === 'tools') ||
+    row.status === 'paused';
   if (!heldByEndedRun(turn)) return null;
   return store.atomic(await rootConversationId(store, turn), () =>
     store.atomic(turn.conversationId, async () => {

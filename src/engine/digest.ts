@@ -111,7 +111,10 @@ export interface ToolCallOutcome {
   /** `launch_agent`: the detached child the workflow starts. */
   launched?: { turnId: string; agent: string; conversationId: string };
   /** `send_message`: conversations whose lane must look at a new delivery. */
-  wakeLanes?: string[];
+  wakeLanes?: string[]; /** The call waits for a person's `approve` or `reject` (its execution is `awaiting_approval`). */
+  awaitingApproval?: boolean;
+  /** With `awaitingApproval`: reject after this many ms undecided (null: wait as long as it takes). */
+  approvalTimeoutMs?: number | null;
 }
 
 /** Who must hear about a terminal write: waiters to nudge, conversation lanes to wake. */

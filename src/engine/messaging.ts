@@ -6,7 +6,7 @@
 import { ArgumentError, AuthorizationError, RecordNotFound, storedErrorClass } from '../errors.js';
 import { deliver } from '../store/maintenance.js';
 import { canonicalJson, nowIso } from '../store/records.js';
-import { TERMINAL_TURN_STATUSES } from '../store/types.js';
+import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { DeliveryRecord, Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 import { buildTurn } from './build-turn.js';
 import { subAgentResult } from './delegation.js';
@@ -105,9 +105,9 @@ export async function laneStep(runtime: Runtime, conversationId: string): Promis
   }
   const buffered = await store.atomic(conversationId, () => wakeConversation(runtime, store, conversationId));
   if (buffered) woke = buffered.id;
-  const lane = await store.listTurns({ conversationId, status: ['pending', 'waiting', 'running'] });
+  const lane = await store.listTurns({ conversationId, status: [...LANE_TURN_STATUSES] });
   const queue = lane.filter((turn) => turn.status === 'pending' && turn.submittedAt !== null);
-  if (lane.some((turn) => turn.status === 'running' || turn.status === 'waiting'))
+  if (lane.some((turn) => BUSY_TURN_STATUSES.includes(turn.status)))
     return { delivered, woke, next: null, queued: queue.length };
   const next = queue.sort((a, b) =>
     a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1,

@@ -18,8 +18,20 @@ import type { OwnerInput } from './digest.js';
 import type { TracingOptions } from './tracing.js';
 import { Telemetry } from './tracing.js';
 import { streamPartsForEvents } from './live-stream.js';
+import { checkSigningKey } from './principal-signature.js';
 
-export type AuthorizationAction = 'tool' | 'launch_agent' | 'wait' | 'callback' | 'send_message' | 'cancel';
+export type AuthorizationAction =
+  | 'tool'
+  | 'launch_agent'
+  | 'wait'
+  | 'callback'
+  | 'send_message'
+  | 'cancel'
+  | 'approve'
+  | 'reject'
+  | 'pause'
+  | 'resume'
+  | 'steer';
 
 export interface AuthorizationRequest {
   action: AuthorizationAction;
@@ -60,6 +72,11 @@ export interface RuntimeOptions {
   outputPolicyThinking?: Thinking | null;
   /** OpenTelemetry, opt-in: spans for turns, model calls and tool calls (none without it). */
   tracing?: TracingOptions;
+  /**
+   * The key clients sign principals with (HMAC-SHA256, at least 16 bytes): a cancel or
+   * control whose signature it verifies reaches the policy with `verified: true`.
+   */
+  signingKey?: string | Buffer;
 }
 
 /** What the engine needs at run time: store, agents, models, policy, listeners. */
@@ -75,6 +92,8 @@ export class Runtime {
   readonly #model: ModelClient | undefined;
   readonly #authorization: AuthorizationPolicy | undefined;
   readonly #listeners: EventListener[];
+  /** Verifies signed principals; never leaves this process. */
+  readonly signingKey: string | Buffer | undefined;
 
   constructor(options: RuntimeOptions) {
     if (!options?.store) throw new ConfigError('a runtime needs a store (openStore())');
@@ -90,6 +109,7 @@ export class Runtime {
     this.telemetry = new Telemetry(options.tracing, this.logger);
     this.#model = options.model;
     this.#authorization = options.authorization;
+    this.signingKey = checkSigningKey(options.signingKey);
     const listeners = options.onEvent;
     this.#listeners =
       listeners === undefined ? [] : Array.isArray(listeners) ? [...listeners] : [listeners as EventListener];

@@ -46,14 +46,27 @@ export async function appendToolResultOnce(
   });
 }
 
-/** CAS every pending/running execution of the turn to `interrupted` (spec §5.9). */
+/**
+ * CAS every pending/running execution of the turn to `interrupted` (spec §5.9). A call still
+ * awaiting its approval never ran: it is `cancelled`, "not executed: <reason>".
+ */
 export async function interruptToolExecutions(
   store: Store,
   turn: TurnRecord,
+  reason = 'turn was cancelled',
 ): Promise<ToolExecutionRecord[]> {
   const executions = await store.listToolExecutions({ turnId: turn.id });
   const interrupted: ToolExecutionRecord[] = [];
   for (const execution of executions) {
+    if (execution.status === 'awaiting_approval') {
+      await store.claimToolExecution(execution.id, {
+        from: 'awaiting_approval',
+        to: 'cancelled',
+        result: { skipped: true, message: `not executed: ${reason}` },
+        completedAt: nowIso(),
+      });
+      continue;
+    }
     if (execution.status !== 'pending' && execution.status !== 'running') continue;
     const row = await store.claimToolExecution(execution.id, {
       from: ['pending', 'running'],
@@ -132,7 +145,7 @@ export async function writeTerminal(
     const turn = await store.loadTurn(turnId);
     let repaired: MessageRecord[] = [];
     if (attrs.status !== 'completed') {
-      await interruptToolExecutions(store, turn);
+      await interruptToolExecutions(store, turn, reason);
       repaired = await repairTranscript(store, turn, reason);
     }
     const completedAt = nowIso();
@@ -218,7 +231,7 @@ export async function failTurn(
   input: OwnerInput & { error: TurnErrorDigest },
 ): Promise<{ status: string; notice?: TerminalNotice }> {
   try {
-    const retaken = await retakeClaim(runtime, input, ['waiting', 'pending']);
+    const retaken = await retakeClaim(runtime, input, ['waiting', 'pending', 'paused']);
     const { store } = await runtime.ownTurn(input, retaken ?? undefined);
     const error = { class: storedErrorClass(input.error.class), message: input.error.message };
     const { turn, callback } = await writeTerminal(

@@ -32,6 +32,7 @@ import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
 import { newId } from '../ids.js';
 import { checkTreeSpend, recordInternalCall } from './charge.js';
 import { contextOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
+import { APPROVAL_TIMED_OUT, principalName } from './control-request.js';
 
 /**
  * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
@@ -49,6 +50,23 @@ export interface ToolCallInput {
   toolCallId: string;
   /** A sub-agent call behind a still-waiting one: its result is appended later, in order. */
   deferResult?: boolean;
+  /** A person's decision on this call, which awaits approval (from the workflow's history). */
+  approval?: ApprovalDecision;
+  /**
+   * Whether the workflow run can wait for approvals (false for runs started before they
+   * existed): without it, a call that needs approval fails unrun rather than run unapproved.
+   */
+  approvals?: boolean;
+}
+
+/** What a person decided on a call awaiting approval (or the approval timeout did). */
+export interface ApprovalDecision {
+  decision: 'approved' | 'rejected';
+  principal: Json;
+  note?: string;
+  reason?: string;
+  /** Rejected by the approval timeout, nobody having decided. */
+  timedOut?: boolean;
 }
 
 export interface ToolCallHooks {
@@ -167,26 +185,127 @@ export async function runToolCall(
   const tool = await toolForTurn(store, agent, turn, call.name);
   const run = new ToolRun(runtime, store, turn, agent, call, tool, input.deferResult ?? false);
   try {
-    return await dispatchCall(run, hooks);
+    return await dispatchCall(run, input, hooks);
   } finally {
     await run.flushEvents();
   }
 }
 
-/** TurnKit's `ToolRunner#run`: each step decides one thing, in this order. */
-async function dispatchCall(run: ToolRun, hooks: ToolCallHooks): Promise<ToolCallOutcome> {
+/**
+ * TurnKit's `ToolRunner#run`: each step decides one thing, in this order. A call that needs
+ * approval is created `awaiting_approval` and returned as such (the workflow waits, holding
+ * nothing); dispatched again with the person's decision, it runs or gets its one rejection.
+ */
+async function dispatchCall(
+  run: ToolRun,
+  input: ToolCallInput,
+  hooks: ToolCallHooks,
+): Promise<ToolCallOutcome> {
   const existing = await run.findExecution();
+  if (existing?.status === 'awaiting_approval') return decideApproval(run, existing, input.approval, hooks);
   if (existing && isClosed(existing)) return redispatchFinished(run, existing);
   if (existing?.status === 'running' && !mayRunAgain(run.tool))
     return run.outcome(await run.finish(existing, 'interrupted', { message: OUTCOME_UNKNOWN }));
-  const execution = await createAndReserve(run, existing);
+  const approval = existing ? 'run' : await askApproval(run);
+  const execution = await createAndReserve(run, existing, approval === 'hold' && input.approvals !== false);
   if (!run.tool) return run.outcome(await run.fail(execution, `unknown tool: ${run.call.name}`));
   if (run.call.arguments_error) return run.outcome(await run.fail(execution, run.call.arguments_error));
+  if (typeof approval === 'object')
+    return run.outcome(await run.fail(execution, approval.error, approval.details));
+  if (approval === 'hold' && input.approvals === false)
+    return run.outcome(
+      await run.fail(execution, 'not executed: this call needs approval, which this turn cannot wait for'),
+    );
+  if (execution.status === 'awaiting_approval') return awaitingOutcome(run, execution);
   return crossEffectBoundary(run, run.tool, await claimForRun(run, run.tool, execution), hooks);
 }
 
 const isClosed = (execution: ToolExecutionRecord) =>
-  execution.status !== 'pending' && execution.status !== 'running';
+  execution.status !== 'pending' &&
+  execution.status !== 'running' &&
+  execution.status !== 'awaiting_approval';
+
+/**
+ * Asks the tool's `needsApproval` about this call, once, when it is first dispatched: with
+ * the validated arguments (invalid ones fail later, unrun, needing no approval). If it throws,
+ * the call fails with its message and the model reads it.
+ */
+async function askApproval(run: ToolRun): Promise<'hold' | 'run' | { error: string; details: JsonObject }> {
+  const { tool, call, turn } = run;
+  if (!tool?.needsApproval || call.arguments_error) return 'run';
+  let args: unknown;
+  try {
+    args = validateToolArguments(tool, call.arguments);
+  } catch {
+    return 'run';
+  }
+  try {
+    const context = { principal: principalOf(turn), context: contextOf(turn), turn, toolCallId: call.id };
+    return (await tool.requiresApproval(args as never, context)) === true ? 'hold' : 'run';
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    return {
+      error: `needsApproval of ${tool.name} failed: ${message}`,
+      details: errorDetails(error, { approval_check_failed: true }),
+    };
+  }
+}
+
+function awaitingOutcome(run: ToolRun, execution: ToolExecutionRecord): ToolCallOutcome {
+  return {
+    ...run.outcome(execution),
+    awaitingApproval: true,
+    approvalTimeoutMs: run.tool?.approvalTimeoutMs ?? null,
+  };
+}
+
+/**
+ * A call awaiting approval, dispatched again: still undecided, it keeps waiting; approved, it
+ * becomes `running` and runs (a retry after a crash finds it running, as any call); rejected
+ * (by a person or the approval timeout), it fails unrun with "rejected by <who>: <reason>".
+ */
+async function decideApproval(
+  run: ToolRun,
+  execution: ToolExecutionRecord,
+  decision: ApprovalDecision | undefined,
+  hooks: ToolCallHooks,
+): Promise<ToolCallOutcome> {
+  if (!decision) return awaitingOutcome(run, execution);
+  if (decision.decision === 'rejected') {
+    const who = principalName(decision.principal);
+    const message = decision.timedOut
+      ? APPROVAL_TIMED_OUT
+      : `rejected by ${who}${decision.reason ? `: ${decision.reason}` : ''}`;
+    run.events.push([
+      'tool_call.rejected',
+      {
+        id: run.call.id,
+        name: run.call.name,
+        principal: decision.principal,
+        timed_out: decision.timedOut ?? false,
+      },
+    ]);
+    return run.outcome(
+      await run.fail(execution, message, {
+        rejected: true,
+        ...(decision.timedOut ? { timed_out: true } : {}),
+      }),
+    );
+  }
+  const approved = await run.store.claimToolExecution(execution.id, {
+    from: 'awaiting_approval',
+    to: 'running',
+    startedAt: nowIso(),
+  });
+  // Closed meanwhile (steering superseded it, a cancel): it keeps the result it got.
+  if (!approved) return redispatchFinished(run, await run.store.loadToolExecution(execution.id));
+  run.events.push([
+    'tool_call.approved',
+    { id: run.call.id, name: run.call.name, principal: decision.principal },
+  ]);
+  if (!run.tool) return run.outcome(await run.fail(approved, `unknown tool: ${run.call.name}`));
+  return crossEffectBoundary(run, run.tool, approved, hooks);
+}
 
 /** A row left running by an attempt that died: only a replay-safe ordinary tool may run again. */
 const mayRunAgain = (tool: ToolDefinition | undefined) =>
@@ -211,6 +330,7 @@ async function redispatchFinished(run: ToolRun, existing: ToolExecutionRecord): 
 async function createAndReserve(
   run: ToolRun,
   existing: ToolExecutionRecord | undefined,
+  awaitingApproval = false,
 ): Promise<ToolExecutionRecord> {
   const { store, turn, call } = run;
   let denied: BudgetError | undefined;
@@ -223,8 +343,8 @@ async function createAndReserve(
       toolCallId: call.id,
       toolName: call.name,
       arguments: call.arguments,
-      status: background ? 'pending' : 'running',
-      startedAt: background ? null : nowIso(),
+      status: awaitingApproval ? 'awaiting_approval' : background ? 'pending' : 'running',
+      startedAt: background || awaitingApproval ? null : nowIso(),
     });
     const budget = await Budget.load(store, turn.rootTurnId, run.agent.limits, {
       excludingExecutionId: row.id,

@@ -86,7 +86,9 @@ export async function finishToolsPhase(
   const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
   const finished = new Set(
     (await store.listToolExecutions({ turnId: turn.id }))
-      .filter((row) => row.status !== 'pending' && row.status !== 'running')
+      .filter(
+        (row) => row.status !== 'pending' && row.status !== 'running' && row.status !== 'awaiting_approval',
+      )
       .map((row) => row.toolCallId),
   );
   const open = ran.filter((call) => !finished.has(call.id));

@@ -40,6 +40,8 @@ export interface TurnState {
   compaction_step?: string;
   /** A turn built with `compact: true` compacted (or found nothing to) once. */
   compaction_forced?: boolean;
+  /** Ids of the steering Updates already applied (each person's message is written once). */
+  steers_applied?: string[];
 }
 
 export function turnState(turn: TurnRecord): TurnState {

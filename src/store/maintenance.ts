@@ -7,6 +7,7 @@ import { RecordNotFound } from '../errors.js';
 import { canonicalJson, consumedThrough, isDeliveredMessage, nowIso, occupiesLane } from './records.js';
 import { rootConversationId } from './tree.js';
 import type { DeliveryRecord, MessageRecord, Store, TurnRecord } from './types.js';
+import { LANE_TURN_STATUSES } from './types.js';
 
 /** `maintenance_batch_size`: how many rows one maintenance pass looks at by default. */
 export const DEFAULT_MAINTENANCE_LIMIT = 100;
@@ -18,7 +19,7 @@ export async function busyConversation(
   options: { includePending?: boolean } = {},
 ): Promise<boolean> {
   const includePending = options.includePending ?? true;
-  const lane = await store.listTurns({ conversationId, status: ['pending', 'waiting', 'running'] });
+  const lane = await store.listTurns({ conversationId, status: [...LANE_TURN_STATUSES] });
   return lane.some((turn) => occupiesLane(turn, includePending));
 }
 

@@ -47,7 +47,7 @@ import type {
   NewStreamPart,
   StreamPartRecord,
 } from './types.js';
-import { STREAM_DELTA_TYPES } from './types.js';
+import { LANE_TURN_STATUSES, STREAM_DELTA_TYPES } from './types.js';
 import { buildStreamPart } from './stream-parts.js';
 
 /**
@@ -317,9 +317,7 @@ export class MemoryStore implements Store {
 
   async listActionableTurns(options: { limit: number }): Promise<TurnRecord[]> {
     const rows = [...this.#read.turns.values()].filter(
-      (turn) =>
-        turn.submittedAt !== null &&
-        (turn.status === 'pending' || turn.status === 'waiting' || turn.status === 'running'),
+      (turn) => turn.submittedAt !== null && LANE_TURN_STATUSES.includes(turn.status),
     );
     return jsonCopy(bounded(rows.sort(byUpdated), options.limit));
   }

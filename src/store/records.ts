@@ -32,6 +32,7 @@ import {
   MESSAGE_ROLES,
   TOOL_EXECUTION_STATUSES,
   TOOL_EXECUTION_UPDATE_KEYS,
+  BUSY_TURN_STATUSES,
   TURN_STATUSES,
   TURN_UPDATE_KEYS,
 } from './types.js';
@@ -252,8 +253,7 @@ export function matchExistingDelivery(existing: DeliveryRecord, attrs: NewDelive
 /** Whether a turn occupies its conversation's lane (spec §8 busy_conversation?). */
 export function occupiesLane(turn: TurnRecord, includePending: boolean): boolean {
   return (
-    turn.status === 'running' ||
-    turn.status === 'waiting' ||
+    BUSY_TURN_STATUSES.includes(turn.status) ||
     (includePending && turn.status === 'pending' && turn.submittedAt !== null)
   );
 }

@@ -1,6 +1,7 @@
 /** Turn-tree lookups and the lane claim (spec §5.3, §5.12), built on Store primitives. */
 import { nowIso } from './records.js';
 import type { Store, TurnRecord } from './types.js';
+import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES } from './types.js';
 
 /** The conversation of the turn's root turn: the lock every write of the tree serializes on. */
 export async function rootConversationId(store: Store, turn: TurnRecord): Promise<string> {
@@ -22,12 +23,9 @@ export async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolea
   if (turn.submittedAt === null) return true;
   const lane = await store.listTurns({
     conversationId: turn.conversationId,
-    status: ['pending', 'waiting', 'running'],
+    status: [...LANE_TURN_STATUSES],
   });
-  if (
-    lane.some((other) => other.id !== turn.id && (other.status === 'running' || other.status === 'waiting'))
-  )
-    return false;
+  if (lane.some((other) => other.id !== turn.id && BUSY_TURN_STATUSES.includes(other.status))) return false;
   const oldest = lane.find((other) => other.status === 'pending' && other.submittedAt !== null);
   return oldest === undefined || oldest.id === turn.id;
 }

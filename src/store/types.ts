@@ -18,10 +18,16 @@ export const TURN_STATUSES = [
   'failed',
   'cancelled',
   'stale',
+  // Stopped by a person at a control boundary (`run.pause()`): no claim, no worker held.
+  'paused',
 ] as const;
 export type TurnStatus = (typeof TURN_STATUSES)[number];
 /** `stale` is deliberately not terminal (spec §2.7); no Temporal turn ever becomes stale. */
 export const TERMINAL_TURN_STATUSES: readonly TurnStatus[] = ['completed', 'failed', 'cancelled'];
+/** A turn in one of these holds its conversation's lane (pending only once submitted). */
+export const LANE_TURN_STATUSES: readonly TurnStatus[] = ['pending', 'waiting', 'running', 'paused'];
+/** Started and not finished: no other turn of the conversation may start. */
+export const BUSY_TURN_STATUSES: readonly TurnStatus[] = ['waiting', 'running', 'paused'];
 
 export const TOOL_EXECUTION_STATUSES = [
   'pending',
@@ -30,6 +36,8 @@ export const TOOL_EXECUTION_STATUSES = [
   'failed',
   'cancelled',
   'interrupted',
+  // Held for a person's decision (`needsApproval`); the tool has not run.
+  'awaiting_approval',
 ] as const;
 export type ToolExecutionStatus = (typeof TOOL_EXECUTION_STATUSES)[number];
 

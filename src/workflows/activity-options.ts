@@ -60,6 +60,14 @@ export function turnActivities(settings: TurnSettings = {}) {
     // Failing a turn is a scheduled activity: the server runs it only for a workflow task it
     // accepted, so a stale task of this run can never fail the turn the live task runs.
     terminal: proxyActivities<TurnActivities>({ startToCloseTimeout: '1 minute', retry: STORE_OUTAGE_RETRY }),
+    // A person's control is authorized by a scheduled activity inside its Update handler: a
+    // local one there runs beside the main flow's local activities, and a replay that resolves
+    // both markers in one activation can order the Update's completion differently (TMPRL1100,
+    // found by the fault suite). The server orders a scheduled activity's result in history.
+    controls: proxyActivities<TurnActivities>({
+      startToCloseTimeout: '30 seconds',
+      retry: STORE_OUTAGE_RETRY,
+    }),
     // Short store transactions are local activities: no task-queue round trip per step
     // (why, with figures: docs/architecture.md, decision 6).
     store: proxyLocalActivities<TurnActivities>({

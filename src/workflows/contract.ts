@@ -7,7 +7,7 @@
  */
 import type { SearchAttributePair } from '@temporalio/common';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
 import type {
   ClaimDigest,
@@ -23,6 +23,8 @@ import type { CompactionDigest, CompactionStepInput } from '../engine/compaction
 import type { ModelStepInput } from '../engine/model-step.js';
 import type { OutputAuditDigest } from '../engine/output-checks.js';
 import type { ToolCallInput } from '../engine/tool-runner.js';
+import type { ControlRequest } from '../engine/control-request.js';
+import type { ControlVerdict, Steer } from '../engine/controls.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
 
@@ -165,6 +167,14 @@ export interface TurnActivities {
   failTurn(
     input: OwnerInput & { error: TurnErrorDigest },
   ): Promise<{ status: string; notice?: TerminalNotice }>;
+  /** A person's control: the signed principal verified, then the policy; recorded as an event. */
+  authorizeControl(input: { turnId: string; request: ControlRequest }): Promise<ControlVerdict>;
+  /** At a control boundary: `paused`, claim cleared. */
+  pauseTurn(input: OwnerInput): Promise<void>;
+  /** Takes the paused turn back (LostClaim once it was cancelled meanwhile). */
+  resumePausedTurn(input: OwnerInput): Promise<TurnDigest>;
+  /** At a control boundary: closes unstarted calls as superseded, appends the person's messages. */
+  steerTurn(input: OwnerInput & { steers: Steer[] }): Promise<TurnDigest>;
 }
 
 // --- Signals -----------------------------------------------------------------------------
@@ -192,10 +202,53 @@ export const targetFinishedSignal = defineSignal<[string?]>(SIGNALS.targetFinish
 /** To a conversation's lane: look at deliveries and queued turns. */
 export const wakeSignal = defineSignal<[]>(SIGNALS.wake);
 
+// --- Updates (a person's controls) ------------------------------------------------------
+
+/** Update names, as `temporal workflow update execute --name …` sends them. */
+export const UPDATES = {
+  approve: 'approve',
+  reject: 'reject',
+  pause: 'pause',
+  resume: 'resume',
+  steer: 'steer',
+} as const;
+
+/** What `approve` and `reject` return: the decision the call now carries. */
+export interface ApprovalResult {
+  toolCallId: string;
+  decision: 'approved' | 'rejected';
+  verified: boolean;
+}
+
+/** What `controlState` returns, and what pause/resume/steer answer with. */
+export interface ControlState {
+  /** `pause` was accepted and no `resume` since (the turn stops at its next boundary). */
+  pauseRequested: boolean;
+  /** The turn stands at a boundary, paused (status `paused`). */
+  paused: boolean;
+  /** Tool-call ids awaiting a decision. */
+  awaitingApproval: string[];
+  /** Steering messages accepted and not yet written (they are at the next boundary). */
+  pendingSteers: number;
+  /** The turn's workflow has finished its work. */
+  finished: boolean;
+}
+
+/** `{toolCallId, principal?, note?, signature?}` */
+export const approveUpdate = defineUpdate<ApprovalResult, [unknown]>(UPDATES.approve);
+/** `{toolCallId, principal?, reason?, signature?}` */
+export const rejectUpdate = defineUpdate<ApprovalResult, [unknown]>(UPDATES.reject);
+/** `{principal?, signature?}` */
+export const pauseUpdate = defineUpdate<ControlState, [unknown]>(UPDATES.pause);
+/** `{principal?, signature?}` */
+export const resumeUpdate = defineUpdate<ControlState, [unknown]>(UPDATES.resume);
+/** `{text, principal?, signature?}` */
+export const steerUpdate = defineUpdate<ControlState, [unknown]>(UPDATES.steer);
+
 // --- Queries -----------------------------------------------------------------------------
 
 /** Query names, as the Temporal UI and CLI send them. */
-export const QUERIES = { state: 'state' } as const;
+export const QUERIES = { state: 'state', controlState: 'controlState' } as const;
 
 /** What `state` returns: the turn's progress as the workflow last saw it in a digest. */
 export interface TurnConsoleState {
@@ -214,6 +267,8 @@ export interface TurnConsoleState {
 
 /** `temporal workflow query --type state`: the turn's progress (ids, counts and names only). */
 export const stateQuery = defineQuery<TurnConsoleState>(QUERIES.state);
+/** `temporal workflow query --type controlState`: pause, approvals awaiting, steering queued. */
+export const controlStateQuery = defineQuery<ControlState>(QUERIES.controlState);
 
 // --- Workflow ids, claim tokens, search attributes ---------------------------------------
 

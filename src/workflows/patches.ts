@@ -22,14 +22,23 @@ export const PATCH_FAIL_ACTIVITY = 'turnkit-fail-as-activity-1';
  */
 export const PATCH_0_3 = 'turnkit-0.3-compaction-output-audit';
 
+/**
+ * Release 0.4's command changes, one marker for all: a person in the loop (Updates `approve`,
+ * `reject`, `pause`, `resume`, `steer`; calls awaiting approval; control boundaries).
+ */
+export const PATCH_0_4 = 'turnkit-0.4';
+
 /** What this run of the turn workflow does, fixed at its start. */
 export interface RunFeatures {
   compaction: boolean;
   outputAudit: boolean;
+  /** Approvals and turn controls (the Updates are registered only on such runs). */
+  controls: boolean;
 }
 
 /** Call first thing in the workflow, before any command. */
 export function runFeatures(): RunFeatures {
   const v0_3 = patched(PATCH_0_3);
-  return { compaction: v0_3, outputAudit: v0_3 };
+  const v0_4 = patched(PATCH_0_4);
+  return { compaction: v0_3, outputAudit: v0_3, controls: v0_4 };
 }

@@ -4,6 +4,7 @@
  */
 import {
   CancellationScope,
+  condition,
   patched,
   sleep,
   startChild,
@@ -14,6 +15,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { TurnDigest } from '../engine/digest.js';
 import { TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS, turnStartOptions } from './contract.js';
 import { PATCH_COORDINATION } from './patches.js';
+import { pauseAtBoundary, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, runStoreStep, settingsOf } from './turn-run.js';
 import type { turnWorkflow } from './turn-workflow.js';
@@ -102,25 +104,59 @@ async function awaitWaitTargets(run: TurnRun): Promise<void> {
     await awaitNudge(run);
 }
 
+/**
+ * Waits, holding no worker, until one of these calls is decided (each is decided on its own:
+ * the next pass runs or rejects it) or steering arrives.
+ */
+async function awaitDecision(run: TurnRun, awaiting: string[]): Promise<void> {
+  const controls = run.controls!;
+  await condition(() => awaiting.some((id) => controls.decisions.has(id)) || controls.steers.length > 0);
+}
+
 /** What one pass over the calls left open: sub-agents and joins to wait on, lanes to wake. */
 interface DispatchPass {
   terminalToolCallId: string | null;
   subAgents: ChildTurn[];
   joining: boolean;
   lanes: Set<string>;
+  /** Calls awaiting a person's decision (later ordinary calls ran, their results deferred). */
+  awaiting: string[];
+  /** Steering arrived: the pass stopped at a boundary, the calls not started are superseded. */
+  steered: boolean;
 }
 
 /**
  * Dispatches the calls in order until one must be waited on. A contiguous group of sub-agent
  * calls fans out; an ordinary call never jumps ahead of an unresolved group or `wait_for`; a
- * completed terminal tool stops everything after it.
+ * completed terminal tool stops everything after it. A call awaiting approval holds back only
+ * what must follow it: later ordinary calls run (their results deferred, so results stay in
+ * call order), while a terminal tool, a sub-agent or a coordination tool waits for the decision.
+ * Before each call is a control boundary (pause, steering) while no child or join is open.
  */
 async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<DispatchPass> {
-  const pass: DispatchPass = { terminalToolCallId: null, subAgents: [], joining: false, lanes: new Set() };
+  const pass: DispatchPass = {
+    terminalToolCallId: null,
+    subAgents: [],
+    joining: false,
+    lanes: new Set(),
+    awaiting: [],
+    steered: false,
+  };
+  const controls = run.controls;
   for (const call of digest.toolCalls) {
-    const deferResult = pass.subAgents.length > 0 || pass.joining;
-    if (deferResult && call.kind !== 'subAgent') break;
+    const held = pass.awaiting.length > 0;
+    const deferResult = pass.subAgents.length > 0 || pass.joining || held;
+    if ((pass.subAgents.length > 0 || pass.joining) && call.kind !== 'subAgent') break;
+    if (held && (call.terminal || call.kind !== 'ordinary')) break;
+    if (controls && pass.subAgents.length === 0 && !pass.joining) {
+      if (controls.steers.length > 0) {
+        pass.steered = true;
+        break;
+      }
+      await pauseAtBoundary(run);
+    }
     run.console.toolStarted(call.name);
+    const decision = controls?.decisions.get(call.id);
     const outcome = await run.activities.tool.toolCall.executeWithOptions({ summary: `tool ${call.name}` }, [
       {
         turnId: run.turnId,
@@ -128,9 +164,17 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
         toolCallId: call.id,
         deferResult,
         maxAttempts: run.activities.toolMaxAttempts,
+        ...(controls ? { approvals: true } : {}),
+        ...(decision ? { approval: decision } : {}),
       },
     ]);
     run.console.toolFinished(call.name, outcome.status);
+    if (outcome.awaitingApproval && controls) {
+      controls.noteAwaiting(call.id, outcome.approvalTimeoutMs);
+      pass.awaiting.push(call.id);
+      continue;
+    }
+    controls?.noteSettled(call.id);
     if (outcome.launched && patched(PATCH_COORDINATION)) await launchChild(run, outcome.launched);
     for (const lane of outcome.wakeLanes ?? []) pass.lanes.add(lane);
     if (outcome.waiting && outcome.childTurnId) {
@@ -155,12 +199,14 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
  */
 export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<TurnDigest> {
   const { store } = run.activities;
+  if (run.controls) run.controls.phaseCalls = new Set(digest.toolCalls.map((call) => call.id));
   for (;;) {
     const pass = await dispatchCalls(run, digest);
     if (pass.lanes.size > 0 && patched(PATCH_COORDINATION)) {
       await store.wakeLanes({ conversationIds: [...pass.lanes], ...settingsOf(run) });
     }
-    if (pass.subAgents.length === 0 && !pass.joining)
+    if (pass.steered) return (await steerAtBoundary(run))!;
+    if (pass.subAgents.length === 0 && !pass.joining && pass.awaiting.length === 0)
       return runStoreStep(() =>
         store.finishTools.executeWithOptions({ summary: 'close tools phase' }, [
           { ...run.owner(), terminalToolCallId: pass.terminalToolCallId },
@@ -174,11 +220,14 @@ export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<T
       lastStep:
         waitingOn.length > 0
           ? `waiting for sub-agents ${waitingOn.join(', ')}`
-          : 'waiting for wait_for targets',
+          : pass.joining
+            ? 'waiting for wait_for targets'
+            : `waiting for approval of ${pass.awaiting.join(', ')}`,
     });
     await Promise.all([
       pass.subAgents.length > 0 ? runSubAgents(run, pass.subAgents) : undefined,
       pass.joining ? awaitWaitTargets(run) : undefined,
+      pass.awaiting.length > 0 ? awaitDecision(run, pass.awaiting) : undefined,
     ]);
     digest = await runStoreStep(() => store.resumeTurn(run.owner()));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);

@@ -7,6 +7,7 @@ import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '.
 import { TURNKIT_STATUS } from './contract.js';
 import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
+import { pauseAtBoundary, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
 
@@ -51,6 +52,11 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
   let digest = start;
   for (;;) {
     if (digest.phase === 'model') {
+      // A control boundary before the model call: a requested pause, then steering.
+      if (run.controls) {
+        await pauseAtBoundary(run);
+        await steerAtBoundary(run);
+      }
       run.modelCalls += 1;
       const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
       const summary = `model call ${run.modelCalls}`;
@@ -82,6 +88,9 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
     } else if (digest.phase === 'tools') {
       digest = await runToolsPhase(run, digest);
       run.console.digest(digest);
+    } else if (run.controls && run.controls.steers.length > 0) {
+      // Steering that arrived during the last model call: the model answers again, with it.
+      digest = (await steerAtBoundary(run))!;
     } else {
       run.console.update({ phase: 'output' });
       if (digest.outputChecks && run.features.outputAudit) {

@@ -13,6 +13,7 @@ import type { OwnerInput, TurnErrorDigest } from '../engine/digest.js';
 import type { TurnActivityProxies } from './activity-options.js';
 import type { TurnConsole } from './console.js';
 import type { RunFeatures } from './patches.js';
+import type { TurnControls } from './controls.js';
 import type { TurnSettings } from './contract.js';
 
 export interface TurnRun {
@@ -30,6 +31,8 @@ export interface TurnRun {
   console: TurnConsole;
   /** Patches decided at the run's start. */
   features: RunFeatures;
+  /** A person's controls (approvals, pause, steer); null on runs started before them. */
+  controls: TurnControls | null;
   /**
    * The owner's input for a store step, with the running workflow task's history length: a
    * stale task of this run still has the claim token, and this fences it (StaleTask).

@@ -4,7 +4,9 @@
  * only ids and small digests cross the boundary.
  */
 import {
+  allHandlersFinished,
   CancellationScope,
+  condition,
   isCancellation,
   setHandler,
   sleep,
@@ -16,6 +18,7 @@ import { parseCancelRequest } from '../engine/cancel-request.js';
 import { turnActivities } from './activity-options.js';
 import { TurnConsole } from './console.js';
 import { runFeatures } from './patches.js';
+import { registerControls, TurnControls } from './controls.js';
 import type { TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
 import {
   cancelSignal,
@@ -40,6 +43,8 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   let cancel: CancelRequest | null = null;
   let timedOut = false;
   let nudges = 0;
+  // Approvals and turn controls (Updates), on runs that started with them.
+  const controls = features.controls ? new TurnControls() : null;
   const nudge = () => {
     nudges += 1;
   };
@@ -54,6 +59,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     const verdict = await activities.store.authorizeCancel({ turnId, ...parsed.value });
     if (!verdict.allowed || cancel) return;
     cancel = parsed.value;
+    if (controls) controls.finished = true;
     scope.cancel();
   });
 
@@ -70,8 +76,10 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     modelCalls: 0,
     console: new TurnConsole(turnId),
     features,
+    controls,
     owner: () => ({ turnId, claimToken, taskHistoryLength: workflowInfo().historyLength }),
   };
+  if (controls) registerControls(run, controls);
   let end: TurnEnd;
   try {
     end = await scope.run(async (): Promise<TurnEnd> => {
@@ -89,6 +97,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
       return { result: { turnId, status: done.status, claimed: true }, notice: done.notice };
     });
   } catch (error) {
+    if (controls) controls.finished = true;
     if (isLostClaim(error) || isStaleTask(error)) return { turnId, status: 'lost', claimed: true };
     // A cancel signal, or Temporal's own cancellation request (an operator's: treated as authorized).
     end =
@@ -96,8 +105,11 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         ? await cancelTurn(run, cancel ?? { descendants: 'retain', principal: null })
         : await failTurn(run, error, timedOut);
   }
+  if (controls) controls.finished = true;
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: end.result.status }]);
   run.console.update({ status: end.result.status, runningTools: [] });
   await notify(run, end.notice);
+  // Controls still being handled are refused now; the run ends after they answered.
+  if (controls) await condition(allHandlersFinished);
   return end.result;
 }

@@ -162,6 +162,36 @@ describe('turnkit command line', () => {
     expect(again.stderr).toContain('already cancelled');
   });
 
+  it('cli: pending lists held calls; approve and reject decide them; pause and resume answer; a refusal is one line', async () => {
+    const turnId = turnIdOf(await turnkit(['--json', 'run', 'careful', 'Wire twice']));
+    const held = async () =>
+      (await store.listToolExecutions({ turnId })).filter((e) => e.status === 'awaiting_approval');
+    await waitUntil(async () => (await held()).length === 2, 30_000);
+    const pending = await turnkit(['pending', turnId]);
+    expect(pending.code).toBe(0);
+    const [first, second] = pending.stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ')[0]!);
+    expect(pending.stdout).toContain('wire {"amount":1}');
+    const paused = await turnkit(['pause', turnId, '--principal', '"ada"']);
+    expect(JSON.parse(paused.stdout)).toMatchObject({ pauseRequested: true });
+    const resumed = await turnkit(['resume', turnId]);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ pauseRequested: false });
+    const refused = await turnkit(['approve', turnId, 'call_nope']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused.stderr).toContain('ControlError');
+    const approved = await turnkit(['approve', turnId, first!, '--note', 'ok']);
+    expect(JSON.parse(approved.stdout)).toMatchObject({ toolCallId: first, decision: 'approved' });
+    const rejected = await turnkit(['reject', turnId, second!, '--reason', 'once is enough']);
+    expect(JSON.parse(rejected.stdout)).toMatchObject({ decision: 'rejected' });
+    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
+    const rows = await store.listToolExecutions({ turnId });
+    expect(rows.map((row) => row.status)).toEqual(['completed', 'failed']);
+    expect(rows[1]!.error?.message).toBe('rejected by an unnamed person: once is enough');
+  });
+
   it('cli: send delivers a durable message once per key, and the idle conversation runs a turn', async () => {
     const turnId = turnIdOf(await turnkit(['--json', 'run', 'helper', 'First']));
     await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
@@ -222,7 +252,7 @@ describe('turnkit command line', () => {
 
     const unknownAgent = await turnkit(['run', 'nobody', 'Hi']);
     expect(unknownAgent.code).toBe(1);
-    expect(unknownAgent.stderr).toBe('turnkit: unknown agent nobody: the module has helper, slow\n');
+    expect(unknownAgent.stderr).toBe('turnkit: unknown agent nobody: the module has helper, slow, careful\n');
 
     const missing = await turnkit(['run', 'helper', 'Hi'], { TURNKIT_AGENTS: join(dir, 'missing.ts') });
     expect(missing.code).toBe(1);

@@ -66,6 +66,7 @@ const PUBLIC_API: Record<string, string[]> = {
     'BudgetError',
     'CompactionError',
     'ConfigError',
+    'ControlError',
     'ConversationHandle',
     'DEFAULT_COMPACTION',
     'DEFAULT_LIMITS',
@@ -98,6 +99,7 @@ const PUBLIC_API: Record<string, string[]> = {
     'ToolValidationError',
     'TurnKitClient',
     'TurnKitError',
+    'UPDATES',
     'addUsage',
     'assertReadOnly',
     'checkModelSpecification',
@@ -284,7 +286,21 @@ describe.skipIf(!(await requireTemporal()))('the published package', () => {
   it('the installed package has the turnkit command: --help lists its commands, a bad turn id is one line', async () => {
     const bin = join(app, 'node_modules/.bin/turnkit');
     const help = await run(bin, ['--help'], { cwd: app });
-    for (const command of ['worker', 'run', 'ls', 'show', 'watch', 'cancel', 'send'])
+    for (const command of [
+      'worker',
+      'run',
+      'ls',
+      'show',
+      'watch',
+      'cancel',
+      'pending',
+      'approve',
+      'reject',
+      'pause',
+      'resume',
+      'steer',
+      'send',
+    ])
       expect(help.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
     const missing = await run(
       bin,

@@ -67,6 +67,8 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
      * the replacement holds the turn in the `gate` tool (the gate opens a little later).
      */
     wake?: 'after' | 'mid-run';
+    /** Runs once the replacement polls (e.g. resumes a paused turn). */
+    afterFault?: (run: RunHandle) => Promise<void>;
   }): Promise<CaseResult> {
     const mode = options.mode ?? 'kill';
     const name = `${options.faultAt}-${mode}-${++counter}`;
@@ -121,6 +123,7 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
     const afterFault = await run.turn();
     await replacement.ready;
     replacement.go();
+    await options.afterFault?.(run);
     const resumed = () => logLines(log).some((l) => l.startsWith(`resumed:${options.faultAt}:first`));
     if (options.wake === 'mid-run') {
       // The paused worker's open polls swallow a few retry attempts first (each must time out).
@@ -279,6 +282,75 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       expect(turn.status).toBe('cancelled');
       expect(tree.executions.map((e) => e.status)).toEqual(['interrupted']);
       expect(tree.messages.filter((m) => m.kind === 'tool_result')).toHaveLength(1);
+    }, 120_000);
+  });
+
+  describe('a person in the loop (issue 21)', () => {
+    const awaitingApproval = async (run: RunHandle) => {
+      await waitUntil('the call to await approval', async () => (await run.pendingApprovals()).length === 1);
+      return (await run.pendingApprovals())[0]!.toolCallId;
+    };
+    const wireRanOnce = (lines: string[], tree: TreeSnapshot) => {
+      expect(tree.executions.map((e) => [e.toolName, e.status])).toEqual([['wire', 'completed']]);
+      expect(count(lines, 'attempt:wire:')).toBe(1);
+      expect(count(lines, 'effect:wire:')).toBe(1);
+    };
+
+    it('FI after-approval: killed between the approval and its tool run, the approval holds and the tool runs once', async () => {
+      let approval: Promise<unknown> = Promise.resolve();
+      const { turn, lines, tree } = await faultCase({
+        agent: 'approving',
+        faultAt: 'after-approval',
+        duringRun: async (run) => {
+          const id = await awaitingApproval(run);
+          // Answered once the replacement has taken the Update over.
+          approval = run.approve(id, { principal: 'ops' }).catch((error: unknown) => error);
+        },
+      });
+      expect(turn.status).toBe('completed');
+      wireRanOnce(lines, tree);
+      expect(await approval).toMatchObject({ decision: 'approved' });
+    }, 120_000);
+
+    it('FI after-steer: killed between the steering and the next model call, the person’s message is written once and the held call is superseded', async () => {
+      let steer: Promise<unknown> = Promise.resolve();
+      const { turn, tree, lines } = await faultCase({
+        agent: 'approving',
+        faultAt: 'after-steer',
+        duringRun: async (run) => {
+          await awaitingApproval(run);
+          // Its answer rides on the workflow task the kill cuts short: the replacement gives it.
+          steer = run.steer('Do not wire anything.', { principal: 'ops' });
+        },
+      });
+      expect(await steer).toMatchObject({ pendingSteers: 1 });
+      expect(turn.status).toBe('completed');
+      expect(turn.outputText).toBe('replacement done: 2 user messages');
+      expect(tree.messages.filter((m) => m.metadata['steer_id'])).toHaveLength(1);
+      expect(tree.executions.map((e) => [e.toolName, e.status])).toEqual([['wire', 'cancelled']]);
+      expect(count(lines, 'attempt:wire:')).toBe(0);
+    }, 120_000);
+
+    it('FI during-pause: killed while the turn is paused, it stays paused on the replacement; resumed, the approved tool runs once', async () => {
+      let approval: Promise<unknown> = Promise.resolve();
+      const { turn, afterFault, lines, tree } = await faultCase({
+        agent: 'approving',
+        faultAt: 'during-pause',
+        duringRun: async (run) => {
+          const id = await awaitingApproval(run);
+          await run.pause({ principal: 'ops' });
+          approval = run.approve(id, { principal: 'ops' });
+        },
+        afterFault: async (run) => {
+          await approval;
+          expect(await run.status()).toBe('paused');
+          // Sent while the replacement takes over the lost workflow task: the client retries it.
+          await run.resume({ principal: 'ops' });
+        },
+      });
+      expect(afterFault.status).toBe('paused');
+      expect(turn.status).toBe('completed');
+      wireRanOnce(lines, tree);
     }, 120_000);
   });
 

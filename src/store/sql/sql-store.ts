@@ -65,6 +65,7 @@ import type {
   TurnUpdate,
   WaitRecord,
 } from '../types.js';
+import { LANE_TURN_STATUSES } from '../types.js';
 import type { LockKey, Row, SqlConnection, SqlDriver } from './driver.js';
 import type { Column, TableSpec } from './schema.js';
 import {
@@ -87,7 +88,7 @@ interface TxContext {
   closed: boolean;
 }
 
-const LANE_STATUSES: readonly TurnStatus[] = ['pending', 'waiting', 'running'];
+const LANE_STATUSES = LANE_TURN_STATUSES;
 const EVENT_SEQUENCE_ATTEMPTS = 50;
 
 function encode(column: Column, value: unknown): unknown {
@@ -571,7 +572,7 @@ export class SqlStore implements Store {
       (options.includePending ?? true) ? ` OR (status = 'pending' AND submitted_at IS NOT NULL)` : '';
     const rows = await this.#read((c) =>
       c.query(
-        `SELECT 1 AS busy FROM turnkit_turns WHERE conversation_id = ? AND (status IN ('running', 'waiting')${pending}) LIMIT 1`,
+        `SELECT 1 AS busy FROM turnkit_turns WHERE conversation_id = ? AND (status IN ('running', 'waiting', 'paused')${pending}) LIMIT 1`,
         [id],
       ),
     );

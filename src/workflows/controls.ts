@@ -1,0 +1,254 @@
+/**
+ * A person in the loop, on the workflow side: the Updates `approve`, `reject`, `pause`,
+ * `resume` and `steer`, their validators (what the workflow already knows: the payload, the
+ * call, the turn's state), and the control boundaries where the turn pauses or takes steering.
+ * Authorization needs the policy and the signing key, which never enter history, so it runs
+ * in a scheduled activity inside each handler; a refusal there fails the Update with a typed error.
+ * Waiting (for a decision, or paused) is a workflow condition: no worker, no activity held.
+ */
+import {
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  currentUpdateInfo,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { ControlAction, ControlRequest } from '../engine/control-request.js';
+import { APPROVAL_TIMED_OUT, parseControlRequest } from '../engine/control-request.js';
+import type { Steer } from '../engine/controls.js';
+import type { TurnDigest } from '../engine/digest.js';
+import type { ApprovalDecision } from '../engine/tool-runner.js';
+import type { ApprovalResult, ControlState } from './contract.js';
+import {
+  approveUpdate,
+  controlStateQuery,
+  pauseUpdate,
+  rejectUpdate,
+  resumeUpdate,
+  steerUpdate,
+  TURNKIT_STATUS,
+} from './contract.js';
+import type { TurnRun } from './turn-run.js';
+import { runStoreStep } from './turn-run.js';
+
+/** What this run knows of a person's controls. Lives in workflow memory, rebuilt by replay. */
+export class TurnControls {
+  pauseRequested = false;
+  paused = false;
+  /** Set once the turn's work is over (ended, or a cancel was accepted): controls are refused. */
+  finished = false;
+  /** Accepted steering, written at the next boundary. */
+  steers: Steer[] = [];
+  /** Decisions by tool-call id, never forgotten (a second decision is refused). */
+  readonly decisions = new Map<string, ApprovalDecision>();
+  /** Calls whose decision is being authorized right now. */
+  readonly deciding = new Set<string>();
+  /** Calls of the tools phase being dispatched. */
+  phaseCalls = new Set<string>();
+  /** Calls known to await a decision, and calls known not to (they ran, or were closed). */
+  readonly awaiting = new Set<string>();
+  readonly settled = new Set<string>();
+  readonly #timers = new Set<string>();
+
+  state(): ControlState {
+    return {
+      pauseRequested: this.pauseRequested,
+      paused: this.paused,
+      awaitingApproval: [...this.awaiting].filter((id) => !this.decisions.has(id)),
+      pendingSteers: this.steers.length,
+      finished: this.finished,
+    };
+  }
+
+  /** The dispatch of `id` came back awaiting a decision; the approval timeout starts once. */
+  noteAwaiting(id: string, timeoutMs: number | null | undefined): void {
+    this.awaiting.add(id);
+    if (!timeoutMs || this.#timers.has(id)) return;
+    this.#timers.add(id);
+    // A durable timer; cancelled with the turn's scope (then nothing is decided).
+    sleep(timeoutMs).then(
+      () => {
+        if (!this.decisions.has(id))
+          this.decisions.set(id, {
+            decision: 'rejected',
+            principal: null,
+            reason: APPROVAL_TIMED_OUT,
+            timedOut: true,
+          });
+      },
+      () => undefined,
+    );
+  }
+
+  noteSettled(id: string): void {
+    this.awaiting.delete(id);
+    this.settled.add(id);
+  }
+}
+
+function refuse(
+  type: 'ArgumentError' | 'ControlError' | 'AuthorizationError',
+  message: string,
+  code: string,
+): never {
+  throw ApplicationFailure.create({ type, message, nonRetryable: true, details: [{ code }] });
+}
+
+/** Registers the Updates and the `controlState` query on this run. */
+export function registerControls(run: TurnRun, controls: TurnControls): void {
+  const parse = (action: ControlAction, payload: unknown): ControlRequest => {
+    const parsed = parseControlRequest(action, payload);
+    if (!parsed.ok) refuse('ArgumentError', parsed.reason, 'malformed');
+    if (controls.finished) refuse('ControlError', `turn ${run.turnId} is finished`, 'finished');
+    return parsed.value;
+  };
+  const authorize = async (request: ControlRequest) => {
+    const verdict = await CancellationScope.nonCancellable(() =>
+      run.activities.controls.authorizeControl.executeWithOptions(
+        { summary: `authorize ${request.action}` },
+        [{ turnId: run.turnId, request }],
+      ),
+    );
+    if (!verdict.allowed)
+      refuse('AuthorizationError', verdict.reason ?? `not authorized to ${request.action}`, 'denied');
+    return verdict;
+  };
+
+  const checkCall = (request: ControlRequest) => {
+    const id = request.toolCallId!;
+    if (controls.decisions.has(id) || controls.deciding.has(id))
+      refuse('ControlError', `tool call ${id} is already decided`, 'decided');
+    if (controls.settled.has(id))
+      refuse('ControlError', `tool call ${id} is not awaiting approval`, 'not_awaiting');
+    if (!controls.phaseCalls.has(id))
+      refuse('ControlError', `turn ${run.turnId} has no tool call ${id} awaiting approval`, 'unknown_call');
+    return id;
+  };
+  const decide =
+    (decision: 'approved' | 'rejected') =>
+    async (payload: unknown): Promise<ApprovalResult> => {
+      const request = parse(decision === 'approved' ? 'approve' : 'reject', payload);
+      const id = checkCall(request);
+      controls.deciding.add(id);
+      try {
+        // Its dispatch may still be on its way back: wait until the workflow knows the call's state.
+        await condition(
+          () =>
+            controls.awaiting.has(id) ||
+            controls.settled.has(id) ||
+            controls.finished ||
+            !controls.phaseCalls.has(id),
+        );
+        if (controls.finished) refuse('ControlError', `turn ${run.turnId} is finished`, 'finished');
+        if (!controls.awaiting.has(id))
+          refuse('ControlError', `tool call ${id} is not awaiting approval`, 'not_awaiting');
+        const verdict = await authorize(request);
+        // The approval timeout may have decided meanwhile.
+        if (controls.decisions.has(id))
+          refuse('ControlError', `tool call ${id} is already decided`, 'decided');
+        controls.decisions.set(id, {
+          decision,
+          principal: request.principal,
+          ...(request.note !== undefined ? { note: request.note } : {}),
+          ...(request.reason !== undefined ? { reason: request.reason } : {}),
+        });
+        return { toolCallId: id, decision, verified: verdict.verified };
+      } finally {
+        controls.deciding.delete(id);
+      }
+    };
+  setHandler(approveUpdate, decide('approved'), {
+    validator: (payload) => void checkCall(parse('approve', payload)),
+  });
+  setHandler(rejectUpdate, decide('rejected'), {
+    validator: (payload) => void checkCall(parse('reject', payload)),
+  });
+
+  const notPaused = () => refuse('ControlError', `turn ${run.turnId} is not paused`, 'not_paused');
+  const alreadyPaused = () =>
+    refuse('ControlError', `turn ${run.turnId} is already paused`, 'already_paused');
+  setHandler(
+    pauseUpdate,
+    async (payload) => {
+      await authorize(parse('pause', payload));
+      if (controls.pauseRequested) alreadyPaused();
+      controls.pauseRequested = true;
+      return controls.state();
+    },
+    {
+      validator: (payload) => {
+        parse('pause', payload);
+        if (controls.pauseRequested) alreadyPaused();
+      },
+    },
+  );
+  setHandler(
+    resumeUpdate,
+    async (payload) => {
+      await authorize(parse('resume', payload));
+      if (!controls.pauseRequested) notPaused();
+      controls.pauseRequested = false;
+      return controls.state();
+    },
+    {
+      validator: (payload) => {
+        parse('resume', payload);
+        if (!controls.pauseRequested) notPaused();
+      },
+    },
+  );
+  setHandler(
+    steerUpdate,
+    async (payload) => {
+      const request = parse('steer', payload);
+      const id = currentUpdateInfo()?.id ?? `steer-${controls.steers.length}`;
+      await authorize(request);
+      if (controls.finished) refuse('ControlError', `turn ${run.turnId} is finished`, 'finished');
+      controls.steers.push({ id, text: request.text!, principal: request.principal });
+      return controls.state();
+    },
+    { validator: (payload) => void parse('steer', payload) },
+  );
+  setHandler(controlStateQuery, () => controls.state());
+}
+
+/**
+ * A control boundary (before a model call, before a tool call): a requested pause stops the
+ * turn here, `paused` with its claim cleared, until `resume` (or a cancel, or the root
+ * timeout). Returns the digest it resumed from, or null when there was no pause.
+ */
+export async function pauseAtBoundary(run: TurnRun): Promise<TurnDigest | null> {
+  const controls = run.controls;
+  if (!controls?.pauseRequested) return null;
+  const { store } = run.activities;
+  await runStoreStep(() => store.pauseTurn.executeWithOptions({ summary: 'pause' }, [run.owner()]));
+  controls.paused = true;
+  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'paused' }]);
+  run.console.update({ status: 'paused', lastStep: 'paused by a person' });
+  await condition(() => !controls.pauseRequested);
+  controls.paused = false;
+  const digest = await runStoreStep(() =>
+    store.resumePausedTurn.executeWithOptions({ summary: 'resume' }, [run.owner()]),
+  );
+  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+  run.console.digest(digest);
+  run.console.update({ lastStep: 'resumed' });
+  return digest;
+}
+
+/** Steering accepted and not yet written: it applies at this boundary (back to the model). */
+export async function steerAtBoundary(run: TurnRun): Promise<TurnDigest | null> {
+  const controls = run.controls;
+  if (!controls || controls.steers.length === 0) return null;
+  const steers = [...controls.steers];
+  const digest = await runStoreStep(() =>
+    run.activities.store.steerTurn.executeWithOptions({ summary: 'steer' }, [{ ...run.owner(), steers }]),
+  );
+  controls.steers = controls.steers.slice(steers.length);
+  controls.phaseCalls = new Set();
+  run.console.digest(digest);
+  run.console.update({ lastStep: 'steered by a person' });
+  return digest;
+}
