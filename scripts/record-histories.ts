@@ -180,12 +180,14 @@ for (const name of ['terminal', 'looping', 'fanout', 'failing', 'revised', 'slow
   await run.result();
   await save(name, run.workflowId);
 }
-if (wanted('cancelled')) {
+// `cancelled` keeps the release it was recorded on (its cancel checked by a local activity);
+// `cancelled-controls` is a run with the controls, whose cancel is checked by a scheduled one.
+for (const name of ['cancelled', 'cancelled-controls'].filter(wanted)) {
   const run = await kit.client.run('cancelled', 'record cancel');
   await until(async () => (await run.events()).some((e) => e.type === 'model.requested'));
   await run.cancel({ descendants: 'cascade' });
   await run.result();
-  await save('cancelled', run.workflowId);
+  await save(name, run.workflowId);
 }
 if (wanted('compacted')) {
   // A model phase whose history is over the threshold: modelStep says so, compactStep runs.

@@ -50,13 +50,17 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   };
   setHandler(laneFreeSignal, nudge);
   setHandler(targetFinishedSignal, nudge);
+  // A handler's store step runs beside the main flow's: on runs with the controls it is a
+  // scheduled activity, as the controls' authorization is (decision 23); earlier runs keep the
+  // local one their histories recorded.
+  const cancelChecks = features.controls ? activities.controls : activities.store;
   setHandler(cancelSignal, async (payload: unknown) => {
     const parsed = parseCancelRequest(payload);
     if (!parsed.ok) {
-      await activities.store.rejectCancel({ turnId, reason: parsed.reason });
+      await cancelChecks.rejectCancel({ turnId, reason: parsed.reason });
       return;
     }
-    const verdict = await activities.store.authorizeCancel({ turnId, ...parsed.value });
+    const verdict = await cancelChecks.authorizeCancel({ turnId, ...parsed.value });
     if (!verdict.allowed || cancel) return;
     cancel = parsed.value;
     if (controls) controls.finished = true;
