@@ -1,0 +1,88 @@
+/**
+ * `npm run bench` (long conversations): one conversation of `BENCH_LONG_TURNS` (500) turns, each
+ * a 2 KB user message answered by a 2 KB reply, on SQLite with the default compaction policy
+ * (the summarizer is the same offline model). Reports `long_conversation_latency_ratio`: the
+ * p50 latency of the last ten turns over that of the first ten, from `ask` to the stored
+ * result, after ten warm-up turns in another conversation. A turn that read and projected the
+ * whole conversation would grow with it.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { defineAgent } from '../src/agents/agent.js';
+import { AgentRegistry } from '../src/agents/registry.js';
+import { TurnKitClient } from '../src/client/turnkit-client.js';
+import type { ModelClient } from '../src/models/types.js';
+import { openStore } from '../src/store/index.js';
+import { createWorker } from '../src/worker.js';
+import { mergeBenchResults, percentile } from './results.js';
+
+const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
+const turns = Number(process.env['BENCH_LONG_TURNS'] ?? 500);
+const window = 10;
+const TARGET = 1.1;
+
+const text = (label: string) => `${label} `.padEnd(2048, 'lorem ipsum dolor sit amet ');
+let summaries = 0;
+// An offline model that records nothing (a recording one would itself grow with the history).
+const model: ModelClient = {
+  chat(request) {
+    const compaction = request.metadata.purpose === 'compaction';
+    if (compaction) summaries += 1;
+    return Promise.resolve({
+      parts: [{ type: 'text', text: text(compaction ? `summary ${summaries}` : 'reply') }],
+      usage: { inputTokens: 0, outputTokens: 0 },
+    });
+  },
+};
+
+const dir = mkdtempSync(join(tmpdir(), 'turnkit-long-bench-'));
+const store = await openStore(join(dir, 'long.sqlite'));
+const agents = new AgentRegistry([defineAgent({ name: 'long_bench', model: 'offline' })]);
+const taskQueue = `turnkit-long-bench-${Date.now()}`;
+const connection = await NativeConnection.connect({ address });
+const temporal = new Client({ connection: await Connection.connect({ address }) });
+const worker = await createWorker({ store, agents, model, connection, taskQueue });
+const client = new TurnKitClient({ store, agents, temporal, taskQueue });
+
+const latencies = await worker.worker.runUntil(async () => {
+  // Warm up (bundle, caches, JIT) in a conversation of its own, so turns 1–10 are not cold.
+  const warmup = await client.conversation('long_bench');
+  for (let i = 0; i < window; i++) await (await warmup.ask(text(`warm-up ${i + 1}`))).result();
+  const conversation = await client.conversation('long_bench');
+  const times: number[] = [];
+  for (let i = 0; i < turns; i++) {
+    const start = performance.now();
+    const run = await conversation.ask(text(`question ${i + 1}`));
+    const turn = await run.result();
+    times.push(performance.now() - start);
+    if (turn.status !== 'completed') throw new Error(`long bench: turn ${i + 1} ended ${turn.status}`);
+  }
+  return times;
+});
+
+const first = percentile(latencies.slice(0, window), 50);
+const last = percentile(latencies.slice(-window), 50);
+const results = {
+  long_conversation_turns: turns,
+  long_conversation_summaries: summaries,
+  long_conversation_first_p50_ms: first,
+  long_conversation_last_p50_ms: last,
+  long_conversation_latency_ratio: last / first,
+};
+console.log(`\nTurnKit long-conversation benchmark (${turns} turns of 2 KB messages)\n`);
+for (const [key, value] of Object.entries(results))
+  console.log(key.padEnd(36), value.toFixed(3).padStart(12));
+console.log(
+  `long_conversation_latency_ratio <= ${TARGET}: ${results.long_conversation_latency_ratio <= TARGET ? 'met' : 'MISSED'}`,
+);
+mergeBenchResults({
+  long_conversation_measuredAt: new Date().toISOString(),
+  ...results,
+  long_conversation_latency_ratio_target: `<= ${TARGET}: ${results.long_conversation_latency_ratio <= TARGET ? 'met' : 'missed'}`,
+});
+await store.close();
+await connection.close();
+await temporal.connection.close();

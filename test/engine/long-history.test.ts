@@ -1,0 +1,134 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { historyForTurn } from '../../src/engine/model-request.js';
+import { activeHistory } from '../../src/engine/summaries.js';
+import { openStore } from '../../src/store/index.js';
+import type { ListMessagesOptions, MessageRecord, Store, TurnRecord } from '../../src/store/types.js';
+import { tempSqliteUrl } from '../helpers/turnkit.js';
+
+/** Counts the message rows each listMessages call returns: what a reader pulled from the store. */
+function counting(store: Store): { store: Store; rows: () => number } {
+  let rows = 0;
+  const wrapped = new Proxy(store, {
+    get(target, property, receiver) {
+      if (property !== 'listMessages') return Reflect.get(target, property, receiver) as unknown;
+      return async (id: string, options?: ListMessagesOptions) => {
+        const found = await target.listMessages(id, options);
+        rows += found.length;
+        return found;
+      };
+    },
+  });
+  return { store: wrapped, rows: () => rows };
+}
+
+const stores: Store[] = [];
+afterAll(async () => {
+  for (const store of stores) await store.close();
+});
+
+async function backends(): Promise<[string, Store][]> {
+  const memory = await openStore('memory:');
+  const sqlite = await openStore(tempSqliteUrl('history'));
+  stores.push(memory, sqlite);
+  return [
+    ['memory', memory],
+    ['sqlite', sqlite],
+  ];
+}
+
+/** A conversation of `count` messages, then summaries written at the sequences given. */
+async function conversationWith(
+  store: Store,
+  count: number,
+  summaries: { at: number; from: number; through: number }[],
+  own = 0,
+): Promise<{ turn: TurnRecord; all: () => Promise<MessageRecord[]> }> {
+  const conversation = await store.createConversation({ agentName: 'agent' });
+  const turn = await store.createTurn({
+    conversationId: conversation.id,
+    agentName: 'agent',
+    contextMessageSequence: count,
+  });
+  const byAt = new Map(summaries.map((s) => [s.at, s]));
+  for (let sequence = 1; sequence <= count + own; sequence++) {
+    const summary = byAt.get(sequence);
+    await store.appendMessage({
+      conversationId: conversation.id,
+      role: sequence % 2 ? 'user' : 'assistant',
+      ...(sequence > count ? { turnId: turn.id } : {}),
+      ...(summary
+        ? {
+            kind: 'context_summary' as const,
+            content: `summary of ${summary.from}-${summary.through}`,
+            metadata: {
+              compaction: {
+                replaces_from_sequence: summary.from,
+                replaces_through_sequence: summary.through,
+              },
+            },
+          }
+        : { content: `message ${sequence}` }),
+    });
+  }
+  // Written after the turn's snapshot by another turn: never part of this turn's history.
+  await store.appendMessage({ conversationId: conversation.id, role: 'user', content: 'later' });
+  return {
+    turn,
+    all: async () =>
+      activeHistory(await store.listMessages(conversation.id, { throughSequence: count, turnId: turn.id })),
+  };
+}
+
+const shapes: Record<
+  string,
+  { count: number; summaries: { at: number; from: number; through: number }[]; own?: number }
+> = {
+  'no summary': { count: 12, summaries: [], own: 2 },
+  'one summary, then newer messages and the turn’s own': {
+    count: 40,
+    summaries: [{ at: 15, from: 1, through: 12 }],
+    own: 3,
+  },
+  'a summary folded into a newer one': {
+    count: 40,
+    summaries: [
+      { at: 15, from: 1, through: 12 },
+      { at: 30, from: 1, through: 27 },
+    ],
+  },
+  'head messages, and two summaries with a gap between them': {
+    count: 30,
+    summaries: [
+      { at: 12, from: 5, through: 8 },
+      { at: 20, from: 14, through: 16 },
+    ],
+  },
+  'a summary written by the turn itself': {
+    count: 20,
+    summaries: [{ at: 21, from: 1, through: 17 }],
+    own: 2,
+  },
+};
+
+describe('a turn reads only what its request needs', () => {
+  for (const [name, shape] of Object.entries(shapes)) {
+    it(`the same history as reading everything: ${name}`, async () => {
+      for (const [backend, store] of await backends()) {
+        const { turn, all } = await conversationWith(store, shape.count, shape.summaries, shape.own);
+        expect(await historyForTurn(store, turn), backend).toEqual(await all());
+      }
+    });
+  }
+
+  it('after a summary of 990 messages it reads the summary and the messages after it, not the conversation', async () => {
+    for (const [backend, store] of await backends()) {
+      const { turn } = await conversationWith(store, 1000, [{ at: 995, from: 1, through: 990 }]);
+      const reader = counting(store);
+      const history = await historyForTurn(reader.store, turn);
+      expect(history.map((m) => m.sequence)[0], backend).toBe(995);
+      expect(history, backend).toHaveLength(10);
+      // The summary twice at most (by kind, and within the range after it), plus 9 messages.
+      expect(reader.rows(), backend).toBeLessThanOrEqual(11);
+    }
+  });
+});
