@@ -16,6 +16,7 @@ import { AgentRegistry } from '../src/agents/registry.js';
 import { TurnKitClient } from '../src/client/turnkit-client.js';
 import type { ModelClient } from '../src/models/types.js';
 import { openStore } from '../src/store/index.js';
+import type { Store } from '../src/store/types.js';
 import { createWorker } from '../src/worker.js';
 import { mergeBenchResults, percentile } from './results.js';
 
@@ -39,7 +40,23 @@ const model: ModelClient = {
 };
 
 const dir = mkdtempSync(join(tmpdir(), 'turnkit-long-bench-'));
-const store = await openStore(join(dir, 'long.sqlite'));
+const opened = await openStore(join(dir, 'long.sqlite'));
+// Counts the message rows the worker and client read, to show what a turn reads, not only its time.
+let rowsRead = 0;
+const store = new Proxy(opened, {
+  get(target, property, receiver) {
+    if (property !== 'listMessages') {
+      const value = Reflect.get(target, property, receiver) as unknown;
+      // The store's private fields need the store itself as `this`.
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    }
+    return async (...args: Parameters<Store['listMessages']>) => {
+      const rows = await target.listMessages(...args);
+      rowsRead += rows.length;
+      return rows;
+    };
+  },
+});
 const agents = new AgentRegistry([defineAgent({ name: 'long_bench', model: 'offline' })]);
 const taskQueue = `turnkit-long-bench-${Date.now()}`;
 const connection = await NativeConnection.connect({ address });
@@ -47,6 +64,8 @@ const temporal = new Client({ connection: await Connection.connect({ address }) 
 const worker = await createWorker({ store, agents, model, connection, taskQueue });
 const client = new TurnKitClient({ store, agents, temporal, taskQueue });
 
+const rowsAtStart: number[] = [];
+const rowsAtEnd: number[] = [];
 const latencies = await worker.worker.runUntil(async () => {
   // Warm up (bundle, caches, JIT) in a conversation of its own, so turns 1–10 are not cold.
   const warmup = await client.conversation('long_bench');
@@ -54,12 +73,15 @@ const latencies = await worker.worker.runUntil(async () => {
   const conversation = await client.conversation('long_bench');
   const times: number[] = [];
   for (let i = 0; i < turns; i++) {
+    if (i === 0 || i === turns - window) rowsAtStart.push(rowsRead);
+    if (i === window) rowsAtEnd.push(rowsRead);
     const start = performance.now();
     const run = await conversation.ask(text(`question ${i + 1}`));
     const turn = await run.result();
     times.push(performance.now() - start);
     if (turn.status !== 'completed') throw new Error(`long bench: turn ${i + 1} ended ${turn.status}`);
   }
+  rowsAtEnd.push(rowsRead);
   return times;
 });
 
@@ -71,6 +93,10 @@ const results = {
   long_conversation_first_p50_ms: first,
   long_conversation_last_p50_ms: last,
   long_conversation_latency_ratio: last / first,
+  // Message rows read per turn (client and worker), last ten turns over the first ten.
+  long_conversation_rows_first: (rowsAtEnd[0]! - rowsAtStart[0]!) / window,
+  long_conversation_rows_last: (rowsAtEnd[1]! - rowsAtStart[1]!) / window,
+  long_conversation_rows_ratio: (rowsAtEnd[1]! - rowsAtStart[1]!) / (rowsAtEnd[0]! - rowsAtStart[0]!),
 };
 console.log(`\nTurnKit long-conversation benchmark (${turns} turns of 2 KB messages)\n`);
 for (const [key, value] of Object.entries(results))
@@ -83,6 +109,6 @@ mergeBenchResults({
   ...results,
   long_conversation_latency_ratio_target: `<= ${TARGET}: ${results.long_conversation_latency_ratio <= TARGET ? 'met' : 'missed'}`,
 });
-await store.close();
+await opened.close();
 await connection.close();
 await temporal.connection.close();

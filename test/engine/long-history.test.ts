@@ -10,7 +10,10 @@ function counting(store: Store): { store: Store; rows: () => number } {
   let rows = 0;
   const wrapped = new Proxy(store, {
     get(target, property, receiver) {
-      if (property !== 'listMessages') return Reflect.get(target, property, receiver) as unknown;
+      if (property !== 'listMessages') {
+        const value = Reflect.get(target, property, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      }
       return async (id: string, options?: ListMessagesOptions) => {
         const found = await target.listMessages(id, options);
         rows += found.length;
