@@ -13,6 +13,9 @@ import { promptDataBlock, renderSystemPrompt, untrustedBlock } from './system-pr
 import type { Runtime } from './runtime.js';
 import { contextOf } from './turn-state.js';
 
+/** Snapshots up to this many messages are read in one query, summaries or not. */
+export const SHORT_HISTORY = 32;
+
 /**
  * The history a turn's next model call sees (spec §3.6, §3.7): its snapshot plus its own
  * outputs, with summaries applied. It reads only what that needs: the summaries first (by
@@ -21,6 +24,9 @@ import { contextOf } from './turn-state.js';
  */
 export async function historyForTurn(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
   const visible = { throughSequence: turn.contextMessageSequence, turnId: turn.id };
+  // A short conversation is read whole: one query rather than two.
+  if (turn.contextMessageSequence <= SHORT_HISTORY)
+    return activeHistory(await store.listMessages(turn.conversationId, visible));
   const summaries = await store.listMessages(turn.conversationId, { ...visible, kind: 'context_summary' });
   const hidden = hiddenRanges(summaries);
   if (hidden.length === 0) return activeHistory(await store.listMessages(turn.conversationId, visible));

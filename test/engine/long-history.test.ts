@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { historyForTurn } from '../../src/engine/model-request.js';
+import { historyForTurn, SHORT_HISTORY } from '../../src/engine/model-request.js';
 import { activeHistory } from '../../src/engine/summaries.js';
 import { openStore } from '../../src/store/index.js';
 import type { ListMessagesOptions, MessageRecord, Store, TurnRecord } from '../../src/store/types.js';
@@ -86,36 +86,38 @@ const shapes: Record<
   string,
   { count: number; summaries: { at: number; from: number; through: number }[]; own?: number }
 > = {
-  'no summary': { count: 12, summaries: [], own: 2 },
+  'no summary': { count: 50, summaries: [], own: 2 },
   'one summary, then newer messages and the turn’s own': {
-    count: 40,
-    summaries: [{ at: 15, from: 1, through: 12 }],
+    count: 80,
+    summaries: [{ at: 45, from: 1, through: 40 }],
     own: 3,
   },
   'a summary folded into a newer one': {
-    count: 40,
+    count: 80,
     summaries: [
-      { at: 15, from: 1, through: 12 },
-      { at: 30, from: 1, through: 27 },
+      { at: 45, from: 1, through: 40 },
+      { at: 70, from: 1, through: 65 },
     ],
   },
   'head messages, and two summaries with a gap between them': {
-    count: 30,
+    count: 70,
     summaries: [
-      { at: 12, from: 5, through: 8 },
-      { at: 20, from: 14, through: 16 },
+      { at: 42, from: 5, through: 38 },
+      { at: 60, from: 44, through: 56 },
     ],
   },
   'a summary written by the turn itself': {
-    count: 20,
-    summaries: [{ at: 21, from: 1, through: 17 }],
+    count: 60,
+    summaries: [{ at: 61, from: 1, through: 57 }],
     own: 2,
   },
+  'a short conversation, read whole': { count: 20, summaries: [{ at: 15, from: 1, through: 12 }], own: 2 },
 };
 
 describe('a turn reads only what its request needs', () => {
   for (const [name, shape] of Object.entries(shapes)) {
     it(`the same history as reading everything: ${name}`, async () => {
+      expect(shape.count > SHORT_HISTORY).toBe(!name.includes('short'));
       for (const [backend, store] of await backends()) {
         const { turn, all } = await conversationWith(store, shape.count, shape.summaries, shape.own);
         expect(await historyForTurn(store, turn), backend).toEqual(await all());
