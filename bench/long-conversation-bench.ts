@@ -16,9 +16,8 @@ import { AgentRegistry } from '../src/agents/registry.js';
 import { TurnKitClient } from '../src/client/turnkit-client.js';
 import type { ModelClient } from '../src/models/types.js';
 import { openStore } from '../src/store/index.js';
-import type { Store } from '../src/store/types.js';
 import { createWorker } from '../src/worker.js';
-import { mergeBenchResults, percentile } from './results.js';
+import { countingMessageReads, mergeBenchResults, percentile } from './results.js';
 
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
 const turns = Number(process.env['BENCH_LONG_TURNS'] ?? 500);
@@ -42,21 +41,8 @@ const model: ModelClient = {
 const dir = mkdtempSync(join(tmpdir(), 'turnkit-long-bench-'));
 const opened = await openStore(join(dir, 'long.sqlite'));
 // Counts the message rows the worker and client read, to show what a turn reads, not only its time.
-let rowsRead = 0;
-const store = new Proxy(opened, {
-  get(target, property, receiver) {
-    if (property !== 'listMessages') {
-      const value = Reflect.get(target, property, receiver) as unknown;
-      // The store's private fields need the store itself as `this`.
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    }
-    return async (...args: Parameters<Store['listMessages']>) => {
-      const rows = await target.listMessages(...args);
-      rowsRead += rows.length;
-      return rows;
-    };
-  },
-});
+const reads = countingMessageReads(opened);
+const store = reads.store;
 const agents = new AgentRegistry([defineAgent({ name: 'long_bench', model: 'offline' })]);
 const taskQueue = `turnkit-long-bench-${Date.now()}`;
 const connection = await NativeConnection.connect({ address });
@@ -76,8 +62,8 @@ const latencies = await worker.worker.runUntil(async () => {
   const control = await client.conversation('long_bench');
   const times: number[] = [];
   for (let i = 0; i < turns; i++) {
-    if (i === 0 || i === turns - window) rowsAtStart.push(rowsRead);
-    if (i === window) rowsAtEnd.push(rowsRead);
+    if (i === 0 || i === turns - window) rowsAtStart.push(reads.rows());
+    if (i === window) rowsAtEnd.push(reads.rows());
     const start = performance.now();
     const run = await conversation.ask(text(`question ${i + 1}`));
     const turn = await run.result();
@@ -85,14 +71,14 @@ const latencies = await worker.worker.runUntil(async () => {
     // Beside each of the last ten turns, a turn of a fresh conversation: turns 1–10 measured in
     // the same minute, under the same load as turns 491–500 (the shared machine is noisy).
     if (i >= turns - window) {
-      const [started, rowsBefore] = [performance.now(), rowsRead];
+      const [started, rowsBefore] = [performance.now(), reads.rows()];
       await (await control.ask(text(`control ${i + 1}`))).result();
       controlTimes.push(performance.now() - started);
-      controlRows += rowsRead - rowsBefore;
+      controlRows += reads.rows() - rowsBefore;
     }
     if (turn.status !== 'completed') throw new Error(`long bench: turn ${i + 1} ended ${turn.status}`);
   }
-  rowsAtEnd.push(rowsRead);
+  rowsAtEnd.push(reads.rows());
   return times;
 });
 

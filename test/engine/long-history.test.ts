@@ -2,27 +2,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { historyForTurn, SHORT_HISTORY } from '../../src/engine/model-request.js';
 import { activeHistory } from '../../src/engine/summaries.js';
 import { openStore } from '../../src/store/index.js';
-import type { ListMessagesOptions, MessageRecord, Store, TurnRecord } from '../../src/store/types.js';
+import type { MessageRecord, Store, TurnRecord } from '../../src/store/types.js';
 import { tempSqliteUrl } from '../helpers/turnkit.js';
-
-/** Counts the message rows each listMessages call returns: what a reader pulled from the store. */
-function counting(store: Store): { store: Store; rows: () => number } {
-  let rows = 0;
-  const wrapped = new Proxy(store, {
-    get(target, property, receiver) {
-      if (property !== 'listMessages') {
-        const value = Reflect.get(target, property, receiver) as unknown;
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      }
-      return async (id: string, options?: ListMessagesOptions) => {
-        const found = await target.listMessages(id, options);
-        rows += found.length;
-        return found;
-      };
-    },
-  });
-  return { store: wrapped, rows: () => rows };
-}
+import { countingMessageReads } from '../../bench/results.js';
 
 const stores: Store[] = [];
 afterAll(async () => {
@@ -128,7 +110,7 @@ describe('a turn reads only what its request needs', () => {
   it('after a summary of 990 messages it reads the summary and the messages after it, not the conversation', async () => {
     for (const [backend, store] of await backends()) {
       const { turn } = await conversationWith(store, 1000, [{ at: 995, from: 1, through: 990 }]);
-      const reader = counting(store);
+      const reader = countingMessageReads(store);
       const history = await historyForTurn(reader.store, turn);
       expect(history.map((m) => m.sequence)[0], backend).toBe(995);
       expect(history, backend).toHaveLength(10);
