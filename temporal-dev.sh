@@ -17,6 +17,12 @@ readonly CLI_VERSION=1.9.1
 readonly IP=127.0.0.1
 readonly NAMESPACE=default
 readonly SEARCH_ATTRIBUTES=(TurnKitAgent TurnKitConversationId TurnKitRootTurnId TurnKitStatus)
+# The server pushes activity cancellations to workers (worker commands), so a cancel aborts a
+# model call or tool without waiting for its next heartbeat (docs/architecture.md, decision 22).
+readonly DYNAMIC_CONFIG=(
+  --dynamic-config-value frontend.WorkerCommandsEnabled=true
+  --dynamic-config-value system.enableCancelActivityWorkerCommand=true
+)
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly ROOT
@@ -241,6 +247,7 @@ cmd_start() {
     --ip "$IP" --port "$PORT" --ui-port "$UI_PORT" \
     --db-filename "$DB_FILE" --namespace "$NAMESPACE" \
     --ui-disable-news-fetch \
+    "${DYNAMIC_CONFIG[@]}" \
     </dev/null >>"$LOG_FILE" 2>&1 9>&- &
   pid=$!
   printf '%s\n' "$pid" >"$PID_FILE"

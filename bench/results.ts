@@ -1,5 +1,9 @@
-/** What the benchmarks share: percentiles, and merging their keys into bench-results.json. */
+/**
+ * What the benchmarks share: percentiles, merging their keys into bench-results.json, and a
+ * store that counts the message rows it reads.
+ */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import type { Store } from '../src/store/types.js';
 
 export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -18,4 +22,24 @@ export function mergeBenchResults(keys: Record<string, unknown>): void {
   }
   writeFileSync('bench-results.json', `${JSON.stringify({ ...existing, ...keys }, null, 2)}\n`);
   console.log('\nmerged into bench-results.json');
+}
+
+/** The store, counting the message rows its `listMessages` returns: what a reader pulled. */
+export function countingMessageReads(store: Store): { store: Store; rows: () => number } {
+  let rows = 0;
+  const counted = new Proxy(store, {
+    get(target, property, receiver) {
+      if (property !== 'listMessages') {
+        const value = Reflect.get(target, property, receiver) as unknown;
+        // The store's private fields need the store itself as `this`.
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      }
+      return async (...args: Parameters<Store['listMessages']>) => {
+        const found = await target.listMessages(...args);
+        rows += found.length;
+        return found;
+      };
+    },
+  });
+  return { store: counted, rows: () => rows };
 }

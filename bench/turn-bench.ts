@@ -150,8 +150,8 @@ const results = await worker.runUntil(async () => {
 });
 
 const targets: Record<string, [string, number]> = {
-  turn_vs_floor_p50: ['<=', 1.25],
-  throughput_vs_floor_32: ['>=', 0.8],
+  turn_vs_floor_p50: ['<=', 1.1],
+  throughput_vs_floor_32: ['>=', 0.95],
   history_bytes_1mb_vs_empty: ['<=', 1.1],
 };
 console.log(

@@ -10,5 +10,7 @@ echo "turnkit: benchmarks on Node $(node -v)"
 npx tsx bench/turn-bench.ts
 npx tsx bench/cancel-bench.ts
 npx tsx bench/approval-bench.ts
+BENCH_CANCEL_DELIVERY=heartbeat npx tsx bench/cancel-bench.ts
+npx tsx bench/long-conversation-bench.ts
 npx tsx bench/recovery-bench.ts
 npx tsx bench/stream-bench.ts

@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { WorkerOptions } from '@temporalio/worker';
-import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
+import type { CancelDelivery } from './activities/heartbeat.js';
+import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
 import { createTurnActivities } from './activities/turn-activities.js';
 import { checkMcpManifests } from './agents/mcp.js';
 import type { RuntimeOptions } from './engine/runtime.js';
@@ -69,9 +71,27 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
 export interface TurnKitWorker {
   worker: Worker;
   runtime: Runtime;
+  /** How a cancel reaches this worker's activities in flight, and their heartbeat count. */
+  heartbeats: HeartbeatPacer;
   /** Runs until `shutdown()`, or until the promise passed settles. */
   run(until?: Promise<unknown>): Promise<void>;
   shutdown(): void;
+}
+
+/**
+ * Whether the server pushes activity cancellations to this worker (Temporal's worker commands,
+ * a namespace capability; the SDK polls for them only while worker heartbeating is on), or
+ * a cancel can only ride on an activity heartbeat's reply (docs/architecture.md, decision 24).
+ */
+async function cancelDelivery(connection: NativeConnection, namespace: string): Promise<CancelDelivery> {
+  if (TemporalRuntime.instance().options.runtimeOptions.workerHeartbeatIntervalMillis == null)
+    return 'heartbeat';
+  try {
+    const described = await connection.workflowService.describeNamespace({ namespace });
+    return described.namespaceInfo?.capabilities?.workerCommands ? 'worker-command' : 'heartbeat';
+  } catch {
+    return 'heartbeat';
+  }
 }
 
 /**
@@ -88,17 +108,19 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
         address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
       });
   const connection = options.connection ?? owned!;
+  const namespace = options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default';
+  const heartbeats = new HeartbeatPacer(await cancelDelivery(connection, namespace));
   const worker = await Worker.create({
     connection,
-    namespace: options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default',
+    namespace,
     taskQueue: options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE),
     workflowBundle: await bundleTurnWorkflows({ traced: runtime.telemetry.enabled }),
-    activities: createTurnActivities(runtime),
+    activities: createTurnActivities(runtime, heartbeats),
     // OpenTelemetry, only when a tracer provider was passed (options.tracing).
     ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
-    // Cancellation reaches an activity through its heartbeat: keep the round trip short.
-    maxHeartbeatThrottleInterval: '500 milliseconds',
-    defaultHeartbeatThrottleInterval: '500 milliseconds',
+    // The SDK sends each heartbeat the pacer makes (it paces them at 100–500 ms itself).
+    maxHeartbeatThrottleInterval: CANCEL_INTERVAL_MS,
+    defaultHeartbeatThrottleInterval: CANCEL_INTERVAL_MS,
     // A workflow task sent to a worker that died waits this long on its sticky queue before
     // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
     // only costs a replay from history on another worker (docs/architecture.md, decision 20).
@@ -108,6 +130,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
   return {
     worker,
     runtime,
+    heartbeats,
     // A connection this worker opened closes with it, so a process can end once the worker has.
     run: (until) =>
       (until ? worker.runUntil(until).then(() => undefined) : worker.run()).finally(() => owned?.close()),

@@ -20,6 +20,7 @@ import { failTurn } from '../engine/terminal.js';
 import { runToolCall } from '../engine/tool-runner.js';
 import { finishToolsPhase, resumeTurn, suspendTurn, turnStatus } from '../engine/tools-phase.js';
 import { TurnKitError } from '../errors.js';
+import { HeartbeatPacer } from './heartbeat.js';
 import type { TurnRecord } from '../store/types.js';
 import { waitsReady } from '../store/wait-graph.js';
 import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
@@ -32,9 +33,6 @@ import {
 } from '../workflows/contract.js';
 import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
-
-/** Heartbeat period of long activities; the workflow's heartbeatTimeout is a few of these. */
-export const HEARTBEAT_INTERVAL_MS = 500;
 
 /**
  * TurnKit errors become ApplicationFailures typed by class name, non-retryable unless the
@@ -63,16 +61,17 @@ async function mappingFailures<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Heartbeats on an interval while `fn` runs, so a dead or paused worker is noticed. */
-async function withHeartbeat<T>(fn: (heartbeat: (details?: unknown) => void) => Promise<T>): Promise<T> {
+/**
+ * Heartbeats at the pacer's period while `fn` runs, so a dead or paused worker is noticed and
+ * a cancel reaches the attempt (heartbeat.ts).
+ */
+function withHeartbeat<T>(
+  pacer: HeartbeatPacer,
+  fn: (heartbeat: (details?: unknown) => void) => Promise<T>,
+): Promise<T> {
   const context = Context.current();
   const heartbeat = (details?: unknown) => context.heartbeat(details);
-  const timer = setInterval(heartbeat, HEARTBEAT_INTERVAL_MS);
-  try {
-    return await fn(heartbeat);
-  } finally {
-    clearInterval(timer);
-  }
+  return pacer.run(heartbeat, () => fn(heartbeat));
 }
 
 /**
@@ -101,7 +100,10 @@ async function startOrNudgeTurn(
     });
 }
 
-export function createTurnActivities(runtime: Runtime): TurnActivities {
+export function createTurnActivities(
+  runtime: Runtime,
+  pacer: HeartbeatPacer = new HeartbeatPacer(),
+): TurnActivities {
   return {
     async laneStep(input) {
       return mappingFailures(async () => {
@@ -151,7 +153,7 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
       let dispatches = 0;
       // A store outage waits inside the attempt instead of using up the model's attempts.
       return mappingFailures(() =>
-        withHeartbeat((heartbeat) =>
+        withHeartbeat(pacer, (heartbeat) =>
           retryWhileStoreDown(
             () =>
               runModelStep(runtime, input, {
@@ -168,7 +170,7 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
     async compactStep(input) {
       const signal = Context.current().cancellationSignal;
       return mappingFailures(() =>
-        withHeartbeat((heartbeat) =>
+        withHeartbeat(pacer, (heartbeat) =>
           retryWhileStoreDown(() => runCompactionStep(runtime, input, { signal, heartbeat }), { signal }),
         ),
       );
@@ -179,7 +181,7 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
       // A store outage re-dispatches the call inside this attempt (a finished execution keeps
       // its result; a running one is re-run only if replay-safe) instead of failing it.
       return mappingFailures(() =>
-        withHeartbeat((heartbeat) =>
+        withHeartbeat(pacer, (heartbeat) =>
           retryWhileStoreDown(
             () => runToolCall(runtime, input, { signal, heartbeat, maxAttempts: input.maxAttempts }),
             { signal },
@@ -208,7 +210,7 @@ export function createTurnActivities(runtime: Runtime): TurnActivities {
       const signal = Context.current().cancellationSignal;
       // A store outage waits inside the attempt, as for a model step (decision 14).
       return mappingFailures(() =>
-        withHeartbeat((heartbeat) =>
+        withHeartbeat(pacer, (heartbeat) =>
           retryWhileStoreDown(
             () => runOutputAudit(runtime, input, { signal, heartbeat: () => heartbeat() }),
             {

@@ -91,9 +91,12 @@ export function outputJsonSchema(schema: z.ZodType | JsonObject | undefined): Js
 
 /** What a turn is about: the text of its trigger (the last message it sees), else its id. */
 export async function taskOf(store: Store, turn: TurnRecord): Promise<string> {
-  const trigger = (
-    await store.listMessages(turn.conversationId, { throughSequence: turn.contextMessageSequence })
-  ).at(-1);
+  const through = turn.contextMessageSequence;
+  // Usually the message at the snapshot's sequence: read it alone, not the whole history.
+  const trigger =
+    (
+      await store.listMessages(turn.conversationId, { throughSequence: through, afterSequence: through - 1 })
+    ).at(-1) ?? (await store.listMessages(turn.conversationId, { throughSequence: through })).at(-1);
   const text = trigger?.content.find((part) => part.type === 'text');
   return text && text.type === 'text' ? text.text : turn.id;
 }

@@ -13,7 +13,7 @@ import { nowIso } from '../store/records.js';
 import type { JsonObject, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { Budget } from './budget.js';
 import type { OwnerInput } from './digest.js';
-import { messagesForTurn, projectMessages } from './model-request.js';
+import { historyForTurn, projectMessages } from './model-request.js';
 import type { Runtime } from './runtime.js';
 import type { CompactionMetadata } from './summaries.js';
 import { activeHistory, summaryMeta } from './summaries.js';
@@ -179,7 +179,7 @@ export async function compactionDue(store: Store, agent: Agent, turn: TurnRecord
   const compact = turn.options['compact'];
   if (!policy || compact === false) return false;
   if (compact === true && turnState(turn).compaction_forced) return false;
-  const history = activeHistory(await messagesForTurn(store, turn));
+  const history = await historyForTurn(store, turn);
   // Nothing to summarize (a single huge message, say): no activity for nothing.
   if (!selectForCompaction(history, policy)) return false;
   if (compact === true) return true;
@@ -214,7 +214,7 @@ export async function runCompactionStep(
   try {
     const budget = await Budget.load(store, turn.rootTurnId, agent.limits);
     budget.check(await depthOf(store, turn));
-    const selection = selectForCompaction(activeHistory(await messagesForTurn(store, turn)), policy);
+    const selection = selectForCompaction(await historyForTurn(store, turn), policy);
     if (!selection) {
       await updateState(store, turn.id, { compaction_step: input.step, compaction_forced: true });
       return { compacted: false, messageId: null };

@@ -8,17 +8,43 @@ import { modelMediaOf } from '../models/media.js';
 import type { ModelMessage, ModelRequest, ModelToolSpec } from '../models/types.js';
 import type { ConversationRecord, MessageRecord, Store, TurnRecord } from '../store/types.js';
 import { loadedSkillsOf } from './skills.js';
-import { activeHistory, projectSummary } from './summaries.js';
+import { activeHistory, hiddenRanges, projectSummary } from './summaries.js';
 import { promptDataBlock, renderSystemPrompt, untrustedBlock } from './system-prompt.js';
 import type { Runtime } from './runtime.js';
 import { contextOf } from './turn-state.js';
 
-/** The messages a turn sees: its snapshot plus its own outputs (spec §3.7). */
-export async function messagesForTurn(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
-  return store.listMessages(turn.conversationId, {
-    throughSequence: turn.contextMessageSequence,
-    turnId: turn.id,
-  });
+/** Snapshots up to this many messages are read in one query, summaries or not. */
+export const SHORT_HISTORY = 32;
+
+/**
+ * The history a turn's next model call sees (spec §3.6, §3.7): its snapshot plus its own
+ * outputs, with summaries applied. It reads only what that needs: the summaries first (by
+ * kind, indexed), then only the sequence ranges no summary hides (indexed ranges), so a turn
+ * reads as much after its conversation's 500th turn as after its 5th, once compaction ran.
+ */
+export async function historyForTurn(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
+  const visible = { throughSequence: turn.contextMessageSequence, turnId: turn.id };
+  // A short conversation is read whole: one query rather than two.
+  if (turn.contextMessageSequence <= SHORT_HISTORY)
+    return activeHistory(await store.listMessages(turn.conversationId, visible));
+  const summaries = await store.listMessages(turn.conversationId, { ...visible, kind: 'context_summary' });
+  const hidden = hiddenRanges(summaries);
+  if (hidden.length === 0) return activeHistory(await store.listMessages(turn.conversationId, visible));
+  const shown: MessageRecord[] = [...summaries];
+  const ids = new Set(summaries.map((message) => message.id));
+  let after = 0;
+  for (const range of [...hidden, { from: Infinity, through: Infinity }]) {
+    if (range.from > after + 1) {
+      const between = await store.listMessages(turn.conversationId, {
+        ...visible,
+        afterSequence: after,
+        ...(range.from === Infinity ? {} : { beforeSequence: range.from }),
+      });
+      shown.push(...between.filter((message) => !ids.has(message.id)));
+    }
+    after = range.through;
+  }
+  return activeHistory(shown.sort((a, b) => a.sequence - b.sequence));
 }
 
 /** Text parts as they are; an image part as a short placeholder (never its bytes). */
@@ -200,7 +226,7 @@ export async function buildModelRequest(
     runtime.logger.warn(
       `turnkit: context contributor ${failure.index} of ${agent.name} failed: ${failure.message}`,
     );
-  const messages = projectMessages(activeHistory(await messagesForTurn(store, turn)));
+  const messages = projectMessages(await historyForTurn(store, turn));
   const thinking =
     'thinking' in turn.options ? (turn.options['thinking'] as ModelRequest['thinking']) : agent.thinking;
   const outputSchema =

@@ -34,22 +34,55 @@ export function summaryMeta(message: MessageRecord): CompactionMetadata | null {
     : null;
 }
 
-/**
- * The history a model sees once summaries apply (spec §3.6): newest summaries win, a summary
- * whose own sequence lies in a newer one's range is dropped, messages inside an active
- * summary's range are hidden, and each summary is placed where its range starts.
- */
-export function activeHistory(messages: readonly MessageRecord[]): MessageRecord[] {
-  const active: { message: MessageRecord; meta: CompactionMetadata }[] = [];
+interface ActiveSummary {
+  message: MessageRecord;
+  meta: CompactionMetadata;
+}
+
+/** The summaries in effect: newest first, minus those inside a newer one's range. */
+function activeSummaries(messages: readonly MessageRecord[]): ActiveSummary[] {
+  const active: ActiveSummary[] = [];
   const summaries = messages
     .map((message) => ({ message, meta: summaryMeta(message) }))
-    .filter((s): s is { message: MessageRecord; meta: CompactionMetadata } => s.meta !== null)
+    .filter((s): s is ActiveSummary => s.meta !== null)
     .sort((a, b) => b.message.sequence - a.message.sequence);
   const inRange = (sequence: number) =>
     active.some(
       (s) => s.meta.replaces_from_sequence <= sequence && sequence <= s.meta.replaces_through_sequence,
     );
   for (const summary of summaries) if (!inRange(summary.message.sequence)) active.push(summary);
+  return active;
+}
+
+/**
+ * The sequence ranges the summaries among `messages` hide, merged and in order: what a reader
+ * of the history can skip, since `activeHistory` depends only on the summaries and on the
+ * messages outside these ranges.
+ */
+export function hiddenRanges(messages: readonly MessageRecord[]): { from: number; through: number }[] {
+  const ranges = activeSummaries(messages)
+    .map(({ meta }) => ({ from: meta.replaces_from_sequence, through: meta.replaces_through_sequence }))
+    .sort((a, b) => a.from - b.from);
+  const merged: { from: number; through: number }[] = [];
+  for (const range of ranges) {
+    const last = merged.at(-1);
+    if (last && range.from <= last.through + 1) last.through = Math.max(last.through, range.through);
+    else merged.push({ ...range });
+  }
+  return merged;
+}
+
+/**
+ * The history a model sees once summaries apply (spec §3.6): newest summaries win, a summary
+ * whose own sequence lies in a newer one's range is dropped, messages inside an active
+ * summary's range are hidden, and each summary is placed where its range starts.
+ */
+export function activeHistory(messages: readonly MessageRecord[]): MessageRecord[] {
+  const active = activeSummaries(messages);
+  const inRange = (sequence: number) =>
+    active.some(
+      (s) => s.meta.replaces_from_sequence <= sequence && sequence <= s.meta.replaces_through_sequence,
+    );
   const placed = messages
     .filter((message) => message.kind !== 'context_summary' && !inRange(message.sequence))
     .map((message) => ({ message, at: message.sequence, summary: 0 }));

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { LostClaim, StaleTask } from '../errors.js';
 import { rootConversationId } from './tree.js';
 import type {
@@ -86,6 +87,8 @@ export function withTaskMark(turn: TurnRecord, claimToken: string, taskHistoryLe
 export class FencedStore implements Store {
   readonly backend: StoreBackend;
   #marked = false;
+  /** The block of `atomic` whose fence check this store made, while it runs. */
+  readonly #checkedBlock = new AsyncLocalStorage<{ open: boolean }>();
 
   constructor(
     readonly base: Store,
@@ -110,12 +113,21 @@ export class FencedStore implements Store {
   }
 
   atomic<T>(_conversationId: string | null, fn: () => Promise<T>): Promise<T> {
+    // Inside a block this store already checked, the root lock is still held since the check:
+    // no revocation can come in between, so each write of the block need not load the turn again.
+    if (this.#checkedBlock.getStore()?.open) return this.base.atomic(this.fence.rootConversationId, fn);
     return this.base.atomic(this.fence.rootConversationId, async () => {
       const turn = await this.base.loadTurn(this.fence.turnId);
       // Checked under the root lock, which every revocation (cancel, reconcile, completion) holds.
       if (turn.claimToken !== this.fence.claimToken) throw new LostClaim('turn ownership was revoked');
       await this.#checkTask(turn);
-      return fn();
+      // Work that outlives the block finds it closed and checks again.
+      const block = { open: true };
+      try {
+        return await this.#checkedBlock.run(block, fn);
+      } finally {
+        block.open = false;
+      }
     });
   }
 

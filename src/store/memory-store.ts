@@ -240,9 +240,12 @@ export class MemoryStore implements Store {
   }
 
   async listMessages(conversationId: string, options: ListMessagesOptions = {}): Promise<MessageRecord[]> {
-    const { throughSequence, turnId, toolExecutionId } = options;
+    const { throughSequence, turnId, toolExecutionId, kind, afterSequence, beforeSequence } = options;
     const rows = [...this.#read.messages.values()].filter((message) => {
       if (message.conversationId !== conversationId) return false;
+      if (kind !== undefined && message.kind !== kind) return false;
+      if (afterSequence !== undefined && message.sequence <= afterSequence) return false;
+      if (beforeSequence !== undefined && message.sequence >= beforeSequence) return false;
       if (throughSequence !== undefined) {
         if (!(message.sequence <= throughSequence || (turnId !== undefined && message.turnId === turnId)))
           return false;

@@ -360,6 +360,12 @@ export interface ListMessagesOptions {
   turnId?: string;
   /** Only messages that report this tool execution. */
   toolExecutionId?: string;
+  /** Only messages of this kind (indexed: a conversation's summaries without its history). */
+  kind?: MessageKind;
+  /** Only `sequence > afterSequence` (an indexed range). */
+  afterSequence?: number;
+  /** Only `sequence < beforeSequence` (an indexed range). */
+  beforeSequence?: number;
 }
 
 export interface ListTurnsFilter {

@@ -63,8 +63,8 @@ export interface TurnSettings {
 }
 
 /**
- * Heartbeats are sent every 500 ms (HEARTBEAT_INTERVAL_MS) and throttled to that period (the
- * worker's `maxHeartbeatThrottleInterval`). A 3 s heartbeat timeout misses five of them before
+ * Heartbeats are sent every 100–500 ms (src/activities/heartbeat.ts; never rarer than 500 ms,
+ * decision 24). A 3 s heartbeat timeout misses five of them before
  * a worker is given up for lost; that never fired spuriously under 1,000 concurrent runs on
  * 2 cores, and another worker retries a killed worker's step about 4 s after the kill
  * (docs/architecture.md, decision 20). Infrastructure retries are unbounded, limited by the

@@ -216,6 +216,27 @@ export function describeStoreContract(
         expect((await store.listMessages(c.id)).map((m) => m.sequence)).toEqual([1, 2, 3, 4]);
         expect(await store.listMessages('conv_missing')).toEqual([]);
       });
+
+      it('listMessages reads a kind and a sequence range, combined with a turn’s snapshot', async () => {
+        const c = await conversation();
+        for (const text of ['a', 'b', 'c', 'd'])
+          await store.appendMessage({ conversationId: c.id, role: 'user', content: text });
+        const turn = await turnIn(c.id, { contextMessageSequence: 4 });
+        await store.appendMessage({
+          conversationId: c.id,
+          role: 'assistant',
+          kind: 'context_summary',
+          content: 'summary of a-c',
+          turnId: turn.id,
+        });
+        await store.appendMessage({ conversationId: c.id, role: 'user', content: 'not yet seen' });
+        const seqs = (rows: { sequence: number }[]) => rows.map((m) => m.sequence);
+        const visible = { throughSequence: 4, turnId: turn.id };
+        expect(seqs(await store.listMessages(c.id, { ...visible, kind: 'context_summary' }))).toEqual([5]);
+        expect(seqs(await store.listMessages(c.id, { ...visible, afterSequence: 3 }))).toEqual([4, 5]);
+        expect(seqs(await store.listMessages(c.id, { afterSequence: 1, beforeSequence: 4 }))).toEqual([2, 3]);
+        expect(seqs(await store.listMessages(c.id, { kind: 'text', afterSequence: 4 }))).toEqual([6]);
+      });
     });
 
     describe('turns', () => {

@@ -287,3 +287,38 @@ describe('FencedStore: stale workflow tasks of the same run (task marks)', () =>
     expect(await taskMark(s)).toEqual({ token: OTHER, progress: 5 });
   });
 });
+
+describe('fence checks per block', () => {
+  it('the writes of one fenced block check the claim once; work that outlives the block is checked again', async () => {
+    const s = await setup();
+    let loads = 0;
+    const loadTurn = s.base.loadTurn.bind(s.base);
+    s.base.loadTurn = (id: string) => {
+      loads += 1;
+      return loadTurn(id);
+    };
+    let late: Promise<unknown> = Promise.resolve();
+    await s.fenced.atomic(null, async () => {
+      await s.fenced.updateTurn(s.child.id, { outputText: 'one' });
+      await s.fenced.appendMessage({
+        conversationId: s.childConversation.id,
+        role: 'assistant',
+        content: 'two',
+      });
+      await s.fenced.updateTurn(s.child.id, { outputText: 'three' });
+      late = sleep(20).then(() =>
+        s.fenced.appendMessage({
+          conversationId: s.childConversation.id,
+          role: 'assistant',
+          content: 'late',
+        }),
+      );
+    });
+    // One load for the block's check (the writes themselves never load the turn).
+    expect(loads).toBe(1);
+    expect((await s.base.loadTurn(s.child.id)).outputText).toBe('three');
+    // Revoked after the block closed: the write the block left behind is refused.
+    await s.base.updateTurn(s.child.id, { claimToken: OTHER });
+    await expect(late).rejects.toBeInstanceOf(LostClaim);
+  });
+});

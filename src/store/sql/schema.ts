@@ -152,6 +152,16 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX turnkit_stream_parts_step ON turnkit_stream_parts (turn_id, step, type)`,
     ],
   },
+  {
+    version: 3,
+    name: 'indexed reads for long conversations',
+    // A turn reads its conversation from the latest summary on (summaries by kind, then a
+    // sequence range), and the delivery check finds the newest consumed snapshot by index.
+    statements: () => [
+      `CREATE INDEX turnkit_messages_conversation_kind ON turnkit_messages (conversation_id, kind, sequence)`,
+      `CREATE INDEX turnkit_turns_conversation_context ON turnkit_turns (conversation_id, context_message_sequence)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

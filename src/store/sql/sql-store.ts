@@ -464,6 +464,18 @@ export class SqlStore implements Store {
       where.push('tool_execution_id = ?');
       params.push(options.toolExecutionId);
     }
+    if (options.kind !== undefined) {
+      where.push('kind = ?');
+      params.push(options.kind);
+    }
+    if (options.afterSequence !== undefined) {
+      where.push('sequence > ?');
+      params.push(options.afterSequence);
+    }
+    if (options.beforeSequence !== undefined) {
+      where.push('sequence < ?');
+      params.push(options.beforeSequence);
+    }
     const rows = await this.#read((c) =>
       c.query(
         `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id`,
@@ -581,15 +593,17 @@ export class SqlStore implements Store {
 
   /**
    * Same answer as maintenance.nextDeliveryTrigger, without loading the conversation's
-   * history: the newest delivered message above the consumed snapshot, in one query.
+   * history: the newest delivered message above the consumed snapshot, in one query (the
+   * snapshot from the newest turn down, by index, so it costs the same in a long conversation).
    */
   async nextDeliveryTrigger(conversationId: string): Promise<MessageRecord | null> {
     const delivered = this.#driver.dialect.jsonHasString('metadata', 'delivery_id');
     const [row] = await this.#read((c) =>
       c.query(
         `SELECT * FROM turnkit_messages WHERE conversation_id = ? AND ${delivered}
-          AND sequence > (SELECT COALESCE(MAX(context_message_sequence), 0) FROM turnkit_turns
-            WHERE conversation_id = ? AND NOT (status = 'pending' AND submitted_at IS NULL))
+          AND sequence > COALESCE((SELECT context_message_sequence FROM turnkit_turns
+            WHERE conversation_id = ? AND NOT (status = 'pending' AND submitted_at IS NULL)
+            ORDER BY context_message_sequence DESC LIMIT 1), 0)
           ORDER BY sequence DESC LIMIT 1`,
         [conversationId, conversationId],
       ),
