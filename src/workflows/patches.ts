@@ -38,7 +38,9 @@ export interface RunFeatures {
 
 /** Call first thing in the workflow, before any command. */
 export function runFeatures(): RunFeatures {
-  const v0_3 = patched(PATCH_0_3);
+  // A 0.4 run has 0.3's changes too, so it records only the newer marker (each costs a turn
+  // two history events); a run without it is asked about 0.3 as before.
   const v0_4 = patched(PATCH_0_4);
+  const v0_3 = v0_4 || patched(PATCH_0_3);
   return { compaction: v0_3, outputAudit: v0_3, controls: v0_4 };
 }
