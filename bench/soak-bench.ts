@@ -24,6 +24,7 @@ import pg from 'pg';
 import { AgentRegistry } from '../src/agents/registry.js';
 import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { openStore } from '../src/store/index.js';
+import { samplePostgres } from './pg-sampler.js';
 import { spawnBenchWorker, stopBenchWorkers } from './processes.js';
 import { mergeBenchResults, percentile } from './results.js';
 import { SOAK_SHAPES, soakFixture } from './soak-agents.js';
@@ -69,29 +70,16 @@ function memoryOf(children: ChildProcess[]): Promise<Memory> {
   }));
 }
 
-/** Samples the number of connections to the database until stopped; returns the peak. */
+/** Samples the number of connections to the database until stopped; `stop()` gives the peak. */
 function connectionSampler(url: string): { stop(): Promise<number> } {
-  const sampler = new pg.Client({ connectionString: url });
   let peak = 0;
-  let stopped = false;
-  const loop = (async () => {
-    await sampler.connect();
-    while (!stopped) {
-      const { rows } = await sampler.query<{ n: number }>(
-        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
-      );
-      peak = Math.max(peak, rows[0]!.n);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    await sampler.end();
-  })();
-  return {
-    async stop() {
-      stopped = true;
-      await loop;
-      return peak;
-    },
-  };
+  const sampler = samplePostgres(url, 50, async (client) => {
+    const { rows } = await client.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+    );
+    peak = Math.max(peak, rows[0]!.n);
+  });
+  return { stop: () => sampler.stop().then(() => peak) };
 }
 
 /** Runs `count` calls of `fn` at once; resolves with the wall time and each call's latency. */
