@@ -1,9 +1,32 @@
-/** What the benchmarks share: percentiles, and merging their keys into bench-results.json. */
+/** What the benchmarks share: timing, percentiles, and merging their keys into bench-results.json. */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
 export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** How long `fn` takes, in milliseconds. */
+export async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const start = performance.now();
+  await fn();
+  return performance.now() - start;
+}
+
+/** Runs `fn` `total` times, `width` at a time; resolves with the calls per second. */
+export async function throughput(
+  total: number,
+  width: number,
+  fn: (i: number) => Promise<unknown>,
+): Promise<number> {
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < total) await fn(next++);
+    }),
+  );
+  return (total / (performance.now() - start)) * 1000;
 }
 
 /** Writes `keys` into bench-results.json, keeping whatever the other benchmarks wrote there. */

@@ -9,3 +9,8 @@ echo "turnkit: benchmarks on Node $(node -v)"
 npx tsx bench/turn-bench.ts
 npx tsx bench/cancel-bench.ts
 npx tsx bench/recovery-bench.ts
+# The comparison with @temporalio/ai-sdk: its own package (it pins @temporalio/* 1.23.0).
+if [[ ! -d bench/peer-ai-sdk/node_modules || bench/peer-ai-sdk/package-lock.json -nt bench/peer-ai-sdk/node_modules/.package-lock.json ]]; then
+  (cd bench/peer-ai-sdk && npm ci --no-audit --no-fund)
+fi
+npx tsx bench/peer-bench.ts
