@@ -1,7 +1,9 @@
 /**
  * The agents of `npm run bench:soak` (bench/soak-bench.ts), shared by the bench process (its
  * client resolves them) and the worker processes (bench/soak-worker.ts). The model answers at
- * once, so the figures are TurnKit's own cost and the store's, not a model's.
+ * once, so the figures are TurnKit's own cost and the store's, not a model's. A turn may take
+ * an hour: one started with 999 others waits its turn for longer than the
+ * default 300 s budget on a small machine, and the soak measures throughput, not deadlines.
  *
  * - `soak_loop`    a tool loop: three `note` calls, one per model step, then the answer
  * - `soak_fanout`  a fan-out: three sub-agents at once (each one `note`, then its answer), then
@@ -26,8 +28,10 @@ const note = defineTool({
 
 const toolResults = (request: ModelRequest) => request.messages.filter((m) => m.role === 'tool').length;
 
+const limits = { timeout: 3600 };
+
 export function soakFixture() {
-  const part = (name: string) => defineAgent({ name, description: `Does ${name}.`, tools: [note] });
+  const part = (name: string) => defineAgent({ name, description: `Does ${name}.`, tools: [note], limits });
   const noteOnce = (request: ModelRequest) =>
     toolResults(request) ? 'part done' : { toolCalls: [{ name: 'note', arguments: { text: 'part' } }] };
   const model = new ScriptedModel({
@@ -43,8 +47,8 @@ export function soakFixture() {
   });
   return {
     agents: [
-      defineAgent({ name: 'soak_loop', tools: [note] }),
-      defineAgent({ name: 'soak_fanout', subAgents: PARTS.map(part) }),
+      defineAgent({ name: 'soak_loop', tools: [note], limits }),
+      defineAgent({ name: 'soak_fanout', subAgents: PARTS.map(part), limits }),
     ],
     model,
   };

@@ -3,9 +3,12 @@
  * at once on one in-process worker, counting every statement sent to PostgreSQL (by its
  * text), its time, and the time spent waiting for a pooled connection. Not part of
  * `npm run bench`; a tool for tuning the PostgreSQL store (TURNKIT_BENCH_DATABASE_URL, else
- * TURNKIT_TEST_DATABASE_URL; a fresh schema, dropped at the end).
+ * TURNKIT_TEST_DATABASE_URL; a fresh schema, dropped at the end). PROFILE_BACKEND=sqlite runs the
+ * same turns on a SQLite file instead, for this process's CPU per turn to compare.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { AgentRegistry } from '../src/agents/registry.js';
@@ -100,8 +103,13 @@ function backendCpu(url: string): { stop(): Promise<number> } {
   };
 }
 
+const sqlite = process.env['PROFILE_BACKEND'] === 'sqlite';
 const schema = `turnkit_profile_${Date.now()}`;
-const store = await openStore(`${base}${base.includes('?') ? '&' : '?'}schema=${schema}`);
+const store = await openStore(
+  sqlite
+    ? join(mkdtempSync(join(tmpdir(), 'turnkit-profile-')), 'profile.sqlite')
+    : `${base}${base.includes('?') ? '&' : '?'}schema=${schema}`,
+);
 const fixture = soakFixture();
 const agents = new AgentRegistry(fixture.agents);
 const taskQueue = `turnkit-profile-${Date.now()}`;
@@ -117,7 +125,7 @@ const turn = async (i: number) => {
 await worker.run(
   (async () => {
     await Promise.all([0, 1].map(turn));
-    const cpu = backendCpu(base);
+    const cpu = sqlite ? { stop: async () => 0 } : backendCpu(base);
     await new Promise((r) => setTimeout(r, 300));
     const nodeBefore = process.cpuUsage();
     profiling = true;
@@ -146,8 +154,10 @@ await worker.run(
   })(),
 );
 await store.close();
-const admin = new pg.Client({ connectionString: base });
-await admin.connect();
-await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-await admin.end();
+if (!sqlite) {
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await admin.end();
+}
 await temporal.connection.close();
