@@ -10,7 +10,6 @@
  * timeout (default: DEFAULT_TURN_SETTINGS), to compare settings.
  */
 import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import { AgentRegistry } from '../src/agents/registry.js';
 import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { openStore } from '../src/store/index.js';
 import { DEFAULT_TURN_SETTINGS } from '../src/workflows/contract.js';
+import { spawnBenchWorker, stopBenchWorkers } from './processes.js';
 import { mergeBenchResults, percentile } from './results.js';
 
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
@@ -47,32 +47,19 @@ const listeners = new Set<() => void>();
 const workers = new Map<number, ChildProcess>();
 
 /** A worker process; resolves once it polls. */
-function spawnWorker(): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
-    env: {
-      ...process.env,
-      TURNKIT_BENCH_DATABASE_URL: databaseUrl,
-      TURNKIT_BENCH_TASK_QUEUE: taskQueue,
-      TURNKIT_BENCH_DIR: dir,
+async function spawnWorker(): Promise<ChildProcess> {
+  const child = await spawnBenchWorker(
+    script,
+    { TURNKIT_BENCH_DATABASE_URL: databaseUrl, TURNKIT_BENCH_TASK_QUEUE: taskQueue, TURNKIT_BENCH_DIR: dir },
+    'recovery-worker ready',
+    (message) => {
+      starts.push(message as ModelStart);
+      for (const listener of listeners) listener();
     },
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
+  );
   workers.set(child.pid!, child);
   child.on('exit', () => workers.delete(child.pid!));
-  child.on('message', (message) => {
-    starts.push(message as ModelStart);
-    for (const listener of listeners) listener();
-  });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('recovery-worker ready')) resolve(child);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.on('exit', () => reject(new Error(`recovery worker exited before it was ready:\n${output}`)));
-  });
+  return child;
 }
 
 /** The next model-call start of `turnId` after `index` starts were seen. */
@@ -145,15 +132,6 @@ mergeBenchResults({
   recovery_after_kill_p50_ms_target: `<= ${TARGET_P50_MS} ms: ${verdict}`,
 });
 
-await Promise.all(
-  [...workers.values()].map(
-    (child) =>
-      new Promise<void>((resolve) => {
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 8_000).unref();
-      }),
-  ),
-);
+await stopBenchWorkers(workers.values());
 await store.close();
 await temporal.connection.close();

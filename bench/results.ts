@@ -1,6 +1,6 @@
 /**
- * What the benchmarks share: percentiles, merging their keys into bench-results.json, and a
- * store that counts the message rows it reads.
+ * What the benchmarks share: timing, percentiles, merging their keys into bench-results.json,
+ * and a store that counts the message rows it reads.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Store } from '../src/store/types.js';
@@ -8,6 +8,29 @@ import type { Store } from '../src/store/types.js';
 export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** How long `fn` takes, in milliseconds. */
+export async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const start = performance.now();
+  await fn();
+  return performance.now() - start;
+}
+
+/** Runs `fn` `total` times, `width` at a time; resolves with the calls per second. */
+export async function throughput(
+  total: number,
+  width: number,
+  fn: (i: number) => Promise<unknown>,
+): Promise<number> {
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < total) await fn(next++);
+    }),
+  );
+  return (total / (performance.now() - start)) * 1000;
 }
 
 /** Writes `keys` into bench-results.json, keeping whatever the other benchmarks wrote there. */

@@ -19,6 +19,7 @@ import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { Runtime } from '../src/engine/runtime.js';
 import { ScriptedModel } from '../src/models/scripted-model.js';
 import { openStore } from '../src/store/index.js';
+import { percentile, throughput, timed } from './results.js';
 
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
 const sequential = Number(process.env['BENCH_SEQUENTIAL'] ?? 60);
@@ -36,28 +37,6 @@ const agent = defineAgent({ name: 'bench', tools: [finish] });
 const model = new ScriptedModel({
   bench: () => ({ toolCalls: [{ name: 'finish', arguments: { answer: '42' } }] }),
 });
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const start = performance.now();
-  await fn();
-  return performance.now() - start;
-}
-
-async function pool(total: number, width: number, fn: (i: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: width }, async () => {
-      while (next < total) await fn(next++);
-    }),
-  );
-  return (total / (performance.now() - start)) * 1000;
-}
 
 const dir = mkdtempSync(join(tmpdir(), 'turnkit-bench-'));
 const store = await openStore(join(dir, 'bench.sqlite'));
@@ -110,8 +89,8 @@ const results = await worker.runUntil(async () => {
     floorTimes.push(await timed(floor));
     turnTimes.push(await timed(turn));
   }
-  const floorThroughput = await pool(concurrent, concurrency, floor);
-  const turnThroughput = await pool(concurrent, concurrency, turn);
+  const floorThroughput = await throughput(concurrent, concurrency, floor);
+  const turnThroughput = await throughput(concurrent, concurrency, turn);
   const floorThroughput1 = (1000 * sequential) / floorTimes.reduce((a, b) => a + b, 0);
   const turnThroughput1 = (1000 * sequential) / turnTimes.reduce((a, b) => a + b, 0);
 

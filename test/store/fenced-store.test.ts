@@ -44,6 +44,21 @@ async function setup() {
 
 type Setup = Awaited<ReturnType<typeof setup>>;
 
+/** `base`, calling `seen` with the arguments of every call of its method `name`. */
+function spy(base: Store, name: keyof Store, seen: (...args: unknown[]) => void): Store {
+  return new Proxy(base, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== 'function') return value;
+      if (property !== name) return value.bind(target);
+      return (...args: unknown[]) => {
+        seen(...args);
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  }) as Store;
+}
+
 /** Every fenced write, as a call on the fenced store. */
 const WRITES: Record<string, (s: Setup) => Promise<unknown>> = {
   createConversation: (s) => s.fenced.createConversation({ agentName: 'x' }),
@@ -142,18 +157,7 @@ describe('FencedStore', () => {
   it('atomic locks the root conversation whatever it is asked for, and checks the claim before the block', async () => {
     const s = await setup();
     const locked: (string | null)[] = [];
-    const spying = new Proxy(s.base, {
-      get(target, property, receiver) {
-        if (property === 'atomic') {
-          return (id: string | null, fn: () => Promise<unknown>) => {
-            locked.push(id);
-            return target.atomic(id, fn);
-          };
-        }
-        const value = Reflect.get(target, property, receiver);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    }) as Store;
+    const spying = spy(s.base, 'atomic', (id) => locked.push(id as string | null));
     const fenced = new FencedStore(spying, {
       turnId: s.child.id,
       claimToken: TOKEN,
@@ -170,6 +174,29 @@ describe('FencedStore', () => {
       }),
     ).rejects.toBeInstanceOf(LostClaim);
     expect(ran).toBe(false);
+  });
+
+  it('writes inside a checked block join it without a second claim check; work that outlives the block checks again', async () => {
+    const s = await setup();
+    let loads = 0;
+    const counting = spy(s.base, 'loadTurn', () => loads++);
+    const fenced = new FencedStore(counting, {
+      turnId: s.child.id,
+      claimToken: TOKEN,
+      rootConversationId: s.rootConversation.id,
+    });
+    let late!: Promise<unknown>;
+    await fenced.atomic(null, async () => {
+      await fenced.appendMessage({ conversationId: s.childConversation.id, role: 'assistant', content: 'a' });
+      await fenced.updateTurn(s.child.id, { outputText: 'in the block' });
+      late = sleep(20).then(() =>
+        fenced.appendMessage({ conversationId: s.childConversation.id, role: 'assistant', content: 'late' }),
+      );
+    });
+    expect(loads).toBe(1);
+    await s.base.updateTurn(s.child.id, { claimToken: OTHER });
+    await expect(late).rejects.toBeInstanceOf(LostClaim);
+    expect(await s.base.listMessages(s.childConversation.id)).toHaveLength(1);
   });
 
   it('forTurn resolves the root conversation of a child turn', async () => {
@@ -285,40 +312,5 @@ describe('FencedStore: stale workflow tasks of the same run (task marks)', () =>
     await s.base.updateTurn(s.child.id, { claimToken: OTHER });
     await append(at(s, 5, OTHER), s, 'reset run');
     expect(await taskMark(s)).toEqual({ token: OTHER, progress: 5 });
-  });
-});
-
-describe('fence checks per block', () => {
-  it('the writes of one fenced block check the claim once; work that outlives the block is checked again', async () => {
-    const s = await setup();
-    let loads = 0;
-    const loadTurn = s.base.loadTurn.bind(s.base);
-    s.base.loadTurn = (id: string) => {
-      loads += 1;
-      return loadTurn(id);
-    };
-    let late: Promise<unknown> = Promise.resolve();
-    await s.fenced.atomic(null, async () => {
-      await s.fenced.updateTurn(s.child.id, { outputText: 'one' });
-      await s.fenced.appendMessage({
-        conversationId: s.childConversation.id,
-        role: 'assistant',
-        content: 'two',
-      });
-      await s.fenced.updateTurn(s.child.id, { outputText: 'three' });
-      late = sleep(20).then(() =>
-        s.fenced.appendMessage({
-          conversationId: s.childConversation.id,
-          role: 'assistant',
-          content: 'late',
-        }),
-      );
-    });
-    // One load for the block's check (the writes themselves never load the turn).
-    expect(loads).toBe(1);
-    expect((await s.base.loadTurn(s.child.id)).outputText).toBe('three');
-    // Revoked after the block closed: the write the block left behind is refused.
-    await s.base.updateTurn(s.child.id, { claimToken: OTHER });
-    await expect(late).rejects.toBeInstanceOf(LostClaim);
   });
 });

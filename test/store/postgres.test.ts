@@ -123,25 +123,66 @@ describePostgres('postgres connection errors', () => {
   });
 });
 
+/** A store on a fresh schema, closed and dropped after `fn`. */
+async function inSchema(
+  fn: (store: PostgresStore, schema: string) => Promise<void>,
+  options: { pool?: pg.PoolConfig } = {},
+): Promise<void> {
+  const schema = pgTestSchema();
+  const store = await PostgresStore.open(pgTestUrl(), { schema, ...options });
+  try {
+    await fn(store, schema);
+  } finally {
+    await store.close();
+    await dropPgTestSchema(schema);
+  }
+}
+
+/** Statements that fail inside a block without a savepoint (NUL is not valid text). */
+const SWALLOWED: Record<string, (store: PostgresStore, conversationId: string) => Promise<unknown>> = {
+  'a read': (store, id) => store.listMessages(`${id}\u0000`),
+  'an update (updates run without a savepoint)': (store, id) =>
+    store.updateConversation(id, { metadata: { bad: 'nul\u0000' } }),
+};
+
 describePostgres('postgres aborted transactions', () => {
-  it('a block that swallows a failed statement does not report a commit that never happened', async () => {
-    const schema = pgTestSchema();
-    const store = await PostgresStore.open(pgTestUrl(), { schema });
-    try {
-      const c = await store.createConversation({ agentName: 'a' });
-      const error = await store
-        .atomic(c.id, async () => {
-          await store.appendMessage({ conversationId: c.id, role: 'user', content: 'lost' });
-          // A read that fails (NUL is not valid text) outside any savepoint aborts the transaction.
-          await store.listMessages(`${c.id}\u0000`).catch(() => undefined);
-        })
-        .catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(StoreError);
-      expect((error as Error).message).toMatch(/rolled the transaction back at COMMIT/);
-      expect(await store.listMessages(c.id)).toEqual([]);
-    } finally {
-      await store.close();
-      await dropPgTestSchema(schema);
-    }
-  });
+  for (const [what, fail] of Object.entries(SWALLOWED)) {
+    it(`a block that swallows a failed statement (${what}) does not report a commit that never happened`, () =>
+      inSchema(async (store) => {
+        const c = await store.createConversation({ agentName: 'a' });
+        const error = await store
+          .atomic(c.id, async () => {
+            await store.appendMessage({ conversationId: c.id, role: 'user', content: 'lost' });
+            await fail(store, c.id).catch(() => undefined);
+          })
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(StoreError);
+        expect((error as Error).message).toMatch(/rolled the transaction back at COMMIT/);
+        expect(await store.listMessages(c.id)).toEqual([]);
+        expect((await store.loadConversation(c.id)).metadata).toEqual({});
+      }));
+  }
+});
+
+describePostgres('postgres prepared statements', () => {
+  it('a plan a migration elsewhere made stale fails once as a retryable StoreError; the retry prepares afresh', () =>
+    inSchema(
+      async (store, schema) => {
+        const admin = new pg.Client({ connectionString: pgTestUrl() });
+        await admin.connect();
+        try {
+          const c = await store.createConversation({ agentName: 'a' });
+          await store.loadConversation(c.id);
+          await admin.query(`ALTER TABLE "${schema}".turnkit_conversations ADD COLUMN added_elsewhere text`);
+          const error = await store.loadConversation(c.id).catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(StoreError);
+          expect((error as StoreError).retryable).toBe(true);
+          expect((error as Error).message).toMatch(/schema changed under a prepared statement/);
+          expect((await store.loadConversation(c.id)).id).toBe(c.id);
+        } finally {
+          await admin.end();
+        }
+      },
+      { pool: { max: 1 } },
+    ));
 });

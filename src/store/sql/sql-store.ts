@@ -259,13 +259,20 @@ export class SqlStore implements Store {
   }
 
   /**
-   * A write. Inside a transaction it takes `keys` and, where a failed statement would abort
-   * the whole transaction, runs in a savepoint so its failure leaves the caller's block
-   * usable. Outside one it opens its own transaction, unless it needs no lock and the driver
-   * runs autocommit writes (each write operation without keys is correct statement by
-   * statement).
+   * A write. Inside a transaction it takes `keys` and, when the write is `refusable` (an
+   * insert a unique index may refuse, which callers catch and go on from) and a failed
+   * statement would abort the whole transaction, runs in a savepoint so its refusal leaves
+   * the caller's block usable. Other writes (updates, claims, event appends) run without one:
+   * a savepoint costs two round trips, and should one of them fail after all, the block fails
+   * at COMMIT and nothing it wrote is kept. Outside a transaction it opens its own, unless it
+   * needs no lock and the driver runs autocommit writes (each write operation without keys is
+   * correct statement by statement).
    */
-  async #write<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
+  async #write<T>(
+    keys: readonly LockKey[],
+    fn: (connection: SqlConnection) => Promise<T>,
+    refusable = false,
+  ): Promise<T> {
     this.#assertOpen();
     const context = this.#current();
     try {
@@ -273,7 +280,9 @@ export class SqlStore implements Store {
         const nested = this.#operation.getStore() === context;
         return await this.#serial(context, async () => {
           await this.#acquire(context, keys);
-          if (nested || !this.#driver.statementErrorsAbortTransaction) return fn(context.connection);
+          if (nested || !refusable || !this.#driver.statementErrorsAbortTransaction) {
+            return fn(context.connection);
+          }
           await context.connection.query('SAVEPOINT turnkit_write');
           try {
             const result = await fn(context.connection);
@@ -295,6 +304,11 @@ export class SqlStore implements Store {
     } catch (error) {
       throw this.#describe(error);
     }
+  }
+
+  /** A write a unique index may refuse (an insert): inside a transaction, in a savepoint. */
+  #refusable<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
+    return this.#write(keys, fn, true);
   }
 
   async atomic<T>(conversationId: string | null, fn: () => Promise<T>): Promise<T> {
@@ -392,7 +406,7 @@ export class SqlStore implements Store {
 
   async createConversation(attrs: NewConversation): Promise<ConversationRecord> {
     const record = buildConversation(attrs);
-    return this.#write([], (c) => this.#insert(c, CONVERSATIONS, record));
+    return this.#refusable([], (c) => this.#insert(c, CONVERSATIONS, record));
   }
 
   async loadConversation(id: string): Promise<ConversationRecord> {
@@ -428,7 +442,7 @@ export class SqlStore implements Store {
     const built = buildMessage(attrs);
     // Allocated under the conversation lock (taken here even outside atomic); the unique
     // (conversation_id, sequence) index is the backstop.
-    return this.#write([`conv:${attrs.conversationId}`], (c) =>
+    return this.#refusable([`conv:${attrs.conversationId}`], (c) =>
       this.#insert<MessageRecord>(c, MESSAGES, built, {
         spec: CONVERSATIONS,
         id: attrs.conversationId,
@@ -489,7 +503,7 @@ export class SqlStore implements Store {
 
   async createTurn(attrs: NewTurn): Promise<TurnRecord> {
     const record = buildTurn(attrs);
-    return this.#write([], (c) =>
+    return this.#refusable([], (c) =>
       this.#insert<TurnRecord>(c, TURNS, record, { spec: CONVERSATIONS, id: record.conversationId }),
     );
   }
@@ -622,7 +636,7 @@ export class SqlStore implements Store {
     const record = buildDelivery(attrs);
     const { columns, values } = assignments(DELIVERIES, record);
     const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
-    return this.#write([], async (c) => {
+    return this.#refusable([], async (c) => {
       let inserted: Row[];
       try {
         inserted = await c.query(
@@ -682,7 +696,7 @@ export class SqlStore implements Store {
     };
     const { columns, values } = assignments(WAITS, record);
     const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
-    return this.#write([], async (c) => {
+    return this.#refusable([], async (c) => {
       const [inserted] = await c.query(
         `INSERT INTO turnkit_waits (${columns.map((col) => col.column).join(', ')})
           VALUES (${placeholders.join(', ')}) ON CONFLICT (turn_id, target_turn_id) DO NOTHING RETURNING *`,
@@ -719,7 +733,7 @@ export class SqlStore implements Store {
 
   async createToolExecution(attrs: NewToolExecution): Promise<ToolExecutionRecord> {
     const record = buildToolExecution(attrs);
-    return this.#write([], (c) =>
+    return this.#refusable([], (c) =>
       this.#insert<ToolExecutionRecord>(c, TOOL_EXECUTIONS, record, { spec: TURNS, id: record.turnId }),
     );
   }
