@@ -60,7 +60,8 @@ const temporal = new Client({ connection: await Connection.connect({ address }) 
 const turnkit = await createWorker({
   store,
   agents,
-  model: new AiSdkModel({ provider: () => mock }),
+  // The plugin's model call is a generate call: TurnKit makes the same one (no stream) here.
+  model: new AiSdkModel({ provider: () => mock, stream: false }),
   taskQueue,
   address,
 });
