@@ -180,6 +180,16 @@ for (const name of ['terminal', 'looping', 'fanout', 'failing', 'revised', 'slow
   await run.result();
   await save(name, run.workflowId);
 }
+// Release 0.4 runs: the closing tool call closes the tools phase in its own activity (a
+// terminal tool after another call; a last ordinary call that goes back to the model).
+for (const [name, agent] of [
+  ['closed-terminal', 'terminal'],
+  ['closed-loop', 'looping'],
+].filter(([name]) => wanted(name!))) {
+  const run = await kit.client.run(agent!, `record ${name}`);
+  await run.result();
+  await save(name!, run.workflowId);
+}
 // `cancelled` keeps the release it was recorded on (its cancel checked by a local activity);
 // `cancelled-controls` is a run with the controls, whose cancel is checked by a scheduled one.
 for (const name of ['cancelled', 'cancelled-controls'].filter(wanted)) {

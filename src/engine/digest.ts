@@ -115,6 +115,8 @@ export interface ToolCallOutcome {
   awaitingApproval?: boolean;
   /** With `awaitingApproval`: reject after this many ms undecided (null: wait as long as it takes). */
   approvalTimeoutMs?: number | null;
+  /** The call closed the tools phase (`close`): where the turn is now. */
+  closed?: TurnDigest;
 }
 
 /** Who must hear about a terminal write: waiters to nudge, conversation lanes to wake. */

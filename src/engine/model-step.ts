@@ -19,7 +19,14 @@ import { compactionDue } from './compaction.js';
 import { buildModelRequest } from './model-request.js';
 import { DeltaWriter, stepFinishedParts, stepStartedParts } from './live-stream.js';
 import type { OwnedTurn, Runtime } from './runtime.js';
-import { depthOf, iterationsOf, toolCallParts, turnState, updateState } from './turn-state.js';
+import {
+  countStepError,
+  depthOf,
+  iterationsOf,
+  toolCallParts,
+  turnState,
+  updateState,
+} from './turn-state.js';
 
 export interface ModelStepInput {
   turnId: string;
@@ -224,12 +231,7 @@ async function countProviderError(
   input: ModelStepInput,
   error: unknown,
 ): Promise<ModelError> {
-  const count = await store.atomic(null, async () => {
-    const previous = turnState(await store.loadTurn(turnId)).provider_errors;
-    const count = previous?.step === input.step ? previous.count + 1 : 1;
-    await updateState(store, turnId, { provider_errors: { step: input.step, count } });
-    return count;
-  });
+  const { count, retryDelayMs } = await countStepError(store, turnId, 'provider_errors', input.step);
   const message =
     error instanceof ModelError
       ? error.message
@@ -239,7 +241,7 @@ async function countProviderError(
     cause: error instanceof ModelError ? (error.cause ?? error) : error,
     ...(status !== undefined ? { status } : {}),
     retryable: count < (input.maxProviderAttempts ?? DEFAULT_MAX_PROVIDER_ATTEMPTS),
-    retryDelayMs: Math.min(1_000 * 2 ** (count - 1), 30_000),
+    retryDelayMs,
   });
 }
 

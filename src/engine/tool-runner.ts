@@ -25,13 +25,15 @@ import type { CoordinationOutcome } from './coordination.js';
 import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
 import type { ToolCallOutcome } from './digest.js';
+import { turnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { toolForTurn } from './skills.js';
 import { retryWhileStoreDown } from './store-outage.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
 import { newId } from '../ids.js';
 import { checkTreeSpend, recordInternalCall } from './charge.js';
-import { contextOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
+import { finishToolsPhase } from './tools-phase.js';
+import { contextOf, phaseOf, principalOf, toolCallParts, turnState, updateState } from './turn-state.js';
 import { APPROVAL_TIMED_OUT, principalName } from './control-request.js';
 
 /**
@@ -57,6 +59,13 @@ export interface ToolCallInput {
    * existed): without it, a call that needs approval fails unrun rather than run unapproved.
    */
   approvals?: boolean;
+  /**
+   * Close the tools phase in this activity when the call settles plainly and nothing can
+   * follow it (decision 28): `last`, it is the response's last call; otherwise only a
+   * completed terminal tool closes. Given by runs that have it (release 0.4), and only when
+   * no earlier call of the pass left work for the workflow (children, joins, approvals, lanes).
+   */
+  close?: { last: boolean };
 }
 
 /** What a person decided on a call awaiting approval (or the approval timeout did). */
@@ -180,6 +189,55 @@ export async function runToolCall(
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
   const { store, turn, agent } = await runtime.ownTurn(input);
+  // An attempt that closed the phase and died before reporting: its retry reports the close.
+  if (input.close && phaseOf(turn) !== 'tools') {
+    if (turn.claimToken !== input.claimToken) throw new LostClaim('turn ownership was revoked');
+    return closedEarlier(runtime, agent, turn, input.toolCallId);
+  }
+  const outcome = await runCall(runtime, input, hooks, store, turn, agent);
+  if (!input.close || !settledPlainly(outcome) || !(outcome.terminal || input.close.last)) return outcome;
+  const closed = await finishToolsPhase(runtime, {
+    turnId: input.turnId,
+    claimToken: input.claimToken,
+    terminalToolCallId: outcome.terminal ? outcome.toolCallId : null,
+  });
+  return { ...outcome, closed };
+}
+
+/** Nothing about this outcome is left for the workflow to do before the phase closes. */
+const settledPlainly = (outcome: ToolCallOutcome) =>
+  !outcome.waiting && !outcome.awaitingApproval && !outcome.launched && !outcome.wakeLanes?.length;
+
+/** The outcome a retried closing call reports: its execution as stored, and where the turn is. */
+async function closedEarlier(
+  runtime: Runtime,
+  agent: Agent,
+  turn: TurnRecord,
+  toolCallId: string,
+): Promise<ToolCallOutcome> {
+  const execution = (await runtime.store.listToolExecutions({ turnId: turn.id })).find(
+    (row) => row.toolCallId === toolCallId,
+  );
+  if (!execution) throw new TurnKitError(`turn ${turn.id} has no tool call ${toolCallId}`);
+  const tool = agent.effectiveTools.find((candidate) => candidate.name === execution.toolName);
+  return {
+    toolCallId,
+    executionId: execution.id,
+    status: execution.status,
+    terminal: execution.status === 'completed' && (tool?.terminal ?? false),
+    waiting: false,
+    closed: turnDigest(agent, turn),
+  };
+}
+
+async function runCall(
+  runtime: Runtime,
+  input: ToolCallInput,
+  hooks: ToolCallHooks,
+  store: Store,
+  turn: TurnRecord,
+  agent: Agent,
+): Promise<ToolCallOutcome> {
   const call = toolCallParts(turnState(turn).parts).find((part) => part.id === input.toolCallId);
   if (!call) throw new TurnKitError(`turn ${turn.id} has no pending tool call ${input.toolCallId}`);
   const tool = await toolForTurn(store, agent, turn, call.name);

@@ -24,7 +24,9 @@ export const PATCH_0_3 = 'turnkit-0.3-compaction-output-audit';
 
 /**
  * Release 0.4's command changes, one marker for all: a person in the loop (Updates `approve`,
- * `reject`, `pause`, `resume`, `steer`; calls awaiting approval; control boundaries).
+ * `reject`, `pause`, `resume`, `steer`; calls awaiting approval; control boundaries); the last
+ * tool call of a pass closes the tools phase in its own activity (no `finishTools` local
+ * activity, decision 28).
  */
 export const PATCH_0_4 = 'turnkit-0.4';
 
@@ -34,6 +36,8 @@ export interface RunFeatures {
   outputAudit: boolean;
   /** Approvals and turn controls (the Updates are registered only on such runs). */
   controls: boolean;
+  /** The closing tool call closes the tools phase itself (`ToolCallInput.close`). */
+  closeInToolCall: boolean;
 }
 
 /** Call first thing in the workflow, before any command. */
@@ -42,5 +46,5 @@ export function runFeatures(): RunFeatures {
   // two history events); a run without it is asked about 0.3 as before.
   const v0_4 = patched(PATCH_0_4);
   const v0_3 = v0_4 || patched(PATCH_0_3);
-  return { compaction: v0_3, outputAudit: v0_3, controls: v0_4 };
+  return { compaction: v0_3, outputAudit: v0_3, controls: v0_4, closeInToolCall: v0_4 };
 }

@@ -123,6 +123,8 @@ interface DispatchPass {
   awaiting: string[];
   /** Steering arrived: the pass stopped at a boundary, the calls not started are superseded. */
   steered: boolean;
+  /** The closing call closed the tools phase in its activity: where the turn is now. */
+  closed: TurnDigest | null;
 }
 
 /**
@@ -141,8 +143,10 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
     lanes: new Set(),
     awaiting: [],
     steered: false,
+    closed: null,
   };
   const controls = run.controls;
+  const lastCall = digest.toolCalls[digest.toolCalls.length - 1];
   for (const call of digest.toolCalls) {
     const held = pass.awaiting.length > 0;
     const deferResult = pass.subAgents.length > 0 || pass.joining || held;
@@ -157,6 +161,8 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
     }
     run.console.toolStarted(call.name);
     const decision = controls?.decisions.get(call.id);
+    // Nothing of the pass left for this workflow to do: the call may close the phase itself.
+    const close = run.features.closeInToolCall && !deferResult && pass.lanes.size === 0;
     const outcome = await run.activities.tool.toolCall.executeWithOptions({ summary: `tool ${call.name}` }, [
       {
         turnId: run.turnId,
@@ -166,6 +172,7 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
         maxAttempts: run.activities.toolMaxAttempts,
         ...(controls ? { approvals: true } : {}),
         ...(decision ? { approval: decision } : {}),
+        ...(close ? { close: { last: call === lastCall } } : {}),
       },
     ]);
     run.console.toolFinished(call.name, outcome.status);
@@ -187,7 +194,10 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
       pass.joining = true;
     } else if (outcome.terminal) {
       pass.terminalToolCallId = call.id;
+      pass.closed = outcome.closed ?? null;
       break;
+    } else if (outcome.closed) {
+      pass.closed = outcome.closed;
     }
   }
   return pass;
@@ -206,6 +216,7 @@ export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<T
       await store.wakeLanes({ conversationIds: [...pass.lanes], ...settingsOf(run) });
     }
     if (pass.steered) return (await steerAtBoundary(run))!;
+    if (pass.closed) return pass.closed;
     if (pass.subAgents.length === 0 && !pass.joining && pass.awaiting.length === 0)
       return runStoreStep(() =>
         store.finishTools.executeWithOptions({ summary: 'close tools phase' }, [

@@ -4,12 +4,15 @@
  * closes over has run to an end.
  */
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
+import { defineTool } from '../../src/agents/tool.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { Runtime } from '../../src/engine/runtime.js';
+import { runToolCall } from '../../src/engine/tool-runner.js';
 import { finishToolsPhase } from '../../src/engine/tools-phase.js';
 import { phaseOf } from '../../src/engine/turn-state.js';
-import { StaleTask } from '../../src/errors.js';
+import { LostClaim, StaleTask } from '../../src/errors.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
 async function turnInToolsPhase() {
@@ -59,5 +62,81 @@ describe('closing the tools phase', () => {
       ['call_1', 'completed'],
       ['call_2', 'cancelled'],
     ]);
+  });
+
+  describe('by the closing call itself (decision 28)', () => {
+    let runs = 0;
+    const lookup = defineTool({
+      name: 'lookup',
+      description: 'Looks up.',
+      input: z.object({}),
+      execute: () => ({ n: ++runs }),
+    });
+    const finish = defineTool({
+      name: 'finish',
+      description: 'Ends.',
+      input: z.object({}),
+      terminal: true,
+      execute: () => ({ done: true }),
+    });
+    async function turnWith(names: string[]) {
+      const store = new MemoryStore();
+      const agents = new AgentRegistry([defineAgent({ name: 'a', tools: [lookup, finish] })]);
+      const runtime = new Runtime({ store, agents });
+      const conversation = await store.createConversation({ agentName: 'a' });
+      const parts = names.map((name, i) => ({ type: 'tool_call', id: `call_${i + 1}`, name, arguments: {} }));
+      const turn = await store.createTurn({
+        conversationId: conversation.id,
+        agentName: 'a',
+        options: { state: { phase: 'tools', parts } },
+      });
+      await store.claimTurn(turn.id, { claimToken: 'token' });
+      const call = (toolCallId: string, close?: { last: boolean }, claimToken = 'token') =>
+        runToolCall(
+          runtime,
+          { turnId: turn.id, claimToken, toolCallId, ...(close ? { close } : {}) },
+          { signal: new AbortController().signal, heartbeat: () => undefined, maxAttempts: 3 },
+        );
+      return { store, turn, call };
+    }
+
+    it('the last ordinary call closes the phase back to the model; a call before it does not', async () => {
+      const { store, turn, call } = await turnWith(['lookup', 'lookup']);
+      const first = await call('call_1', { last: false });
+      expect(first.closed).toBeUndefined();
+      expect(phaseOf(await store.loadTurn(turn.id))).toBe('tools');
+      const last = await call('call_2', { last: true });
+      expect(last).toMatchObject({ status: 'completed', terminal: false, closed: { phase: 'model' } });
+      expect(phaseOf(await store.loadTurn(turn.id))).toBe('model');
+    });
+
+    it('a completed terminal call closes to the output phase and skips the calls after it', async () => {
+      const { store, turn, call } = await turnWith(['finish', 'lookup']);
+      const outcome = await call('call_1', { last: false });
+      expect(outcome).toMatchObject({ terminal: true, closed: { phase: 'output' } });
+      const rows = await store.listToolExecutions({ turnId: turn.id });
+      expect(rows.map((r) => [r.toolCallId, r.status])).toEqual([
+        ['call_1', 'completed'],
+        ['call_2', 'cancelled'],
+      ]);
+    });
+
+    it('run again after it closed the phase (its worker died before reporting), it reports the close and runs nothing', async () => {
+      const { store, turn, call } = await turnWith(['lookup']);
+      const before = runs;
+      const first = await call('call_1', { last: true });
+      const again = await call('call_1', { last: true });
+      expect(runs).toBe(before + 1);
+      expect(again).toEqual(first);
+      expect(phaseOf(await store.loadTurn(turn.id))).toBe('model');
+      // Another run's token (a reset took the turn over) is refused as any write would be.
+      await expect(call('call_1', { last: true }, 'other')).rejects.toThrow(LostClaim);
+    });
+
+    it('without `close` (runs recorded before it) the phase stays open for the finishTools step', async () => {
+      const { store, turn, call } = await turnWith(['finish']);
+      expect((await call('call_1')).closed).toBeUndefined();
+      expect(phaseOf(await store.loadTurn(turn.id))).toBe('tools');
+    });
   });
 });
