@@ -44,10 +44,7 @@ const MB = 1024 * 1024;
 const temporal = new Client({ connection: await Connection.connect({ address }) });
 const { agents } = soakFixture();
 
-interface Memory {
-  rss: number;
-  heapUsed: number;
-}
+type Memory = Omit<SoakMemory, 'type' | 'pid'>;
 
 /** Asks every worker for its memory (after a GC) and sums the answers. */
 function memoryOf(children: ChildProcess[]): Promise<Memory> {
@@ -64,10 +61,15 @@ function memoryOf(children: ChildProcess[]): Promise<Memory> {
           child.send({ type: 'memory' });
         }),
     ),
-  ).then((all) => ({
-    rss: all.reduce((sum, m) => sum + m.rss, 0),
-    heapUsed: all.reduce((sum, m) => sum + m.heapUsed, 0),
-  }));
+  ).then((all) => {
+    const sum = (key: keyof Memory) => all.reduce((total, m) => total + m[key], 0);
+    return {
+      rss: sum('rss'),
+      heapUsed: sum('heapUsed'),
+      heapTotal: sum('heapTotal'),
+      external: sum('external'),
+    };
+  });
 }
 
 /** Samples the number of connections to the database until stopped; `stop()` gives the peak. */
@@ -184,6 +186,11 @@ async function soak(backend: string): Promise<Record<string, number>> {
       [`soak_rss_second_half_mb_${b}`]: second.rss / MB,
       [`soak_rss_growth_${b}`]: second.rss / first.rss,
       [`soak_heap_growth_${b}`]: second.heapUsed / first.heapUsed,
+      // Where the RSS is: V8's reserved heap, buffers, and the rest (native: the Rust core, code).
+      [`soak_heap_total_growth_${b}`]: second.heapTotal / first.heapTotal,
+      [`soak_external_growth_${b}`]: second.external / first.external,
+      [`soak_native_first_half_mb_${b}`]: (first.rss - first.heapTotal - first.external) / MB,
+      [`soak_native_second_half_mb_${b}`]: (second.rss - second.heapTotal - second.external) / MB,
       ...(peakConnections === undefined ? {} : { soak_pg_peak_connections: peakConnections }),
     };
   } finally {

@@ -2,7 +2,9 @@
  * A worker process for bench/soak-bench.ts: a TurnKit worker (createWorker, default settings)
  * for the soak agents (soak-agents.ts) on one task queue, and beside it, on the same
  * connection, a bare Temporal worker for the floor workflow (bench/workflows.ts) on another.
- * Answers `{ type: 'memory' }` over IPC with its RSS and heap after a full GC.
+ * Answers `{ type: 'memory' }` over IPC with its RSS and heap after a full GC, and where the
+ * RSS is: V8's heap as reserved (`heapTotal`), memory outside it that V8 tracks (`external`:
+ * buffers), and the rest (native code and allocations: the SDK's Rust core, stacks).
  *
  * Environment: SOAK_DATABASE_URL, SOAK_TASK_QUEUE, SOAK_FLOOR_TASK_QUEUE.
  */
@@ -24,6 +26,8 @@ export interface SoakMemory {
   pid: number;
   rss: number;
   heapUsed: number;
+  heapTotal: number;
+  external: number;
 }
 
 const connection = await NativeConnection.connect({
@@ -54,8 +58,15 @@ const floor = await Worker.create({
 process.on('message', (message) => {
   if ((message as { type?: string }).type !== 'memory') return;
   (globalThis as { gc?: () => void }).gc?.();
-  const { rss, heapUsed } = process.memoryUsage();
-  process.send?.({ type: 'memory', pid: process.pid, rss, heapUsed } satisfies SoakMemory);
+  const { rss, heapUsed, heapTotal, external } = process.memoryUsage();
+  process.send?.({
+    type: 'memory',
+    pid: process.pid,
+    rss,
+    heapUsed,
+    heapTotal,
+    external,
+  } satisfies SoakMemory);
 });
 process.on('SIGTERM', () => {
   turnkit.shutdown();
