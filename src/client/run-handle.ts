@@ -156,7 +156,13 @@ export class RunHandle {
   /** Pause, approvals awaiting, steering queued: the workflow's `controlState` query. */
   async controlState(): Promise<ControlState & { status: TurnRecord['status'] }> {
     const turn = await this.turn();
-    const finished = { pauseRequested: false, paused: false, pendingSteers: 0, finished: true };
+    const finished = {
+      pauseRequested: false,
+      paused: false,
+      pendingSteers: 0,
+      finishing: false,
+      finished: true,
+    };
     if (TERMINAL_TURN_STATUSES.includes(turn.status))
       return { ...finished, awaitingApproval: [], status: turn.status };
     const state = await this.deps.temporal.workflow.getHandle(this.workflowId).query(controlStateQuery);

@@ -67,6 +67,7 @@ export class TurnControls {
       paused: this.paused,
       awaitingApproval: [...this.awaiting].filter((id) => !this.decisions.has(id)),
       pendingSteers: this.steers.length,
+      finishing: this.finishing,
       finished: this.finished,
     };
   }

@@ -584,6 +584,7 @@ describe('turn controls', () => {
     checking = 0;
     const run = await kit.client.run('finisher', 'just answer');
     await waitUntil(async () => checking > 0);
+    expect(await run.controlState()).toMatchObject({ finishing: true, finished: false });
     await expect(run.steer('Add a footnote.', { principal: 'alice' })).rejects.toMatchObject({
       name: 'ControlError',
       code: 'too_late',
