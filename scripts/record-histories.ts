@@ -58,6 +58,7 @@ const occupy = defineTool({
   },
 });
 const reviewer = defineAgent({ name: 'reviewer' });
+const answering = gate();
 const model = new ScriptedModel({
   terminal: () => ({
     toolCalls: [
@@ -98,6 +99,12 @@ const model = new ScriptedModel({
             { name: 'echo', arguments: { text: 'b' } },
           ],
         },
+  // Its first answer waits until the test has asked for a pause; then it reads the steering.
+  paused_output: async (request) => {
+    if (request.messages.some((m) => m.role === 'assistant')) return 'steered before the output';
+    await answering.promise;
+    return 'first answer';
+  },
   reclaimed: (request) =>
     request.messages.some((m) => m.role === 'tool')
       ? 'taken over'
@@ -139,6 +146,7 @@ const kit = await startKit({
     defineAgent({ name: 'slowbusy', tools: [occupy] }),
     // Approvals and turn controls (PATCH_0_4): a call held for approval, pause, steer, resume.
     defineAgent({ name: 'approved', tools: [wire, echo] }),
+    defineAgent({ name: 'paused_output' }),
     defineAgent({
       name: 'compacted',
       compaction: { contextLimit: 600, reservedTokens: 0, tailMessages: 1, tailTokens: 100 },
@@ -231,6 +239,19 @@ if (wanted('approved')) {
   await run.resume({ principal: 'ops' });
   await run.result();
   await save('approved', run.workflowId);
+}
+if (wanted('paused-output')) {
+  // The boundary before the output: a pause asked during the last model call stops the turn
+  // there; steering sent while paused is applied after the resume and the model answers again.
+  const run = await kit.client.run('paused_output', 'record the output boundary');
+  await until(async () => (await run.events()).some((e) => e.type === 'model.requested'));
+  await run.pause({ principal: 'ops' });
+  answering.open();
+  await until(async () => (await run.status()) === 'paused');
+  await run.steer('Say it was steered.', { principal: 'ops' });
+  await run.resume({ principal: 'ops' });
+  await run.result();
+  await save('paused-output', run.workflowId);
 }
 if (wanted('slowbusy')) {
   // A claim refused with lane_busy that outlives its workflow task (17 s): the released

@@ -68,7 +68,7 @@ export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js'
 export type { RunSseOptions, StreamableRun } from './client/ui-stream.js';
 export { laneWorkflowId, SIGNALS, turnWorkflowId, UPDATES } from './workflows/contract.js';
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
-export type { PendingApproval } from './client/controls.js';
+export type { ApprovalAnswer, PendingApproval } from './client/controls.js';
 export * from './errors.js';
 export type * from './store/types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';

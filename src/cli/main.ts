@@ -494,9 +494,13 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
   };
   const who = (opts: Record<string, unknown>) =>
     opts['principal'] === undefined ? {} : { principal: opts['principal'] as Json };
+  // A sub-agent's call is decided through the root's id; --turn names the turn when two share the call id.
+  const TURN_FLAG: [string, string] = ['--turn <turnId>', 'the (sub-agent) turn the call belongs to'];
+  const inTurn = (opts: Record<string, unknown>) =>
+    typeof opts['turn'] === 'string' ? { turnId: opts['turn'] } : {};
   program
     .command('pending')
-    .description('tool calls of a turn awaiting approval')
+    .description('tool calls awaiting approval in a turn and its sub-agent turns')
     .argument('<turnId>')
     .action(
       action(async (session, turnId: string) => {
@@ -506,22 +510,32 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
         else
           for (const call of pending)
             io.out.write(
-              `${call.toolCallId} ${call.toolName} ${JSON.stringify(call.arguments)} since ${call.requestedAt}\n`,
+              `${call.toolCallId} ${call.toolName} ${JSON.stringify(call.arguments)} since ${call.requestedAt}` +
+                `${call.turnId === turnId ? '' : ` in turn ${call.turnId} (${call.agentName})`}\n`,
             );
       }),
     );
   control(
     'approve',
     'approve a tool call awaiting approval',
-    (run, [id], opts) => run.approve(id!, { ...who(opts), ...(opts['note'] ? { note: opts['note'] } : {}) }),
-    { args: ['<toolCallId>'], flags: [['--note <text>', 'a note for the record']] },
+    (run, [id], opts) =>
+      run.approve(id!, {
+        ...who(opts),
+        ...inTurn(opts),
+        ...(opts['note'] ? { note: opts['note'] } : {}),
+      }),
+    { args: ['<toolCallId>'], flags: [['--note <text>', 'a note for the record'], TURN_FLAG] },
   );
   control(
     'reject',
     'reject a tool call awaiting approval (the model reads the reason)',
     (run, [id], opts) =>
-      run.reject(id!, { ...who(opts), ...(opts['reason'] ? { reason: opts['reason'] } : {}) }),
-    { args: ['<toolCallId>'], flags: [['--reason <text>', 'why (the model reads it)']] },
+      run.reject(id!, {
+        ...who(opts),
+        ...inTurn(opts),
+        ...(opts['reason'] ? { reason: opts['reason'] } : {}),
+      }),
+    { args: ['<toolCallId>'], flags: [['--reason <text>', 'why (the model reads it)'], TURN_FLAG] },
   );
   control('pause', 'pause a turn at its next control boundary', (run, _args, opts) => run.pause(who(opts)));
   control('resume', 'resume a paused turn', (run, _args, opts) => run.resume(who(opts)));

@@ -13,8 +13,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ControlAction } from '../engine/control-request.js';
 import { signPrincipal } from '../engine/principal-signature.js';
 import { ArgumentError, AuthorizationError, ControlError } from '../errors.js';
-import type { Json, JsonObject, Store, ToolExecutionRecord } from '../store/types.js';
+import type { Json, JsonObject, Store, TurnRecord } from '../store/types.js';
+import { subtreeOf } from '../store/tree.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
+import type { ApprovalResult } from '../workflows/contract.js';
 import { turnWorkflowId, UPDATES } from '../workflows/contract.js';
 
 /** One call awaiting a person's decision, as `run.pendingApprovals()` lists it. */
@@ -23,15 +25,61 @@ export interface PendingApproval {
   toolName: string;
   arguments: JsonObject;
   requestedAt: string;
+  /** The turn the call belongs to: the run's own, or a sub-agent's (a child turn) below it. */
+  turnId: string;
+  agentName: string;
 }
 
-export function pendingApproval(row: ToolExecutionRecord): PendingApproval {
-  return {
-    toolCallId: row.toolCallId,
-    toolName: row.toolName,
-    arguments: row.arguments,
-    requestedAt: row.createdAt,
-  };
+/** What `approve` and `reject` answer: the workflow's result and the turn that decided. */
+export type ApprovalAnswer = ApprovalResult & { turnId: string };
+
+/** The calls awaiting approval in `turn` and every turn below it, oldest first. */
+export async function pendingApprovals(store: Store, turn: TurnRecord): Promise<PendingApproval[]> {
+  const tree = subtreeOf(await store.listTurns({ rootTurnId: turn.rootTurnId }), turn.id);
+  const agents = new Map(tree.map((row) => [row.id, row.agentName]));
+  const rows = await store.listToolExecutions({ turnIds: [...agents.keys()] });
+  return rows
+    .filter((row) => row.status === 'awaiting_approval')
+    .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+    .map((row) => ({
+      toolCallId: row.toolCallId,
+      toolName: row.toolName,
+      arguments: row.arguments,
+      requestedAt: row.createdAt,
+      turnId: row.turnId,
+      agentName: agents.get(row.turnId) ?? '',
+    }));
+}
+
+/**
+ * Which turn a decision on `toolCallId` goes to, from a handle on `turn`: the one turn of its
+ * subtree where the call awaits approval (or, when it awaits nowhere, the one turn that has
+ * the call, whose workflow then says why: decided, not awaiting, finished). A call id that
+ * two turns share needs `turnId`; an unknown one goes to `turn` itself (refused `unknown_call`).
+ */
+export async function decisionTarget(
+  store: Store,
+  turn: TurnRecord,
+  toolCallId: string,
+  turnId?: string,
+): Promise<string> {
+  const tree = subtreeOf(await store.listTurns({ rootTurnId: turn.rootTurnId }), turn.id);
+  if (turnId !== undefined) {
+    if (!tree.some((row) => row.id === turnId))
+      throw new ArgumentError(`turn ${turnId} is not ${turn.id} or a turn below it`);
+    return turnId;
+  }
+  const rows = (await store.listToolExecutions({ turnIds: tree.map((row) => row.id) })).filter(
+    (row) => row.toolCallId === toolCallId,
+  );
+  const awaiting = rows.filter((row) => row.status === 'awaiting_approval');
+  const candidates = new Set((awaiting.length > 0 ? awaiting : rows).map((row) => row.turnId));
+  if (candidates.size > 1)
+    throw new ControlError(
+      `tool call ${toolCallId} is in several turns (${[...candidates].join(', ')}): say which with turnId`,
+      { code: 'ambiguous_call' },
+    );
+  return [...candidates][0] ?? turn.id;
 }
 
 export interface ControlSender {

@@ -20,8 +20,8 @@ import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { ApprovalResult, ControlState } from '../workflows/contract.js';
 import { controlStateQuery, turnWorkflowId } from '../workflows/contract.js';
 import type { ControlAction } from '../engine/control-request.js';
-import type { PendingApproval } from './controls.js';
-import { pendingApproval } from './controls.js';
+import type { ApprovalAnswer, PendingApproval } from './controls.js';
+import { decisionTarget, pendingApprovals } from './controls.js';
 
 export function sumUsage(turns: readonly TurnRecord[]): Usage {
   const total: Usage = {
@@ -92,24 +92,47 @@ export class RunHandle {
     return this;
   }
 
-  /** The run's tool calls awaiting a person's decision, oldest first. */
+  /**
+   * The tool calls awaiting a person's decision in this run's turn and in every sub-agent turn
+   * below it, oldest first; each names its turn (`turnId`, `agentName`).
+   */
   async pendingApprovals(): Promise<PendingApproval[]> {
-    const rows = await this.deps.store.listToolExecutions({ turnId: this.turnId });
-    return rows.filter((row) => row.status === 'awaiting_approval').map(pendingApproval);
+    return pendingApprovals(this.deps.store, await this.turn());
   }
 
   /**
-   * Approves a call awaiting approval (the Update `approve`): it runs next. Refused with a
-   * ControlError (unknown or decided call, finished turn), an AuthorizationError (the policy,
-   * action `approve`) or an ArgumentError; nothing is written then.
+   * Approves a call awaiting approval (the Update `approve`): it runs next. The call may be a
+   * sub-agent's: the Update goes to the turn where it awaits (`turnId` says which, when two
+   * turns share the call id). Refused with a ControlError (unknown or decided call, finished
+   * turn), an AuthorizationError (the policy, action `approve`) or an ArgumentError; nothing
+   * is written then.
    */
-  approve(toolCallId: string, options: { principal?: Json; note?: string } = {}): Promise<ApprovalResult> {
-    return this.#control('approve', { toolCallId, ...options }) as Promise<ApprovalResult>;
+  approve(
+    toolCallId: string,
+    options: { principal?: Json; note?: string; turnId?: string } = {},
+  ): Promise<ApprovalAnswer> {
+    return this.#decide('approve', toolCallId, options);
   }
 
-  /** Rejects a call awaiting approval (the Update `reject`): its one result, "rejected by <who>: <reason>". */
-  reject(toolCallId: string, options: { principal?: Json; reason?: string } = {}): Promise<ApprovalResult> {
-    return this.#control('reject', { toolCallId, ...options }) as Promise<ApprovalResult>;
+  /**
+   * Rejects a call awaiting approval (the Update `reject`), routed as `approve` is: its one
+   * result, "rejected by <who>: <reason>".
+   */
+  reject(
+    toolCallId: string,
+    options: { principal?: Json; reason?: string; turnId?: string } = {},
+  ): Promise<ApprovalAnswer> {
+    return this.#decide('reject', toolCallId, options);
+  }
+
+  async #decide(
+    action: 'approve' | 'reject',
+    toolCallId: string,
+    { turnId, ...options }: { turnId?: string } & Record<string, unknown>,
+  ): Promise<ApprovalAnswer> {
+    const target = await decisionTarget(this.deps.store, await this.turn(), toolCallId, turnId);
+    const answer = (await this.#control(action, { toolCallId, ...options }, target)) as ApprovalResult;
+    return { ...answer, turnId: target };
   }
 
   /** Stops the turn at its next control boundary (before a model or tool call), status `paused`. */
@@ -133,16 +156,22 @@ export class RunHandle {
   /** Pause, approvals awaiting, steering queued: the workflow's `controlState` query. */
   async controlState(): Promise<ControlState & { status: TurnRecord['status'] }> {
     const turn = await this.turn();
-    const finished = { pauseRequested: false, paused: false, pendingSteers: 0, finished: true };
+    const finished = {
+      pauseRequested: false,
+      paused: false,
+      pendingSteers: 0,
+      finishing: false,
+      finished: true,
+    };
     if (TERMINAL_TURN_STATUSES.includes(turn.status))
       return { ...finished, awaitingApproval: [], status: turn.status };
     const state = await this.deps.temporal.workflow.getHandle(this.workflowId).query(controlStateQuery);
     return { ...state, status: (await this.turn()).status };
   }
 
-  #control(action: ControlAction, fields: Record<string, unknown>): Promise<unknown> {
+  #control(action: ControlAction, fields: Record<string, unknown>, turnId = this.turnId): Promise<unknown> {
     const defined = Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
-    return this.deps.control(this.turnId, action, defined as JsonObject);
+    return this.deps.control(turnId, action, defined as JsonObject);
   }
 
   /**

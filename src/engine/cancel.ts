@@ -1,7 +1,7 @@
 import { AuthorizationError, storedErrorClass } from '../errors.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { TurnRecord } from '../store/types.js';
-import { rootConversationId } from '../store/tree.js';
+import { rootConversationId, subtreeOf } from '../store/tree.js';
 import type { CancelDescendants, CancelRequest } from './cancel-request.js';
 import type { Runtime } from './runtime.js';
 import { verifyPrincipal } from './principal-signature.js';
@@ -74,17 +74,7 @@ export async function cancelTurn(
     const rows: TurnRecord[] = [await store.loadTurn(target.id)];
     if (input.descendants === 'cascade') {
       const tree = await store.listTurns({ rootTurnId: target.rootTurnId });
-      const ids = new Set([target.id]);
-      for (let grew = true; grew;) {
-        grew = false;
-        for (const row of tree) {
-          if (row.parentTurnId && ids.has(row.parentTurnId) && !ids.has(row.id)) {
-            ids.add(row.id);
-            rows.push(row);
-            grew = true;
-          }
-        }
-      }
+      rows.push(...subtreeOf(tree, target.id).filter((row) => row.id !== target.id));
     }
     const done: { row: TurnRecord; callback: Awaited<ReturnType<typeof completionCallback>> }[] = [];
     for (const row of rows) {

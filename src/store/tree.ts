@@ -9,6 +9,23 @@ export async function rootConversationId(store: Store, turn: TurnRecord): Promis
   return (await store.loadTurn(turn.rootTurnId)).conversationId;
 }
 
+/** `turnId` and its transitive children among `tree` (the turns of one root), parents first. */
+export function subtreeOf(tree: readonly TurnRecord[], turnId: string): TurnRecord[] {
+  const ids = new Set([turnId]);
+  const rows = tree.filter((row) => row.id === turnId);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const row of tree) {
+      if (row.parentTurnId && ids.has(row.parentTurnId) && !ids.has(row.id)) {
+        ids.add(row.id);
+        rows.push(row);
+        grew = true;
+      }
+    }
+  }
+  return rows;
+}
+
 export type LaneRefusal = 'not_pending' | 'lane_busy';
 export type LaneClaim =
   { claimed: true; turn: TurnRecord } | { claimed: false; reason: LaneRefusal; turn: TurnRecord };

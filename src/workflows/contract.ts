@@ -230,6 +230,8 @@ export interface ControlState {
   awaitingApproval: string[];
   /** Steering messages accepted and not yet written (they are at the next boundary). */
   pendingSteers: number;
+  /** The turn committed to its output: `pause` and `steer` are refused (`too_late`). */
+  finishing: boolean;
   /** The turn's workflow has finished its work. */
   finished: boolean;
 }

@@ -39,8 +39,15 @@ export class TurnControls {
   paused = false;
   /** Set once the turn's work is over (ended, or a cancel was accepted): controls are refused. */
   finished = false;
+  /**
+   * Set when the turn commits to its output (checks and output step): no boundary is left, so
+   * a pause or steering is refused (`too_late`) instead of being acknowledged and dropped.
+   */
+  finishing = false;
   /** Accepted steering, written at the next boundary. */
   steers: Steer[] = [];
+  /** Pause and steer Updates accepted and still being authorized: the output waits for them. */
+  authorizing = 0;
   /** Decisions by tool-call id, never forgotten (a second decision is refused). */
   readonly decisions = new Map<string, ApprovalDecision>();
   /** Calls whose decision is being authorized right now. */
@@ -51,6 +58,8 @@ export class TurnControls {
   readonly awaiting = new Set<string>();
   readonly settled = new Set<string>();
   readonly #timers = new Set<string>();
+  /** Calls whose approval timeout fired while a person's decision was being authorized. */
+  readonly #expired = new Set<string>();
 
   state(): ControlState {
     return {
@@ -58,6 +67,7 @@ export class TurnControls {
       paused: this.paused,
       awaitingApproval: [...this.awaiting].filter((id) => !this.decisions.has(id)),
       pendingSteers: this.steers.length,
+      finishing: this.finishing,
       finished: this.finished,
     };
   }
@@ -67,19 +77,32 @@ export class TurnControls {
     this.awaiting.add(id);
     if (!timeoutMs || this.#timers.has(id)) return;
     this.#timers.add(id);
-    // A durable timer; cancelled with the turn's scope (then nothing is decided).
+    // A durable timer; cancelled with the turn's scope (then nothing is decided). A decision
+    // accepted before it fired and still being authorized goes first: its event is already
+    // written, so the timeout applies only if that decision is refused (`decisionDone`).
     sleep(timeoutMs).then(
       () => {
-        if (!this.decisions.has(id))
-          this.decisions.set(id, {
-            decision: 'rejected',
-            principal: null,
-            reason: APPROVAL_TIMED_OUT,
-            timedOut: true,
-          });
+        if (this.deciding.has(id)) this.#expired.add(id);
+        else this.#timeOut(id);
       },
       () => undefined,
     );
+  }
+
+  #timeOut(id: string): void {
+    if (this.decisions.has(id)) return;
+    this.decisions.set(id, {
+      decision: 'rejected',
+      principal: null,
+      reason: APPROVAL_TIMED_OUT,
+      timedOut: true,
+    });
+  }
+
+  /** A person's decision on `id` was set, or refused: a timeout that fired meanwhile applies now. */
+  decisionDone(id: string): void {
+    this.deciding.delete(id);
+    if (this.#expired.delete(id)) this.#timeOut(id);
   }
 
   noteSettled(id: string): void {
@@ -145,9 +168,7 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
         if (!controls.awaiting.has(id))
           refuse('ControlError', `tool call ${id} is not awaiting approval`, 'not_awaiting');
         const verdict = await authorize(request);
-        // The approval timeout may have decided meanwhile.
-        if (controls.decisions.has(id))
-          refuse('ControlError', `tool call ${id} is already decided`, 'decided');
+        // Nothing else decides the call while it is in `deciding` (the approval timeout waits).
         controls.decisions.set(id, {
           decision,
           principal: request.principal,
@@ -156,7 +177,7 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
         });
         return { toolCallId: id, decision, verified: verdict.verified };
       } finally {
-        controls.deciding.delete(id);
+        controls.decisionDone(id);
       }
     };
   setHandler(approveUpdate, decide('approved'), {
@@ -166,13 +187,30 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
     validator: (payload) => void checkCall(parse('reject', payload)),
   });
 
+  // Pause and steer act at a boundary; once the turn committed to its output there is none.
+  const tooLate = (action: ControlAction) => {
+    if (controls.finishing)
+      refuse('ControlError', `turn ${run.turnId} is finishing: too late to ${action}`, 'too_late');
+  };
+  /** Authorizes a pause or steer; the output waits until every one accepted before it is done. */
+  const authorizeBoundary = async (request: ControlRequest) => {
+    tooLate(request.action);
+    controls.authorizing += 1;
+    try {
+      await authorize(request);
+    } finally {
+      controls.authorizing -= 1;
+    }
+    if (controls.finished) refuse('ControlError', `turn ${run.turnId} is finished`, 'finished');
+    tooLate(request.action);
+  };
   const notPaused = () => refuse('ControlError', `turn ${run.turnId} is not paused`, 'not_paused');
   const alreadyPaused = () =>
     refuse('ControlError', `turn ${run.turnId} is already paused`, 'already_paused');
   setHandler(
     pauseUpdate,
     async (payload) => {
-      await authorize(parse('pause', payload));
+      await authorizeBoundary(parse('pause', payload));
       if (controls.pauseRequested) alreadyPaused();
       controls.pauseRequested = true;
       return controls.state();
@@ -180,6 +218,7 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
     {
       validator: (payload) => {
         parse('pause', payload);
+        tooLate('pause');
         if (controls.pauseRequested) alreadyPaused();
       },
     },
@@ -204,12 +243,16 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
     async (payload) => {
       const request = parse('steer', payload);
       const id = currentUpdateInfo()?.id ?? `steer-${controls.steers.length}`;
-      await authorize(request);
-      if (controls.finished) refuse('ControlError', `turn ${run.turnId} is finished`, 'finished');
+      await authorizeBoundary(request);
       controls.steers.push({ id, text: request.text!, principal: request.principal });
       return controls.state();
     },
-    { validator: (payload) => void parse('steer', payload) },
+    {
+      validator: (payload) => {
+        parse('steer', payload);
+        tooLate('steer');
+      },
+    },
   );
   setHandler(controlStateQuery, () => controls.state());
 }
@@ -236,6 +279,31 @@ export async function pauseAtBoundary(run: TurnRun): Promise<TurnDigest | null> 
   run.console.digest(digest);
   run.console.update({ lastStep: 'resumed' });
   return digest;
+}
+
+/**
+ * The boundary before the output (its checks and the output step), the last one of a turn.
+ * Pause and steer Updates accepted before it and still being authorized are waited for, then
+ * a pause stops the turn here; with steering to apply it returns true (the caller applies it
+ * and the model answers again). Otherwise the turn commits to its output: from here on pause
+ * and steer are refused (`too_late`) by their validators, so none is acknowledged and dropped.
+ */
+export async function commitToOutput(run: TurnRun): Promise<boolean> {
+  const controls = run.controls;
+  if (!controls) return false;
+  for (;;) {
+    if (controls.authorizing > 0) await condition(() => controls.authorizing === 0);
+    // While paused, more controls may arrive: look again after the resume.
+    if (!(await pauseAtBoundary(run))) break;
+  }
+  if (controls.steers.length > 0) return true;
+  controls.finishing = true;
+  return false;
+}
+
+/** The output step went back to the model (a revision): pause and steer apply again. */
+export function reopenControls(run: TurnRun): void {
+  if (run.controls) run.controls.finishing = false;
 }
 
 /** Steering accepted and not yet written: it applies at this boundary (back to the model). */

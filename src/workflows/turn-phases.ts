@@ -7,7 +7,7 @@ import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '.
 import { TURNKIT_STATUS } from './contract.js';
 import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
-import { pauseAtBoundary, steerAtBoundary } from './controls.js';
+import { commitToOutput, pauseAtBoundary, reopenControls, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
 
@@ -88,7 +88,7 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
     } else if (digest.phase === 'tools') {
       digest = await runToolsPhase(run, digest);
       run.console.digest(digest);
-    } else if (run.controls && run.controls.steers.length > 0) {
+    } else if (run.controls && (await commitToOutput(run))) {
       // Steering that arrived during the last model call: the model answers again, with it.
       digest = (await steerAtBoundary(run))!;
     } else {
@@ -103,6 +103,7 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
       );
       if (output.done)
         return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
+      reopenControls(run);
       digest = { ...digest, phase: 'model', toolCalls: [] };
     }
   }

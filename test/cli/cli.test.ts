@@ -192,6 +192,43 @@ describe('turnkit command line', () => {
     expect(rows[1]!.error?.message).toBe('rejected by an unnamed person: once is enough');
   });
 
+  it("cli: pending on the root lists a sub-agent's held calls with their turn; approve and reject through the root reach the child", async () => {
+    const rootId = turnIdOf(await turnkit(['--json', 'run', 'supervisor', 'Delegate the wires']));
+    let childId = '';
+    await waitUntil(async () => {
+      const child = (await store.listTurns({ rootTurnId: rootId })).find((t) => t.id !== rootId);
+      if (!child) return false;
+      childId = child.id;
+      const rows = await store.listToolExecutions({ turnId: child.id });
+      return rows.filter((e) => e.status === 'awaiting_approval').length === 2;
+    }, 30_000);
+    const pending = await turnkit(['pending', rootId]);
+    expect(pending.code).toBe(0);
+    const lines = pending.stdout.trim().split('\n');
+    expect(lines).toHaveLength(2);
+    for (const line of lines) expect(line).toContain(`in turn ${childId} (careful_child)`);
+    const [first, second] = lines.map((line) => line.split(' ')[0]!);
+    const approved = await turnkit(['approve', rootId, first!]);
+    expect(JSON.parse(approved.stdout)).toMatchObject({
+      toolCallId: first,
+      decision: 'approved',
+      turnId: childId,
+    });
+    const rejected = await turnkit([
+      'reject',
+      rootId,
+      second!,
+      '--turn',
+      childId,
+      '--reason',
+      'one is enough',
+    ]);
+    expect(JSON.parse(rejected.stdout)).toMatchObject({ decision: 'rejected', turnId: childId });
+    await waitUntil(async () => (await store.loadTurn(rootId)).status === 'completed', 30_000);
+    const rows = await store.listToolExecutions({ turnId: childId });
+    expect(rows.map((row) => row.status)).toEqual(['completed', 'failed']);
+  });
+
   it('cli: send delivers a durable message once per key, and the idle conversation runs a turn', async () => {
     const turnId = turnIdOf(await turnkit(['--json', 'run', 'helper', 'First']));
     await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
@@ -252,7 +289,9 @@ describe('turnkit command line', () => {
 
     const unknownAgent = await turnkit(['run', 'nobody', 'Hi']);
     expect(unknownAgent.code).toBe(1);
-    expect(unknownAgent.stderr).toBe('turnkit: unknown agent nobody: the module has helper, slow, careful\n');
+    expect(unknownAgent.stderr).toBe(
+      'turnkit: unknown agent nobody: the module has helper, slow, careful, supervisor, careful_child\n',
+    );
 
     const missing = await turnkit(['run', 'helper', 'Hi'], { TURNKIT_AGENTS: join(dir, 'missing.ts') });
     expect(missing.code).toBe(1);

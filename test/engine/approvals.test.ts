@@ -25,6 +25,12 @@ import { gate, waitUntil } from '../helpers/wait.js';
 const KEY = 'approvals-test-signing-key-0123456789';
 const ran: string[] = [];
 const modelGate = { current: gate() };
+/** The policy holds a principal named `slow…` here until the test opens it (`slow-no` is then denied). */
+const policyGate = { current: gate() };
+const policyEntered: string[] = [];
+/** The `finisher` agent's output check holds here until the test opens it. */
+const checkGate = { current: gate() };
+let checking = 0;
 
 /**
  * The task says which calls the first model call makes (`CALLS: wire#a lookup#b`); every
@@ -45,7 +51,12 @@ const model: ModelClient = {
             type: 'tool_call',
             id: `call_${tag}`,
             name,
-            arguments: name === 'guarded' ? { amount } : { tag },
+            arguments:
+              name === 'guarded'
+                ? { amount }
+                : name === 'child_approver'
+                  ? { task: `CALLS: wire#${tag}w lookup#${tag}l` }
+                  : { tag },
           };
         }),
         usage: { inputTokens: 1, outputTokens: 1 },
@@ -114,17 +125,52 @@ const timed = defineTool({
   },
 });
 
+const slowTimed = defineTool({
+  name: 'slow_timed',
+  description: 'Its approval times out soon.',
+  input: z.object({ tag: z.string() }),
+  needsApproval: true,
+  approvalTimeout: 1_000,
+  execute: ({ tag }) => {
+    ran.push(`slow_timed#${tag}`);
+    return { done: tag };
+  },
+});
+const childApprover = defineAgent({
+  name: 'child_approver',
+  description: 'A sub-agent whose wire calls need approval.',
+  tools: [wire, lookup],
+});
+
 const CONTROL_ACTIONS = new Set(['approve', 'reject', 'pause', 'resume', 'steer', 'cancel']);
 let kit: TestKit;
 let signed: TurnKitClient;
 beforeAll(async () => {
   kit = await startKit({
-    agents: [defineAgent({ name: 'approver', tools: [wire, lookup, guarded, broken, timed] })],
+    agents: [
+      defineAgent({ name: 'approver', tools: [wire, lookup, guarded, broken, timed, slowTimed] }),
+      defineAgent({
+        name: 'finisher',
+        outputConstraints: [
+          async () => {
+            checking += 1;
+            await checkGate.current.promise;
+            return null;
+          },
+        ],
+      }),
+      defineAgent({ name: 'delegator', subAgents: [childApprover] }),
+    ],
     model,
     runtime: {
       signingKey: KEY,
-      authorization: (request) => {
+      authorization: async (request) => {
         if (!CONTROL_ACTIONS.has(request.action)) return true;
+        if (typeof request.principal === 'string' && request.principal.startsWith('slow')) {
+          policyEntered.push(`${request.action}:${request.principal}`);
+          await policyGate.current.promise;
+          return request.principal !== 'slow-no';
+        }
         if (request.principal === 'mallory') return false;
         // A principal the policy honours only when its signature checked out.
         if (request.principal === 'treasurer') return request['verified'] === true;
@@ -174,7 +220,12 @@ describe('approvals', () => {
     expect((await run.controlState()).awaitingApproval).toEqual(['call_one']);
 
     const answer = await run.approve('call_one', { principal: 'alice', note: 'looks right' });
-    expect(answer).toEqual({ toolCallId: 'call_one', decision: 'approved', verified: false });
+    expect(answer).toEqual({
+      toolCallId: 'call_one',
+      decision: 'approved',
+      verified: false,
+      turnId: run.turnId,
+    });
     const turn = await run.result();
     expect(turn.status).toBe('completed');
     expect(ran.filter((r) => r === 'wire#one')).toHaveLength(1);
@@ -243,6 +294,54 @@ describe('approvals', () => {
     expect(ran).not.toContain('timed#late');
     const history = await kit.client.temporal.workflow.getHandle(run.workflowId).fetchHistory();
     expect((history.events ?? []).some((e) => e.timerFiredEventAttributes)).toBe(true);
+  });
+
+  it('approval: a decision accepted before the approval timeout fired wins over it; one refused afterwards lets the timeout apply; one decision event per call', async () => {
+    policyGate.current = gate();
+    policyEntered.length = 0;
+    const run = await kit.client.run('approver', 'CALLS: slow_timed#t1 slow_timed#t2');
+    await awaiting(run, 2);
+    // Both decisions are accepted and held in the policy; both approval timers fire meanwhile.
+    const approved = run.approve('call_t1', { principal: 'slow-yes' });
+    const denied = run.approve('call_t2', { principal: 'slow-no' }).catch((error: unknown) => error);
+    await waitUntil(async () => policyEntered.length === 2);
+    const history = kit.client.temporal.workflow.getHandle(run.workflowId);
+    await waitUntil(
+      async () =>
+        ((await history.fetchHistory()).events ?? []).filter((e) => e.timerFiredEventAttributes).length === 2,
+    );
+    await expect(run.approve('call_t1', { principal: 'alice' })).rejects.toMatchObject({ code: 'decided' });
+    policyGate.current.open();
+    expect(await approved).toMatchObject({ toolCallId: 'call_t1', decision: 'approved' });
+    expect(await denied).toBeInstanceOf(AuthorizationError);
+    expect((await run.result()).status).toBe('completed');
+    expect(ran.filter((r) => r.startsWith('slow_timed#'))).toEqual(['slow_timed#t1']);
+    const results = await resultTexts(run);
+    expect(results.map((r) => r.id)).toEqual(['call_t1', 'call_t2']);
+    expect(results[0]!.text).toContain('"done":"t1"');
+    expect(results[1]!.text).toContain('approval timed out');
+    // Exactly one outcome recorded per call: approved, rejected, or timed out.
+    const events = await run.events();
+    const outcomes = (id: string) =>
+      events
+        .filter(
+          (e) =>
+            (e.type === 'approval.approved' || e.type === 'approval.rejected') &&
+            e.payload['tool_call_id'] === id,
+        )
+        .map((e) => e.type)
+        .concat(
+          events
+            .filter(
+              (e) => e.type === 'tool_call.rejected' && e.payload['id'] === id && e.payload['timed_out'],
+            )
+            .map(() => 'timed_out'),
+        );
+    expect(outcomes('call_t1')).toEqual(['approval.approved']);
+    expect(outcomes('call_t2')).toEqual(['timed_out']);
+    expect(events.filter((e) => e.type === 'control.denied').map((e) => e.payload['tool_call_id'])).toEqual([
+      'call_t2',
+    ]);
   });
 
   it('approval: bad input gets typed errors and writes nothing: approving twice, an unknown id, a malformed payload, an unauthorized principal', async () => {
@@ -460,6 +559,62 @@ describe('turn controls', () => {
     expect(assistant).toHaveLength(2);
   });
 
+  it('steer: steering accepted while the last model call ended and still being authorized is applied: the output waits for it', async () => {
+    modelGate.current = gate();
+    policyGate.current = gate();
+    policyEntered.length = 0;
+    const run = await kit.client.run('approver', 'GATE just answer');
+    await waitUntil(async () => (await eventTypes(run)).includes('model.requested'));
+    const steered = run.steer('Mention the budget.', { principal: 'slow-yes' });
+    await waitUntil(async () => policyEntered.includes('steer:slow-yes'));
+    modelGate.current.open();
+    // The model's answer is written; the turn stands before its output, waiting for the steer.
+    await waitUntil(async () => (await run.transcript()).some((m) => m.role === 'assistant'));
+    policyGate.current.open();
+    expect(await steered).toMatchObject({ pendingSteers: 1 });
+    const turn = await run.result();
+    expect(turn.status).toBe('completed');
+    expect(turn.outputText).toBe('read: Mention the budget.');
+    expect((await run.transcript()).filter((m) => m.role === 'assistant')).toHaveLength(2);
+    expect(await eventTypes(run)).toContain('turn.steered');
+  });
+
+  it('steer: once the turn commits to its output (checks running), steer and pause are refused too_late before anything is written', async () => {
+    checkGate.current = gate();
+    checking = 0;
+    const run = await kit.client.run('finisher', 'just answer');
+    await waitUntil(async () => checking > 0);
+    expect(await run.controlState()).toMatchObject({ finishing: true, finished: false });
+    await expect(run.steer('Add a footnote.', { principal: 'alice' })).rejects.toMatchObject({
+      name: 'ControlError',
+      code: 'too_late',
+    });
+    await expect(run.pause({ principal: 'alice' })).rejects.toMatchObject({ code: 'too_late' });
+    checkGate.current.open();
+    const turn = await run.result();
+    expect(turn.status).toBe('completed');
+    expect(turn.outputText).toBe('read: ');
+    const types = await eventTypes(run);
+    expect(types).not.toContain('turn.steer_requested');
+    expect(types).not.toContain('turn.pause_requested');
+    expect((await run.transcript()).some((m) => m.metadata['steer_id'])).toBe(false);
+  });
+
+  it('pause: a pause accepted before the output stops the turn there; steering sent while paused is applied after the resume', async () => {
+    modelGate.current = gate();
+    const run = await kit.client.run('approver', 'GATE just answer');
+    await waitUntil(async () => (await eventTypes(run)).includes('model.requested'));
+    await run.pause({ principal: 'alice' });
+    modelGate.current.open();
+    await waitUntil(async () => (await run.status()) === 'paused');
+    expect((await run.turn()).outputText).toBeNull();
+    await run.steer('And sign it.', { principal: 'alice' });
+    await run.resume({ principal: 'alice' });
+    const turn = await run.result();
+    expect(turn.status).toBe('completed');
+    expect(turn.outputText).toBe('read: And sign it.');
+  });
+
   it('steer: steering a call awaiting approval supersedes it; steering a finished turn is refused', async () => {
     const run = await kit.client.run('approver', 'CALLS: lookup#w1 wire#w2');
     await awaiting(run);
@@ -472,6 +627,66 @@ describe('turn controls', () => {
     expect(ran).not.toContain('wire#w2');
     expect(turn.outputText).toContain('Never mind the transfer.');
     await expect(run.steer('too late')).rejects.toMatchObject({ code: 'finished' });
+  });
+});
+
+describe('sub-agent turns', () => {
+  it("approval: pendingApprovals lists the calls awaiting approval across the run's tree, each with its turn; approve and reject through the root's handle reach the child's workflow", async () => {
+    const run = await kit.client.run('delegator', 'CALLS: child_approver#k1');
+    await awaiting(run);
+    const [pending] = await run.pendingApprovals();
+    const child = (await kit.store.listTurns({ rootTurnId: run.turnId })).find(
+      (t) => t.agentName === 'child_approver',
+    )!;
+    expect(pending).toMatchObject({
+      toolCallId: 'call_k1w',
+      toolName: 'wire',
+      turnId: child.id,
+      agentName: 'child_approver',
+    });
+    // The child's own handle lists it too; the root's controlState is the root's own.
+    expect((await (await kit.client.handle(child.id)).pendingApprovals()).map((p) => p.toolCallId)).toEqual([
+      'call_k1w',
+    ]);
+    await expect(run.approve('call_k1w', { turnId: 'no-such-turn' })).rejects.toBeInstanceOf(ArgumentError);
+    await expect(run.approve('call_zz', { principal: 'alice' })).rejects.toMatchObject({
+      code: 'unknown_call',
+    });
+    // Signed for the child's turn: the policy sees it verified.
+    const root = await signed.handle(run.turnId);
+    expect(await root.approve('call_k1w', { principal: 'treasurer' })).toMatchObject({
+      toolCallId: 'call_k1w',
+      decision: 'approved',
+      verified: true,
+      turnId: child.id,
+    });
+    await expect(root.reject('call_k1w', { principal: 'treasurer' })).rejects.toMatchObject({
+      code: 'decided',
+    });
+    expect((await run.result()).status).toBe('completed');
+    expect(ran).toContain('wire#k1w');
+    expect(await run.pendingApprovals()).toEqual([]);
+  });
+
+  it('approval: a cascading cancel by a principal the policy honours only verified cancels the whole tree; a forged cancel of the child is refused', async () => {
+    const run = await kit.client.run('delegator', 'CALLS: child_approver#q1');
+    await awaiting(run);
+    const child = (await run.pendingApprovals())[0]!.turnId;
+    const childRun = await kit.client.handle(child);
+    // Forged: the treasurer without the key.
+    await childRun.cancel({ descendants: 'cascade', principal: 'treasurer' });
+    await waitUntil(async () => (await eventTypes(childRun)).includes('cancel.denied'));
+    expect(await childRun.status()).not.toBe('cancelled');
+    await (await signed.handle(run.turnId)).cancel({ descendants: 'cascade', principal: 'treasurer' });
+    expect((await run.result()).status).toBe('cancelled');
+    // The child's workflow ends too: the cascade reached it and was honoured.
+    const childEnd = (await kit.client.temporal.workflow.getHandle(childRun.workflowId).result()) as {
+      status: string;
+    };
+    expect(childEnd.status).toBe('cancelled');
+    expect((await childRun.turn()).status).toBe('cancelled');
+    expect((await eventTypes(childRun)).filter((t) => t === 'cancel.denied')).toHaveLength(1);
+    expect(ran).not.toContain('wire#q1w');
   });
 });
 
