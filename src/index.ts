@@ -63,9 +63,16 @@ export type {
   SendMessageOptions,
 } from './client/turnkit-client.js';
 export { RunHandle } from './client/run-handle.js';
-export type { RunStreamOptions, RunStreamPart } from './client/run-stream.js';
+export type { RunStreamOptions, RunStreamPart, SubAgentOrigin } from './client/run-stream.js';
 export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
-export type { RunSseOptions, StreamableRun } from './client/ui-stream.js';
+export type {
+  RunSseOptions,
+  StreamableRun,
+  SubAgentUIData,
+  SubAgentUIPart,
+  TurnKitUIMessage,
+  TurnKitUIMessageChunk,
+} from './client/ui-stream.js';
 export { laneWorkflowId, SIGNALS, turnWorkflowId, UPDATES } from './workflows/contract.js';
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
 export type { ApprovalAnswer, PendingApproval } from './client/controls.js';

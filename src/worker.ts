@@ -5,7 +5,7 @@ import { bundleWorkflowCode, NativeConnection, Runtime as TemporalRuntime, Worke
 import type { CancelDelivery } from './activities/heartbeat.js';
 import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
 import { createTurnActivities } from './activities/turn-activities.js';
-import { checkMcpManifests } from './agents/mcp.js';
+import { checkMcpManifests, holdMcpSessions } from './agents/mcp.js';
 import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
 import type { ProviderMap } from './models/provider-registry.js';
@@ -73,7 +73,10 @@ export interface TurnKitWorker {
   runtime: Runtime;
   /** How a cancel reaches this worker's activities in flight, and their heartbeat count. */
   heartbeats: HeartbeatPacer;
-  /** Runs until `shutdown()`, or until the promise passed settles. */
+  /**
+   * Runs until `shutdown()`, or until the promise passed settles. Once the worker has stopped,
+   * the MCP sessions of its agents' tools that no other running worker uses are closed.
+   */
   run(until?: Promise<unknown>): Promise<void>;
   shutdown(): void;
 }
@@ -131,9 +134,17 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     worker,
     runtime,
     heartbeats,
-    // A connection this worker opened closes with it, so a process can end once the worker has.
-    run: (until) =>
-      (until ? worker.runUntil(until).then(() => undefined) : worker.run()).finally(() => owned?.close()),
+    // A connection this worker opened, and the MCP sessions only it used, close with it, so a
+    // process can end once the worker has.
+    run: async (until) => {
+      const release = holdMcpSessions(runtime.agents, runtime.logger);
+      try {
+        await (until ? worker.runUntil(until) : worker.run());
+      } finally {
+        await release();
+        await owned?.close();
+      }
+    },
     shutdown: () => worker.shutdown(),
   };
 }

@@ -54,6 +54,7 @@ interface ListedTool {
 
 const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 const toolSets = new WeakMap<ToolDefinition, McpToolSet>();
+const connections = new WeakMap<McpToolSet, McpConnection>();
 
 function serverName(options: McpServerOptions): string {
   if (options.name) return options.name;
@@ -65,11 +66,15 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** One MCP session, reopened on the next call after the server went away. */
+/**
+ * One MCP session, reopened on the next call after the server went away. Running workers hold
+ * it: when the last one stops, the session is closed (a later call opens it again).
+ */
 class McpConnection {
   #client: Promise<Client> | undefined;
   #stderr = '';
   #closed = false;
+  #holders = 0;
 
   constructor(
     readonly name: string,
@@ -121,11 +126,25 @@ class McpConnection {
     return client;
   }
 
-  async close(): Promise<void> {
-    this.#closed = true;
+  hold(): void {
+    this.#holders += 1;
+  }
+
+  /** The last holder gone, the session closes (the stdio server process exits). */
+  async release(): Promise<void> {
+    this.#holders -= 1;
+    if (this.#holders === 0) await this.#disconnect();
+  }
+
+  async #disconnect(): Promise<void> {
     const client = await this.#client?.catch(() => undefined);
     this.#client = undefined;
     await client?.close();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#disconnect();
   }
 }
 
@@ -285,6 +304,7 @@ export async function mcpTools(options: McpServerOptions): Promise<McpToolSet> {
     close: () => connection.close(),
   }) as unknown as McpToolSet;
   for (const tool of tools) toolSets.set(tool, set);
+  connections.set(set, connection);
   return Object.freeze(set);
 }
 
@@ -299,6 +319,32 @@ export function mcpToolSetsOf(agents: AgentRegistry): McpToolSet[] {
     }
   }
   return [...sets];
+}
+
+/**
+ * A running worker holds the MCP sessions of its agents' tools; the release (when the worker
+ * has stopped, its calls all done) closes each session no other running worker holds, so a
+ * stdio server exits with the last worker that used it and the process can end. The tool set
+ * stays usable: a worker started later opens the session again on its first call.
+ */
+export function holdMcpSessions(
+  agents: AgentRegistry,
+  logger: Pick<Console, 'warn'> = console,
+): () => Promise<void> {
+  const held = mcpToolSetsOf(agents).flatMap((set) => connections.get(set) ?? []);
+  for (const connection of held) connection.hold();
+  let released = false;
+  return async () => {
+    if (released) return;
+    released = true;
+    await Promise.all(
+      held.map((connection) =>
+        connection.release().catch((error: unknown) => {
+          logger.warn(`turnkit: MCP server ${connection.name} did not close cleanly:`, error);
+        }),
+      ),
+    );
+  };
 }
 
 const manifestId = (server: string) =>

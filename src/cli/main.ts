@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import type { Client } from '@temporalio/client';
+import { mcpToolSetsOf } from '../agents/mcp.js';
 import { AgentRegistry } from '../agents/registry.js';
 import type { RunHandle } from '../client/run-handle.js';
 import { TurnKitClient } from '../client/turnkit-client.js';
@@ -61,7 +62,10 @@ class Session {
         throw new CliError('this command needs the agents module: pass --agents <module>', EXIT_CODES.usage);
       return undefined;
     }
-    return loadAgentsModule(path);
+    const module = await loadAgentsModule(path);
+    // The module's MCP servers were connected when it loaded: they close when the command ends.
+    for (const set of mcpToolSetsOf(module.agents)) this.#closers.push(() => set.close());
+    return module;
   }
 
   async store(module?: AgentsModule): Promise<Store> {

@@ -14,8 +14,8 @@ import type {
 import type { OutputViolation } from '../agents/output-policy.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 import { readRunStream } from './run-stream.js';
+import type { TurnKitUIMessageChunk } from './ui-stream.js';
 import { toUIMessageChunks } from './ui-stream.js';
-import type { UIMessageChunk } from 'ai';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { ApprovalResult, ControlState } from '../workflows/contract.js';
 import { controlStateQuery, turnWorkflowId } from '../workflows/contract.js';
@@ -285,7 +285,7 @@ export class RunHandle {
   }
 
   /** The live stream as the AI SDK's UI message chunks (`useChat`'s format). */
-  toUIMessageStream(options: RunStreamOptions = {}): ReadableStream<UIMessageChunk> {
+  toUIMessageStream(options: RunStreamOptions = {}): ReadableStream<TurnKitUIMessageChunk> {
     return toUIMessageChunks(this, options);
   }
 

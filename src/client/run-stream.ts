@@ -16,6 +16,14 @@ interface PartBase {
   step: string | null;
 }
 
+/** Where a sub-agent's turn comes from. */
+export interface SubAgentOrigin {
+  agentName: string;
+  parentTurnId: string | null;
+  /** The parent's tool call that started it (a sub-agent tool, or `launch_agent`). */
+  toolCallId: string | null;
+}
+
 /** One part of a run's live stream. */
 export type RunStreamPart = PartBase &
   (
@@ -34,7 +42,12 @@ export type RunStreamPart = PartBase &
         output: Json;
         error: string | null;
       }
-    | { type: 'status'; status: TurnStatus }
+    | {
+        type: 'status';
+        status: TurnStatus;
+        /** On a sub-agent's `running` parts: the agent, and the turn and tool call that started it. */
+        subAgent?: SubAgentOrigin;
+      }
     /** The last part: the run's turn ended with this status. */
     | { type: 'finish'; status: TurnStatus }
   );
@@ -94,9 +107,19 @@ export function toRunStreamPart(row: StreamPartRecord): RunStreamPart {
         output: p['output'] ?? null,
         error: str(p['error']),
       };
-    case 'status':
+    case 'status': {
+      const status = (str(p['status']) ?? 'running') as TurnStatus;
+      const agentName = str(p['agent']);
+      if (agentName === null) return { ...base, type: 'status', status };
+      const subAgent = {
+        agentName,
+        parentTurnId: str(p['parent_turn_id']),
+        toolCallId: str(p['tool_call_id']),
+      };
+      return { ...base, type: 'status', status, subAgent };
+    }
     case 'finish':
-      return { ...base, type: row.type, status: (str(p['status']) ?? 'running') as TurnStatus };
+      return { ...base, type: 'finish', status: (str(p['status']) ?? 'running') as TurnStatus };
   }
 }
 
@@ -159,11 +182,12 @@ export async function* readRunStream(
     while (!options.signal?.aborted) {
       const rows = await store.listStreamParts(rootTurnId, { afterSequence: after, limit: PAGE });
       for (const row of rows) {
+        // A reader stopped while the page was read yields nothing more.
+        if (options.signal?.aborted) return;
         after = row.sequence;
         const part = toRunStreamPart(row);
         yield part;
         if (part.type === 'finish' && row.turnId === rootTurnId) return;
-        if (options.signal?.aborted) return;
       }
       if (rows.length === PAGE) continue;
       if (rows.length === 0 && Date.now() - statusAt >= STATUS_EVERY_MS) {

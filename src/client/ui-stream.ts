@@ -3,9 +3,17 @@
  * `ReadableStream`, as a web `Response`, and as plain SSE for Node's `http`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { UIMessageChunk } from 'ai';
+import type {
+  DynamicToolUIPart,
+  InferUIMessageChunk,
+  ReasoningUIPart,
+  StepStartUIPart,
+  TextUIPart,
+  UIMessage,
+} from 'ai';
 import { createUIMessageStreamResponse } from 'ai';
-import { TurnKitError } from '../errors.js';
+import { AuthorizationError, RecordNotFound, StoreError, TurnKitError } from '../errors.js';
+import type { TurnStatus } from '../store/types.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 
 /** What the UI helpers need of a run (a `RunHandle`). */
@@ -14,25 +22,236 @@ export interface StreamableRun {
   stream(options?: RunStreamOptions): AsyncIterable<RunStreamPart>;
 }
 
+/** A part of a sub-agent's message: its steps, text, reasoning and tool calls. */
+export type SubAgentUIPart = TextUIPart | ReasoningUIPart | DynamicToolUIPart | StepStartUIPart;
+
+/**
+ * The data of a `data-subagent` part: one sub-agent turn of the run's tree (nested ones too,
+ * each its own part), as a message of its own that grows while it works.
+ */
+export interface SubAgentUIData {
+  turnId: string;
+  agentName: string | null;
+  /** The turn that started it; the run's own turn, or a sub-agent's for a nested one. */
+  parentTurnId: string | null;
+  /** The parent's tool call that started it: the `dynamic-tool` part it belongs to. */
+  toolCallId: string | null;
+  status: TurnStatus;
+  parts: SubAgentUIPart[];
+}
+
+/** The message `toUIMessageStream()` builds: `useChat<TurnKitUIMessage>()`. */
+export type TurnKitUIMessage = UIMessage<unknown, { subagent: SubAgentUIData }>;
+export type TurnKitUIMessageChunk = InferUIMessageChunk<TurnKitUIMessage>;
+
+/**
+ * One turn's step, text, reasoning and tool parts as UI message chunks (text and reasoning
+ * blocks get ids of their own; a restarted step is a `reset-step`).
+ */
+class TurnChunks {
+  #open: { kind: 'text' | 'reasoning'; id: string } | null = null;
+  #blocks = 0;
+  #inStep = false;
+
+  close(out: TurnKitUIMessageChunk[]): void {
+    if (this.#open)
+      out.push({ type: this.#open.kind === 'text' ? 'text-end' : 'reasoning-end', id: this.#open.id });
+    this.#open = null;
+  }
+
+  map(part: RunStreamPart): TurnKitUIMessageChunk[] {
+    const out: TurnKitUIMessageChunk[] = [];
+    switch (part.type) {
+      case 'step.started':
+        this.close(out);
+        out.push({ type: 'start-step' });
+        this.#inStep = true;
+        break;
+      case 'step.restarted':
+        this.close(out);
+        if (this.#inStep) out.push({ type: 'reset-step' });
+        break;
+      case 'text.delta':
+      case 'reasoning.delta': {
+        const kind = part.type === 'text.delta' ? 'text' : 'reasoning';
+        if (this.#open?.kind !== kind) {
+          this.close(out);
+          this.#open = { kind, id: `${kind}-${++this.#blocks}` };
+          out.push({ type: kind === 'text' ? 'text-start' : 'reasoning-start', id: this.#open.id });
+        }
+        out.push({
+          type: kind === 'text' ? 'text-delta' : 'reasoning-delta',
+          id: this.#open.id,
+          delta: part.text,
+        });
+        break;
+      }
+      case 'tool.call':
+        this.close(out);
+        out.push({
+          type: 'tool-input-available',
+          toolCallId: part.toolCallId,
+          toolName: part.toolName,
+          input: part.arguments,
+          dynamic: true,
+        });
+        break;
+      case 'tool.result':
+        out.push(
+          part.status === 'completed'
+            ? {
+                type: 'tool-output-available',
+                toolCallId: part.toolCallId,
+                output: part.output,
+                dynamic: true,
+              }
+            : {
+                type: 'tool-output-error',
+                toolCallId: part.toolCallId,
+                errorText: part.error ?? part.status,
+                dynamic: true,
+              },
+        );
+        break;
+      case 'step.finished':
+        this.close(out);
+        out.push({ type: 'finish-step' });
+        this.#inStep = false;
+        break;
+      default:
+        break;
+    }
+    return out;
+  }
+}
+
+/** A sub-agent's message, built from its chunks the way the AI SDK builds the run's. */
+class SubAgentMessage {
+  readonly chunks = new TurnChunks();
+  readonly data: SubAgentUIData;
+  readonly #blocks = new Map<string, TextUIPart | ReasoningUIPart>();
+
+  constructor(turnId: string) {
+    this.data = {
+      turnId,
+      agentName: null,
+      parentTurnId: null,
+      toolCallId: null,
+      status: 'running',
+      parts: [],
+    };
+  }
+
+  /** Applies the part; whether the data changed. */
+  apply(part: RunStreamPart): boolean {
+    if (part.type === 'status') {
+      if (part.subAgent) Object.assign(this.data, part.subAgent);
+      this.data.status = part.status;
+      return true;
+    }
+    const chunks = this.chunks.map(part);
+    for (const chunk of chunks) this.#applyChunk(chunk);
+    return chunks.length > 0;
+  }
+
+  #applyChunk(chunk: TurnKitUIMessageChunk): void {
+    const parts = this.data.parts;
+    const tool = (id: string) =>
+      parts.findIndex((part) => part.type === 'dynamic-tool' && part.toolCallId === id);
+    switch (chunk.type) {
+      case 'start-step':
+        parts.push({ type: 'step-start' });
+        break;
+      case 'reset-step': {
+        // As the AI SDK does: the parts since the step's start go.
+        const start = parts.map((part) => part.type).lastIndexOf('step-start');
+        parts.splice(start + 1);
+        this.#blocks.clear();
+        break;
+      }
+      case 'text-start':
+      case 'reasoning-start': {
+        const block = {
+          type: chunk.type === 'text-start' ? 'text' : 'reasoning',
+          text: '',
+          state: 'streaming',
+        } as TextUIPart | ReasoningUIPart;
+        this.#blocks.set(chunk.id, block);
+        parts.push(block);
+        break;
+      }
+      case 'text-delta':
+      case 'reasoning-delta': {
+        const block = this.#blocks.get(chunk.id);
+        if (block) block.text += chunk.delta;
+        break;
+      }
+      case 'text-end':
+      case 'reasoning-end': {
+        const block = this.#blocks.get(chunk.id);
+        if (block) block.state = 'done';
+        this.#blocks.delete(chunk.id);
+        break;
+      }
+      case 'tool-input-available':
+        parts.push({
+          type: 'dynamic-tool',
+          toolName: chunk.toolName,
+          toolCallId: chunk.toolCallId,
+          state: 'input-available',
+          input: chunk.input,
+        });
+        break;
+      case 'tool-output-available':
+      case 'tool-output-error': {
+        const at = tool(chunk.toolCallId);
+        const call = parts[at];
+        if (call?.type !== 'dynamic-tool') break;
+        const { toolName, toolCallId, input } = call;
+        parts[at] =
+          chunk.type === 'tool-output-available'
+            ? {
+                type: 'dynamic-tool',
+                toolName,
+                toolCallId,
+                state: 'output-available',
+                input,
+                output: chunk.output,
+              }
+            : {
+                type: 'dynamic-tool',
+                toolName,
+                toolCallId,
+                state: 'output-error',
+                input,
+                errorText: chunk.errorText,
+              };
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
 /**
  * Maps the run's parts to UI message chunks: one assistant message for the run's own turn
  * (its steps, text, reasoning, tool calls and results; a restarted step is a `reset-step`).
- * Sub-agents' parts are not in the message: their work reaches it as the tool results of
- * the calls that started them. A cancelled run ends with `abort`, a failed one with `error`.
+ * Each sub-agent's work is a `data-subagent` part of that message (id: its turn id), sent
+ * again whole whenever it changes: its status, and its own steps, text, reasoning and tool
+ * calls as message parts (`SubAgentUIData`). A cancelled run ends with `abort`, a failed one
+ * with `error`. Cancelling the stream (a client gone) stops the reads at once.
  */
 export function toUIMessageChunks(
   run: StreamableRun,
   options: RunStreamOptions = {},
-): ReadableStream<UIMessageChunk> {
-  const parts = run.stream(options)[Symbol.asyncIterator]();
-  let open: { kind: 'text' | 'reasoning'; id: string } | null = null;
-  let blocks = 0;
-  let inStep = false;
-  const close = (out: UIMessageChunk[]) => {
-    if (open) out.push({ type: open.kind === 'text' ? 'text-end' : 'reasoning-end', id: open.id });
-    open = null;
-  };
-  return new ReadableStream<UIMessageChunk>(
+): ReadableStream<TurnKitUIMessageChunk> {
+  const stop = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+  const parts = run.stream({ ...options, signal })[Symbol.asyncIterator]();
+  const own = new TurnChunks();
+  const subAgents = new Map<string, SubAgentMessage>();
+  return new ReadableStream<TurnKitUIMessageChunk>(
     {
       start(controller) {
         controller.enqueue({ type: 'start', messageId: run.turnId });
@@ -51,78 +270,28 @@ export function toUIMessageChunks(
             controller.close();
             return;
           }
+          if (stop.signal.aborted) return;
           if (next.done) {
             controller.close();
             return;
           }
           const part = next.value;
-          if (part.turnId !== run.turnId) continue;
-          const out: UIMessageChunk[] = [];
-          switch (part.type) {
-            case 'step.started':
-              close(out);
-              out.push({ type: 'start-step' });
-              inStep = true;
-              break;
-            case 'step.restarted':
-              close(out);
-              if (inStep) out.push({ type: 'reset-step' });
-              break;
-            case 'text.delta':
-            case 'reasoning.delta': {
-              const kind = part.type === 'text.delta' ? 'text' : 'reasoning';
-              if (open?.kind !== kind) {
-                close(out);
-                open = { kind, id: `${kind}-${++blocks}` };
-                out.push({ type: kind === 'text' ? 'text-start' : 'reasoning-start', id: open.id });
-              }
-              out.push({
-                type: kind === 'text' ? 'text-delta' : 'reasoning-delta',
-                id: open.id,
-                delta: part.text,
-              });
-              break;
-            }
-            case 'tool.call':
-              close(out);
-              out.push({
-                type: 'tool-input-available',
-                toolCallId: part.toolCallId,
-                toolName: part.toolName,
-                input: part.arguments,
-                dynamic: true,
-              });
-              break;
-            case 'tool.result':
-              out.push(
-                part.status === 'completed'
-                  ? {
-                      type: 'tool-output-available',
-                      toolCallId: part.toolCallId,
-                      output: part.output,
-                      dynamic: true,
-                    }
-                  : {
-                      type: 'tool-output-error',
-                      toolCallId: part.toolCallId,
-                      errorText: part.error ?? part.status,
-                      dynamic: true,
-                    },
-              );
-              break;
-            case 'step.finished':
-              close(out);
-              out.push({ type: 'finish-step' });
-              inStep = false;
-              break;
-            case 'finish':
-              close(out);
-              if (part.status === 'cancelled') out.push({ type: 'abort', reason: 'cancelled' });
-              else if (part.status === 'failed') out.push({ type: 'error', errorText: 'the run failed' });
-              else out.push({ type: 'finish', finishReason: 'stop' });
-              break;
-            default:
-              break;
+          let out: TurnKitUIMessageChunk[];
+          if (part.turnId !== run.turnId) {
+            let message = subAgents.get(part.turnId);
+            if (!message) subAgents.set(part.turnId, (message = new SubAgentMessage(part.turnId)));
+            // A copy: the chunk must not change after it was sent.
+            out = message.apply(part)
+              ? [{ type: 'data-subagent', id: part.turnId, data: structuredClone(message.data) }]
+              : [];
+          } else if (part.type === 'finish') {
+            out = [];
+            own.close(out);
+            if (part.status === 'cancelled') out.push({ type: 'abort', reason: 'cancelled' });
+            else if (part.status === 'failed') out.push({ type: 'error', errorText: 'the run failed' });
+            else out.push({ type: 'finish', finishReason: 'stop' });
+          } else {
+            out = own.map(part);
           }
           if (out.length === 0) continue;
           for (const chunk of out) controller.enqueue(chunk);
@@ -130,6 +299,8 @@ export function toUIMessageChunks(
         }
       },
       async cancel() {
+        // Wakes a reader waiting for parts (an idle run): it ends now, not at the next part.
+        stop.abort();
         await parts.return?.(undefined);
       },
     },
@@ -151,15 +322,35 @@ export function toUIMessageStreamResponse(
 }
 
 export interface RunSseOptions {
-  /** A response the client has not drained for this long is ended (default 60 s). */
+  /** A response the client has not drained for this long is cut off (default 60 s). */
   stallMs?: number;
 }
+
+/** The HTTP status of a run that cannot be streamed. */
+function statusOf(error: unknown): number {
+  if (error instanceof RecordNotFound) return 404;
+  if (error instanceof StoreError) return 503;
+  if (error instanceof AuthorizationError) return 403;
+  if (error instanceof TurnKitError) return 400;
+  return 500;
+}
+
+const errorBody = (error: unknown) => ({
+  class: error instanceof Error ? error.name : 'Error',
+  message: error instanceof Error ? error.message : String(error),
+});
 
 /**
  * A request handler for Node's `http` that streams a run's parts as Server-Sent Events: each
  * part is `id: <cursor>`, `event: <type>`, `data: <json>`. A reconnecting `EventSource` sends
- * `Last-Event-ID` and gets exactly the parts after it (or `?after=<cursor>`). A bad cursor is a
- * 400 with the error; a client that stops reading is waited for up to `stallMs`, then ended.
+ * `Last-Event-ID` and gets exactly the parts after it (or `?after=<cursor>`). A run that cannot
+ * be streamed (`resolveRun` threw, a bad cursor) is a JSON error with a 4xx/5xx status; a store
+ * that fails mid-stream ends the response with an `error` event (reconnect to resume).
+ *
+ * Backpressure: a part is read from the store only once the socket took the one before, so a
+ * client that stops reading holds one part and the socket's buffer, never more; one stalled
+ * for `stallMs` is cut off. A client gone (closed, or cut off) releases the run's reader and
+ * its store subscription at once.
  */
 export function runSseHandler(
   resolveRun: (request: IncomingMessage) => StreamableRun | Promise<StreamableRun>,
@@ -167,24 +358,26 @@ export function runSseHandler(
 ): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
   const stallMs = options.stallMs ?? 60_000;
   return async (request, response) => {
-    const abort = new AbortController();
-    response.on('close', () => abort.abort());
-    const url = new URL(request.url ?? '/', 'http://localhost');
-    const lastEventId = request.headers['last-event-id'];
-    const after =
-      (typeof lastEventId === 'string' ? lastEventId : undefined) ??
-      url.searchParams.get('after') ??
-      undefined;
-    const parts = (await resolveRun(request)).stream({ ...(after ? { after } : {}), signal: abort.signal });
-    const iterator = parts[Symbol.asyncIterator]();
-    let first: IteratorResult<RunStreamPart>;
+    const gone = new AbortController();
+    response.on('close', () => gone.abort());
+    let iterator: AsyncIterator<RunStreamPart> | undefined;
+    let next: IteratorResult<RunStreamPart>;
     try {
-      first = await iterator.next();
+      const url = new URL(request.url ?? '/', 'http://localhost');
+      const lastEventId = request.headers['last-event-id'];
+      const after =
+        (typeof lastEventId === 'string' ? lastEventId : undefined) ??
+        url.searchParams.get('after') ??
+        undefined;
+      const run = await resolveRun(request);
+      iterator = run.stream({ ...(after ? { after } : {}), signal: gone.signal })[Symbol.asyncIterator]();
+      next = await iterator.next();
     } catch (error) {
-      response.writeHead(error instanceof TurnKitError ? 400 : 500, { 'content-type': 'application/json' });
-      response.end(
-        JSON.stringify({ error: { class: (error as Error).name, message: (error as Error).message } }),
-      );
+      await iterator?.return?.(undefined);
+      if (!response.headersSent && !response.destroyed) {
+        response.writeHead(statusOf(error), { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ error: errorBody(error) }));
+      }
       return;
     }
     response.writeHead(200, {
@@ -193,22 +386,37 @@ export function runSseHandler(
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
     });
-    for (let next = first; !next.done; next = await iterator.next()) {
-      const { cursor, type, ...rest } = next.value;
-      const written = response.write(
-        `id: ${cursor}\nevent: ${type}\ndata: ${JSON.stringify({ type, ...rest })}\n\n`,
-      );
-      if (!written && !(await drained(response, stallMs))) {
-        await iterator.return?.(undefined);
-        break;
+    let stalled = false;
+    try {
+      for (; !next.done && !gone.signal.aborted; next = await iterator.next()) {
+        const { cursor, type, ...rest } = next.value;
+        const written = response.write(
+          `id: ${cursor}\nevent: ${type}\ndata: ${JSON.stringify({ type, ...rest })}\n\n`,
+        );
+        if (!written && !(await drained(response, stallMs))) {
+          stalled = !gone.signal.aborted;
+          break;
+        }
       }
+    } catch (error) {
+      // The store failed mid-stream: the client hears of it; Last-Event-ID resumes it later.
+      if (!gone.signal.aborted)
+        response.write(
+          `event: error\ndata: ${JSON.stringify({ type: 'error', error: errorBody(error) })}\n\n`,
+        );
+    } finally {
+      await iterator.return?.(undefined);
     }
-    response.end();
+    // A stalled client would keep the socket and its unsent buffer for as long as it stalls.
+    if (stalled) response.destroy();
+    else response.end();
   };
 }
 
-/** Resolves true once the response drained, false when it did not within `ms` or closed. */
+/** Resolves true once the response drained; false when it did not within `ms`, or the client is gone. */
 function drained(response: ServerResponse, ms: number): Promise<boolean> {
+  // A write after the client left returns false and no `drain` or `close` comes again.
+  if (response.destroyed) return Promise.resolve(false);
   return new Promise((resolve) => {
     const done = (ok: boolean) => {
       clearTimeout(timer);

@@ -208,8 +208,8 @@ const TOOL_RESULT_EVENTS: Record<string, string> = {
 
 /**
  * The stream parts that events report: a turn's status changes (and the run's `finish` with
- * the root's terminal status), and each tool call's result. Appended with the events, in
- * their transaction.
+ * the root's terminal status; a sub-agent's `running` with where it comes from), and each tool
+ * call's result. Appended with the events, in their transaction.
  */
 export async function streamPartsForEvents(
   store: Store,
@@ -222,7 +222,9 @@ export async function streamPartsForEvents(
   for (const [type, payload] of events) {
     const status = STATUS_EVENTS[type];
     if (status) {
-      parts.push({ ...base, type: 'status', payload: { status } });
+      const origin =
+        status === 'running' && turn.id !== turn.rootTurnId ? await subAgentOrigin(store, turn.id) : {};
+      parts.push({ ...base, type: 'status', payload: { status, ...origin } });
       if (turn.id === turn.rootTurnId && status !== 'running')
         parts.push({ ...base, type: 'finish', payload: { status } });
       continue;
@@ -246,6 +248,19 @@ export async function streamPartsForEvents(
     });
   }
   return parts;
+}
+
+/** A sub-agent's `running` part names the agent and the parent's turn and tool call that started it. */
+async function subAgentOrigin(store: Store, turnId: string): Promise<JsonObject> {
+  const child = await store.loadTurn(turnId);
+  const execution = child.parentToolExecutionId
+    ? await store.loadToolExecution(child.parentToolExecutionId).catch(() => null)
+    : null;
+  return {
+    agent: child.agentName,
+    parent_turn_id: child.parentTurnId,
+    tool_call_id: execution?.toolCallId ?? null,
+  };
 }
 
 function bounded(output: Json): Json {

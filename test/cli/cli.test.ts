@@ -5,13 +5,14 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
+import { processAlive } from '../helpers/temporal-server.js';
 import { waitUntil } from '../helpers/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -277,6 +278,54 @@ describe('turnkit command line', () => {
       expect(final).toContain('Done pondering.');
     } finally {
       execFileSync('tmux', ['kill-session', '-t', session]);
+    }
+  });
+
+  it('cli: a worker whose agents use an MCP server exits on SIGTERM, and closes the server; so does a command that loaded the module', async () => {
+    const log = join(dir, 'mcp-calls.jsonl');
+    writeFileSync(log, '');
+    const mcpEnv = {
+      TURNKIT_AGENTS: join(root, 'test/fixtures/cli-mcp-agents.ts'),
+      TURNKIT_TASK_QUEUE: `${env['TURNKIT_TASK_QUEUE']}-mcp`,
+      MCP_FIXTURE_LOG: log,
+    };
+    const entries = () =>
+      readFileSync(log, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { name: string; pid: number });
+    const mcpWorker = spawn(process.execPath, ['--import', tsx, bin, 'worker'], {
+      cwd: dir,
+      env: { ...process.env, ...env, ...mcpEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => mcpWorker.on('exit', resolve));
+    try {
+      let output = '';
+      await new Promise<void>((resolve, reject) => {
+        const onData = (chunk: Buffer) => {
+          output += chunk.toString();
+          if (output.includes('turnkit worker: agents echoer')) resolve();
+        };
+        mcpWorker.stdout.on('data', onData);
+        mcpWorker.stderr.on('data', onData);
+        void exited.then((code) => reject(new Error(`turnkit worker exited ${code}: ${output}`)));
+      });
+      // `run --follow` loads the module too (a server of its own), and still exits when done.
+      const run = await turnkit(['run', 'echoer', 'Echo something', '--follow'], mcpEnv);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('Echoed.');
+      const echo = entries().find((entry) => entry.name === 'echo')!;
+      expect(echo).toBeDefined();
+      mcpWorker.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      // Every server the two processes started saw its session end, and is gone.
+      const closed = entries().filter((entry) => entry.name === 'session:closed');
+      expect(closed.map((entry) => entry.pid)).toContain(echo.pid);
+      expect(closed).toHaveLength(2);
+      for (const entry of closed) expect(processAlive(entry.pid)).toBe(false);
+    } finally {
+      if (mcpWorker.exitCode === null) mcpWorker.kill('SIGKILL');
     }
   });
 

@@ -23,6 +23,7 @@ import { createWorker } from '../../src/worker.js';
 import { connectNative, requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit, tempSqliteUrl } from '../helpers/turnkit.js';
+import { processAlive } from '../helpers/temporal-server.js';
 import { waitUntil } from '../helpers/wait.js';
 import { fixtureServer } from '../fixtures/mcp-server.js';
 
@@ -216,6 +217,49 @@ describe.skipIf(!(await requireTemporal()))('mcp', () => {
       await remote.close();
       http.closeAllConnections();
       await new Promise((done) => http.close(done));
+    }
+  });
+
+  it('mcp: a worker that shuts down closes the MCP sessions no running worker still uses: the stdio server sees its input end and exits', async () => {
+    const set = await mcpTools(fixture({}, { name: 'fixture-shutdown' }));
+    const closer = defineAgent({ name: 'closer', tools: [...set] });
+    const model = () =>
+      new ScriptedModel({ closer: script('closer', [{ name: 'echo', arguments: { text: 'bye' } }]) });
+    const closed = (pid: number) => calls().some((c) => c.name === 'session:closed' && c.pid === pid);
+    const echoPids = () =>
+      calls()
+        .filter((c) => c.name === 'echo' && (c.args as { text?: string }).text === 'bye')
+        .map((c) => c.pid!);
+    try {
+      // Two workers of one process use the set; the first one stopping leaves the session open.
+      const first = await startKit({ agents: [closer], model: model() });
+      const second = await startKit({ agents: [closer], model: model() });
+      expect((await (await first.client.run('closer', 'Say bye.')).result()).status).toBe('completed');
+      const [pid] = echoPids();
+      await first.stop();
+      expect(closed(pid!)).toBe(false);
+      expect(processAlive(pid!)).toBe(true);
+      expect((await (await second.client.run('closer', 'Say bye again.')).result()).status).toBe('completed');
+      expect(echoPids()).toEqual([pid, pid]);
+      // The last one stopping closes it: the server read the end of its input and exited.
+      await second.stop();
+      expect(closed(pid!)).toBe(true);
+      expect(processAlive(pid!)).toBe(false);
+      // The set is still usable: a worker started later opens a new session on its first call.
+      const third = await startKit({ agents: [closer], model: model() });
+      try {
+        expect((await (await third.client.run('closer', 'Bye once more.')).result()).status).toBe(
+          'completed',
+        );
+      } finally {
+        await third.stop();
+      }
+      const pids = echoPids();
+      expect(pids).toHaveLength(3);
+      expect(pids[2]).not.toBe(pid);
+      expect(closed(pids[2]!)).toBe(true);
+    } finally {
+      await set.close();
     }
   });
 

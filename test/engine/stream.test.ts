@@ -3,9 +3,10 @@
  * speaking the OpenAI chat-completions SSE format, the AI SDK's MockLanguageModelV4 and the
  * scripted model. Only the model is replaced.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { connect } from 'node:net';
 import type { LanguageModelV4StreamPart } from '@ai-sdk/provider';
 import type { UIMessage } from 'ai';
 import { parseJsonEventStream, readUIMessageStream, simulateReadableStream, uiMessageChunkSchema } from 'ai';
@@ -16,17 +17,21 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import type { RunHandle } from '../../src/client/run-handle.js';
 import type { RunStreamPart } from '../../src/client/run-stream.js';
-import { runSseHandler, toUIMessageStreamResponse } from '../../src/client/ui-stream.js';
-import { StreamCursorError } from '../../src/errors.js';
+import { readRunStream } from '../../src/client/run-stream.js';
+import type { RunSseOptions, StreamableRun, TurnKitUIMessage } from '../../src/client/ui-stream.js';
+import { runSseHandler, toUIMessageChunks, toUIMessageStreamResponse } from '../../src/client/ui-stream.js';
+import { RecordNotFound, StoreError, StreamCursorError } from '../../src/errors.js';
+import { openStore } from '../../src/store/index.js';
+import type { NewStreamPart, Store } from '../../src/store/types.js';
 import { AiSdkModel } from '../../src/models/ai-sdk-model.js';
 import { createModelClient } from '../../src/models/providers.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { answerCompletion, chunk, completionEvents, writeEvents } from '../helpers/openai-sse.js';
 import pgClient from 'pg';
 import { describePostgres, openPgTestStore, pgTestUrl } from '../helpers/postgres.js';
-import { waitUntil } from '../helpers/wait.js';
+import { gate, waitUntil } from '../helpers/wait.js';
 import { requireTemporal } from '../helpers/temporal.js';
-import { startKit, type TestKit } from '../helpers/turnkit.js';
+import { startKit, tempSqliteUrl, type TestKit } from '../helpers/turnkit.js';
 
 async function collect(
   run: RunHandle,
@@ -84,7 +89,34 @@ const scripted = new ScriptedModel({
     request.messages.some((m) => m.role === 'tool')
       ? 'Coordinated.'
       : { toolCalls: [{ name: 'reviewer', arguments: { task: 'review it' } }] },
+  researcher: (request) =>
+    request.messages.some((m) => m.role === 'tool')
+      ? { text: 'Researched: durable means lasting.', thinking: 'The lookup answered.' }
+      : { toolCalls: [{ name: 'lookup', arguments: { word: 'durable' } }] },
+  lead: (request) =>
+    request.messages.some((m) => m.role === 'tool')
+      ? 'Led.'
+      : { toolCalls: [{ name: 'researcher', arguments: { task: 'research durable' } }] },
 });
+
+/** The assistant messages the AI SDK's own client builds from a UI message stream response, each as it grew. */
+async function uiMessages(response: Response): Promise<TurnKitUIMessage[]> {
+  const chunks = parseJsonEventStream({ stream: response.body!, schema: uiMessageChunkSchema }).pipeThrough(
+    new TransformStream({
+      transform(parsed, controller) {
+        if (!parsed.success) throw parsed.error;
+        controller.enqueue(parsed.value);
+      },
+    }),
+  );
+  const messages: TurnKitUIMessage[] = [];
+  for await (const message of readUIMessageStream<TurnKitUIMessage>({
+    stream: chunks,
+    terminateOnError: true,
+  }))
+    messages.push(structuredClone(message));
+  return messages;
+}
 
 const mockStream = (parts: LanguageModelV4StreamPart[]) => ({
   stream: simulateReadableStream({ chunks: parts, chunkDelayInMs: 5 }),
@@ -122,11 +154,13 @@ describe('stream: live streaming of runs', () => {
     baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
     const http = createModelClient({ provider: 'openai-compatible', name: 'local', baseURL, maxRetries: 0 });
     const reviewer = defineAgent({ name: 'reviewer', description: 'Reviews.' });
+    const researcher = defineAgent({ name: 'researcher', description: 'Researches.', tools: [lookup] });
     kit = await startKit({
       model: scripted,
       agents: [
         defineAgent({ name: 'helper', tools: [lookup] }),
         defineAgent({ name: 'coordinator', subAgents: [reviewer] }),
+        defineAgent({ name: 'lead', subAgents: [researcher] }),
         defineAgent({ name: 'http', model: 'test-model', client: http, tools: [lookup] }),
         defineAgent({ name: 'mock', model: 'mock-model', client: new AiSdkModel({ provider: () => v4 }) }),
       ],
@@ -323,17 +357,7 @@ describe('stream: live streaming of runs', () => {
     const response = toUIMessageStreamResponse(run);
     expect(response.headers.get('content-type')).toContain('text/event-stream');
     expect(response.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
-    const chunks = parseJsonEventStream({ stream: response.body!, schema: uiMessageChunkSchema }).pipeThrough(
-      new TransformStream({
-        transform(parsed, controller) {
-          if (!parsed.success) throw parsed.error;
-          controller.enqueue(parsed.value);
-        },
-      }),
-    );
-    let last: UIMessage | undefined;
-    for await (const message of readUIMessageStream({ stream: chunks, terminateOnError: true }))
-      last = message;
+    const last: UIMessage | undefined = (await uiMessages(response)).at(-1);
     expect(last!.id).toBe(run.turnId);
     expect(last!.role).toBe('assistant');
     const text = last!.parts
@@ -348,6 +372,65 @@ describe('stream: live streaming of runs', () => {
       output: { meaning: 'lasting' },
     });
     expect(last!.parts.some((part) => part.type === 'reasoning')).toBe(true);
+  });
+
+  it("stream: a sub-agent's work is a data-subagent part of the UI message, growing as it works, read by the AI SDK's own client", async () => {
+    const run = await kit.client.run('lead', 'Lead the research');
+    const messages = await uiMessages(toUIMessageStreamResponse(run));
+    const child = (await run.turns()).find((turn) => turn.agentName === 'researcher')!;
+    const last = messages.at(-1)!;
+    // The run's own message: its tool call for the sub-agent, then the sub-agent's part, then its answer.
+    const types = last.parts.map((part) => part.type);
+    const call = last.parts.find((part) => part.type === 'dynamic-tool') as {
+      toolCallId: string;
+      toolName: string;
+    };
+    expect(call.toolName).toBe('researcher');
+    expect(types.indexOf('dynamic-tool')).toBeLessThan(types.indexOf('data-subagent'));
+    expect(types.filter((type) => type === 'data-subagent')).toHaveLength(1);
+    const text = (message: TurnKitUIMessage) =>
+      message.parts.filter((part) => part.type === 'text').map((part) => part.text);
+    expect(text(last)).toEqual(['Led.']);
+    const sub = last.parts.find((part) => part.type === 'data-subagent')!;
+    expect(sub.id).toBe(child.id);
+    expect(sub.data).toMatchObject({
+      turnId: child.id,
+      agentName: 'researcher',
+      parentTurnId: run.turnId,
+      toolCallId: call.toolCallId,
+      status: 'completed',
+    });
+    // The sub-agent's own steps: its tool call with the result, then its reasoning and answer.
+    expect(sub.data.parts.map((part) => part.type)).toEqual([
+      'step-start',
+      'dynamic-tool',
+      'step-start',
+      'reasoning',
+      'text',
+    ]);
+    expect(sub.data.parts[1]).toMatchObject({
+      toolName: 'lookup',
+      state: 'output-available',
+      input: { word: 'durable' },
+      output: { meaning: 'lasting' },
+    });
+    expect(sub.data.parts[3]).toMatchObject({ text: 'The lookup answered.', state: 'done' });
+    expect(sub.data.parts[4]).toMatchObject({ text: child.outputText, state: 'done' });
+    // A client saw it while it ran: running first, its tool call before its answer.
+    const seen = messages.flatMap((message) =>
+      message.parts.flatMap((part) => (part.type === 'data-subagent' ? [part.data] : [])),
+    );
+    expect(seen[0]!.status).toBe('running');
+    expect(
+      seen.some((data) => data.status === 'running' && data.parts.some((p) => p.type === 'dynamic-tool')),
+    ).toBe(true);
+    // run.stream() says where the sub-agent comes from on its first part.
+    const first = (await collect(run)).find((part) => part.turnId === child.id);
+    expect(first).toMatchObject({
+      type: 'status',
+      status: 'running',
+      subAgent: { agentName: 'researcher', parentTurnId: run.turnId, toolCallId: call.toolCallId },
+    });
   });
 
   it('stream: MockLanguageModelV4 through doStream: reasoning and text deltas reach the stream', async () => {
@@ -396,6 +479,325 @@ describe('stream: live streaming of runs', () => {
   });
 });
 
+// Clients that stall or leave: a real http server with runSseHandler, a raw socket client
+// that can stop reading, and a run of a real store whose parts the test writes (as a busy
+// model would), so that the test decides how much there is to send.
+
+/** A run in `store` that has started and has said nothing yet; `say` appends text (about 2 KB a part). */
+async function quietRun(store: Store) {
+  const conversation = await store.createConversation({ agentName: 'sse' });
+  const turn = await store.createTurn({ conversationId: conversation.id, agentName: 'sse' });
+  const at = { rootTurnId: turn.id, turnId: turn.id };
+  await store.appendStreamParts([{ ...at, type: 'status', payload: { status: 'running' } }]);
+  const [started] = await store.appendStreamParts([{ ...at, type: 'step.started', step: 's1' }]);
+  let said = 0;
+  return {
+    turnId: turn.id,
+    async say(count: number): Promise<void> {
+      const parts: NewStreamPart[] = [];
+      for (let i = 0; i < count; i++)
+        parts.push({
+          ...at,
+          type: 'text.delta',
+          step: 's1',
+          attempt: started!.sequence,
+          payload: { text: `${String(++said).padStart(6, '0')} ${'x'.repeat(2_000)}` },
+        });
+      await store.appendStreamParts(parts);
+    },
+    finish: () => store.appendStreamParts([{ ...at, type: 'finish', payload: { status: 'completed' } }]),
+    /** Every cursor of the run, in order. */
+    cursors: async () =>
+      (await store.listStreamParts(turn.id, { limit: 1_000_000 })).map((row) => String(row.sequence)),
+  };
+}
+
+/** The run's readers, watched: how many are open (their store subscription held) and how many parts they gave. */
+function watchedRun(store: Store, turnId: string) {
+  const readers = { open: 0, pulled: 0 };
+  const run: StreamableRun = {
+    turnId,
+    stream: (options) => ({
+      [Symbol.asyncIterator]() {
+        const reader = readRunStream(store, turnId, options);
+        readers.open += 1;
+        let ended = false;
+        const end = () => {
+          if (!ended) readers.open -= 1;
+          ended = true;
+        };
+        return {
+          async next() {
+            try {
+              const next = await reader.next();
+              if (next.done) end();
+              else readers.pulled += 1;
+              return next;
+            } catch (error) {
+              end();
+              throw error;
+            }
+          },
+          async return(value?: undefined) {
+            const done = await reader.return(value);
+            end();
+            return done;
+          },
+        };
+      },
+    }),
+  };
+  return { run, readers };
+}
+
+/** The store, its stream reads held at a gate or failed when the test says so. */
+function heldStore(store: Store) {
+  const control: { hold: ReturnType<typeof gate> | null; entered: () => void; fail: boolean } = {
+    hold: null,
+    entered: () => undefined,
+    fail: false,
+  };
+  const held = new Proxy(store, {
+    get(target, key) {
+      if (key === 'listStreamParts')
+        return async (...args: Parameters<Store['listStreamParts']>) => {
+          if (control.fail) throw new StoreError('the database went away');
+          const hold = control.hold;
+          if (hold) {
+            control.hold = null;
+            control.entered();
+            await hold.promise;
+          }
+          return target.listStreamParts(...args);
+        };
+      const value = Reflect.get(target, key, target) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { store: held, control };
+}
+
+/** An http server with the SSE handler; it keeps each response and its socket. */
+async function sseServer(
+  resolveRun: (request: IncomingMessage) => StreamableRun | Promise<StreamableRun>,
+  options?: RunSseOptions,
+) {
+  const handler = runSseHandler(resolveRun, options);
+  const responses: { response: ServerResponse; closed: Promise<void> }[] = [];
+  const server: Server = createServer((request, response) => {
+    const closed = new Promise<void>((resolve) => response.socket!.on('close', () => resolve()));
+    responses.push({ response, closed });
+    void handler(request, response);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    port,
+    responses,
+    connections: () =>
+      new Promise<number>((resolve, reject) => server.getConnections((e, n) => (e ? reject(e) : resolve(n)))),
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * A raw HTTP/1.0 client on a real socket (no chunked encoding): it can stop reading, and leave.
+ * Resolves once it has read the run's first two parts (its status and step).
+ */
+async function connectClient(port: number) {
+  const socket: Socket = connect(port, '127.0.0.1');
+  socket.write('GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n');
+  let received = '';
+  socket.on('data', (data: Buffer) => (received += data.toString()));
+  const ended = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  const events = () =>
+    received
+      .slice(received.indexOf('\r\n\r\n') + 4)
+      .split('\n\n')
+      .filter((event) => event.includes('event: '))
+      .map((event) => {
+        const field = (name: string) =>
+          event
+            .split('\n')
+            .find((line) => line.startsWith(`${name}: `))
+            ?.slice(name.length + 2);
+        return {
+          id: field('id'),
+          event: field('event')!,
+          data: JSON.parse(field('data')!) as Record<string, unknown>,
+        };
+      });
+  await waitUntil(async () => events().length >= 2);
+  return { socket, ended, events };
+}
+
+/** A quiet run served by the SSE handler, its reader watched and its store reads held on demand. */
+async function sseRun(store: Store, options?: RunSseOptions) {
+  const run = await quietRun(store);
+  const { store: held, control } = heldStore(store);
+  const { run: watched, readers } = watchedRun(held, run.turnId);
+  const sse = await sseServer(() => watched, options);
+  return { run, control, readers, sse };
+}
+
+/** Writes parts until the server's response to the paused client holds data it cannot send. */
+async function fillUntilStalled(run: Awaited<ReturnType<typeof quietRun>>, response: ServerResponse) {
+  for (let batch = 0; !response.writableNeedDrain; batch++) {
+    if (batch === 100) throw new Error('the socket never filled up');
+    await run.say(500);
+    await waitUntil(async () => response.writableNeedDrain, 300).catch(() => undefined);
+  }
+}
+
+describe('stream: SSE clients that stall or leave (a real http server and socket)', () => {
+  let store: Store;
+
+  beforeAll(async () => {
+    store = await openStore(tempSqliteUrl('sse'));
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  it('stream: a client that stops reading holds the server to one part beyond the socket buffer; reading again, it gets every part in order, once', async () => {
+    const { run, readers, sse } = await sseRun(store);
+    try {
+      const client = await connectClient(sse.port);
+      client.socket.pause();
+      const { response } = sse.responses[0]!;
+      await fillUntilStalled(run, response);
+      // The server waits for the socket: it reads no more parts from the store meanwhile,
+      // and what it holds in memory is the socket's buffer and the part that did not fit.
+      const pulled = readers.pulled;
+      await run.say(100);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(readers.pulled).toBe(pulled);
+      expect(pulled).toBeLessThan((await run.cursors()).length);
+      expect(response.writableLength).toBeLessThanOrEqual(response.writableHighWaterMark + 4_096);
+      expect(readers.open).toBe(1);
+      // It reads again: everything comes, in order, each part once, and the stream ends.
+      await run.finish();
+      client.socket.resume();
+      await client.ended;
+      const events = client.events();
+      expect(events.map((event) => event.id)).toEqual(await run.cursors());
+      expect(events.at(-1)).toMatchObject({ event: 'finish', data: { status: 'completed' } });
+      const texts = events.filter((event) => event.event === 'text.delta').map((e) => String(e.data['text']));
+      expect(texts.map((text) => Number(text.slice(0, 6)))).toEqual(texts.map((_, i) => i + 1));
+      expect(readers.open).toBe(0);
+    } finally {
+      await sse.close();
+    }
+  });
+
+  it('stream: a client stalled longer than stallMs is cut off: its connection closes (no unsent buffer kept) and its reader is released', async () => {
+    const { run, readers, sse } = await sseRun(store, { stallMs: 200 });
+    try {
+      const client = await connectClient(sse.port);
+      client.socket.pause();
+      const { response, closed } = sse.responses[0]!;
+      await fillUntilStalled(run, response);
+      await Promise.race([
+        closed,
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error('the stalled connection stayed open')), 10_000),
+        ),
+      ]);
+      expect(await sse.connections()).toBe(0);
+      expect(readers.open).toBe(0);
+      client.socket.destroy();
+    } finally {
+      await sse.close();
+    }
+  });
+
+  it('stream: a client that leaves releases its reader at once: while the server waits for parts, reads the store, or waits on a full socket', async () => {
+    const { run, control, readers, sse } = await sseRun(store);
+    try {
+      // Waiting for parts.
+      const idle = await connectClient(sse.port);
+      expect(readers.open).toBe(1);
+      idle.socket.destroy();
+      await waitUntil(async () => readers.open === 0, 10_000);
+
+      // Reading the store when it leaves: the part read is never written to the closed socket.
+      const reading = await connectClient(sse.port);
+      const hold = gate();
+      const entered = new Promise<void>((resolve) => (control.entered = resolve));
+      control.hold = hold;
+      await run.say(1);
+      await entered;
+      reading.socket.destroy();
+      await sse.responses[1]!.closed;
+      hold.open();
+      await waitUntil(async () => readers.open === 0, 10_000);
+
+      // Waiting on a full socket.
+      const full = await connectClient(sse.port);
+      full.socket.pause();
+      await fillUntilStalled(run, sse.responses[2]!.response);
+      expect(readers.open).toBe(1);
+      full.socket.destroy();
+      await waitUntil(async () => readers.open === 0, 10_000);
+      expect(await sse.connections()).toBe(0);
+    } finally {
+      await sse.close();
+    }
+  });
+
+  it('stream: a store failing mid-stream ends the response with an error event; a run that cannot be found is a JSON 404', async () => {
+    const { control, readers, sse } = await sseRun(store);
+    try {
+      const client = await connectClient(sse.port);
+      control.fail = true;
+      await client.ended;
+      expect(client.events().at(-1)).toMatchObject({
+        event: 'error',
+        data: { error: { class: 'StoreError', message: 'the database went away' } },
+      });
+      expect(readers.open).toBe(0);
+    } finally {
+      await sse.close();
+    }
+    const missing = await sseServer(() => {
+      throw new RecordNotFound('turn', 'turn_nope');
+    });
+    try {
+      const response = await fetch(`http://127.0.0.1:${missing.port}/`);
+      expect(response.status).toBe(404);
+      expect(await response.json()).toMatchObject({ error: { class: 'RecordNotFound' } });
+    } finally {
+      await missing.close();
+    }
+  });
+
+  it('stream: cancelling the UI message stream of a run with nothing to say releases its reader at once', async () => {
+    const run = await quietRun(store);
+    const { run: watched, readers } = watchedRun(store, run.turnId);
+    const reader = toUIMessageChunks(watched).getReader();
+    expect((await reader.read()).value).toMatchObject({ type: 'start' });
+    expect((await reader.read()).value).toMatchObject({ type: 'start-step' });
+    // The reader now waits for a part that does not come.
+    const pending = reader.read();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(readers.open).toBe(1);
+    void reader.cancel();
+    await waitUntil(async () => readers.open === 0, 10_000);
+    expect((await pending).done).toBe(true);
+  });
+});
+
+/** The backends of this database that listen for stream parts. */
+async function listenerPids(admin: pgClient.Client): Promise<number[]> {
+  const { rows } = await admin.query<{ pid: number }>(
+    `SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN "turnkit_stream"' AND datname = current_database() AND pid <> pg_backend_pid()`,
+  );
+  return rows.map((row) => row.pid);
+}
+
 describePostgres('stream: on PostgreSQL', () => {
   let kit: TestKit;
   let pg: Awaited<ReturnType<typeof openPgTestStore>>;
@@ -433,12 +835,7 @@ describePostgres('stream: on PostgreSQL', () => {
   it('stream: a LISTEN connection that dies (a server restart) is opened again, and push goes on', async () => {
     const admin = new pgClient.Client({ connectionString: pgTestUrl() });
     await admin.connect();
-    const listeners = async () =>
-      (
-        await admin.query(
-          `SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN "turnkit_stream"' AND datname = current_database() AND pid <> pg_backend_pid()`,
-        )
-      ).rows.map((row: { pid: number }) => row.pid);
+    const listeners = () => listenerPids(admin);
     let wake: () => void = () => undefined;
     const unwatch = await peer.watchStream!('turn_restart', () => wake());
     try {
@@ -456,6 +853,33 @@ describePostgres('stream: on PostgreSQL', () => {
     } finally {
       unwatch();
       await admin.end();
+    }
+  });
+
+  it('stream: an SSE client that leaves while the server reads the store releases its LISTEN connection at once', async () => {
+    // A store of its own: the LISTEN connection it opens is its one reader's.
+    const own = await openPgTestStore(pg.schema);
+    const admin = new pgClient.Client({ connectionString: pgTestUrl() });
+    await admin.connect();
+    const { run, control, readers, sse } = await sseRun(own.store);
+    try {
+      const before = (await listenerPids(admin)).length;
+      const client = await connectClient(sse.port);
+      await waitUntil(async () => (await listenerPids(admin)).length === before + 1, 10_000);
+      const hold = gate();
+      const entered = new Promise<void>((resolve) => (control.entered = resolve));
+      control.hold = hold;
+      await run.say(1); // NOTIFY wakes the reader: it reads the store, held there
+      await entered;
+      client.socket.destroy();
+      await sse.responses[0]!.closed;
+      hold.open();
+      await waitUntil(async () => (await listenerPids(admin)).length === before, 10_000);
+      expect(readers.open).toBe(0);
+    } finally {
+      await sse.close();
+      await admin.end();
+      await own.store.close();
     }
   });
 

@@ -62,7 +62,7 @@ function listening(port: number): Promise<boolean> {
 }
 
 /** Whether the process exists and is not a zombie waiting to be reaped. */
-function processAlive(pid: number): boolean {
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
   } catch (error) {
