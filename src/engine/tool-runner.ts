@@ -541,8 +541,9 @@ async function executeTool(
 }
 
 /**
- * Classifies what the call threw: a lost claim stops; a budget denial fails the row and the
- * turn; an authorization denial or any other error fails the row, which the model reads.
+ * Classifies what the call threw: a lost claim or an aborted attempt stops; a budget denial
+ * fails the row and the turn; an authorization denial or any other error fails the row, which
+ * the model reads.
  */
 async function failedOutcome(
   run: ToolRun,
@@ -552,6 +553,10 @@ async function failedOutcome(
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
   if (error instanceof LostClaim) throw error;
+  // Thrown after the attempt was aborted (a cancel, the turn's timeout, a worker going away):
+  // what the tool did is not known, so no outcome is recorded here. The row stays running for
+  // whoever aborted it: the turn's end marks it interrupted, a retry applies its recovery.
+  if (hooks.signal.aborted) throw error;
   if (error instanceof BudgetError) {
     await run.fail(execution, error.message, errorDetails(error, { budget_denied: true }));
     throw error;
