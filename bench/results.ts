@@ -33,6 +33,57 @@ export async function throughput(
   return (total / (performance.now() - start)) * 1000;
 }
 
+/**
+ * CPU time spent while `fn` runs: this process's (the client and the worker, all threads) and,
+ * when its pid is known and /proc can be read, the Temporal server's; both in milliseconds.
+ */
+export async function cpuDuring<T>(
+  serverPid: number | null,
+  fn: () => Promise<T>,
+): Promise<{ value: T; ownMs: number; serverMs: number | null; wallMs: number }> {
+  const own = process.cpuUsage();
+  const server = serverPid === null ? null : processCpuMs(serverPid);
+  const start = performance.now();
+  const value = await fn();
+  const wallMs = performance.now() - start;
+  const used = process.cpuUsage(own);
+  const serverAfter = serverPid === null ? null : processCpuMs(serverPid);
+  return {
+    value,
+    ownMs: (used.user + used.system) / 1000,
+    serverMs: server === null || serverAfter === null ? null : serverAfter - server,
+    wallMs,
+  };
+}
+
+/** A process's user + system CPU time in ms from /proc (Linux, 100 ticks per second), or null. */
+function processCpuMs(pid: number): number | null {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The local dev server's pid, for its CPU time: TEMPORAL_SERVER_PID, or the pid file
+ * `./temporal-dev.sh` keeps for the address's port. Null for a remote server.
+ */
+export function devServerPid(address: string): number | null {
+  const fromEnv = Number(process.env['TEMPORAL_SERVER_PID']);
+  if (Number.isInteger(fromEnv) && fromEnv > 0) return fromEnv;
+  const [host, port] = address.split(':');
+  if (host !== '127.0.0.1' && host !== 'localhost') return null;
+  const file = port === '7233' ? '.temporal/server.pid' : `.temporal/server-${port}.pid`;
+  try {
+    const pid = Number(readFileSync(file, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 && processCpuMs(pid) !== null ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Writes `keys` into bench-results.json, keeping whatever the other benchmarks wrote there. */
 export function mergeBenchResults(keys: Record<string, unknown>): void {
   let existing: Record<string, unknown> = {};

@@ -4,7 +4,7 @@
  * same run. Reports ratios against that floor; writes bench-results.json.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
@@ -19,12 +19,13 @@ import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { Runtime } from '../src/engine/runtime.js';
 import { ScriptedModel } from '../src/models/scripted-model.js';
 import { openStore } from '../src/store/index.js';
-import { percentile, throughput, timed } from './results.js';
+import { cpuDuring, devServerPid, percentile, throughput, timed } from './results.js';
 
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
 const sequential = Number(process.env['BENCH_SEQUENTIAL'] ?? 60);
 const concurrent = Number(process.env['BENCH_CONCURRENT'] ?? 128);
 const concurrency = 32;
+const serverPid = devServerPid(address);
 
 const finish = defineTool({
   name: 'finish',
@@ -89,8 +90,24 @@ const results = await worker.runUntil(async () => {
     floorTimes.push(await timed(floor));
     turnTimes.push(await timed(turn));
   }
-  const floorThroughput = await throughput(concurrent, concurrency, floor);
-  const turnThroughput = await throughput(concurrent, concurrency, turn);
+  // CPU per workflow at 32 concurrent, this process (client and worker) and the server apart:
+  // whether the run was bound by CPU, and whose (docs/architecture.md, decision 31).
+  const floorLoad = await cpuDuring(serverPid, () => throughput(concurrent, concurrency, floor));
+  const turnLoad = await cpuDuring(serverPid, () => throughput(concurrent, concurrency, turn));
+  const floorThroughput = floorLoad.value;
+  const turnThroughput = turnLoad.value;
+  const cores = availableParallelism();
+  const utilization = (load: typeof floorLoad) => (load.ownMs + (load.serverMs ?? 0)) / load.wallMs / cores;
+  const serverCpu =
+    floorLoad.serverMs === null || turnLoad.serverMs === null
+      ? {}
+      : {
+          floor_server_cpu_ms_32: floorLoad.serverMs / concurrent,
+          turn_server_cpu_ms_32: turnLoad.serverMs / concurrent,
+          turn_vs_floor_server_cpu_32: turnLoad.serverMs / floorLoad.serverMs,
+          floor_cpu_utilization_32: utilization(floorLoad),
+          turn_cpu_utilization_32: utilization(turnLoad),
+        };
   const floorThroughput1 = (1000 * sequential) / floorTimes.reduce((a, b) => a + b, 0);
   const turnThroughput1 = (1000 * sequential) / turnTimes.reduce((a, b) => a + b, 0);
 
@@ -118,6 +135,10 @@ const results = await worker.runUntil(async () => {
     floor_throughput_32: floorThroughput,
     turn_throughput_32: turnThroughput,
     throughput_vs_floor_32: turnThroughput / floorThroughput,
+    floor_worker_cpu_ms_32: floorLoad.ownMs / concurrent,
+    turn_worker_cpu_ms_32: turnLoad.ownMs / concurrent,
+    turn_vs_floor_worker_cpu_32: turnLoad.ownMs / floorLoad.ownMs,
+    ...serverCpu,
     turn_history_events: turnHistory.events,
     turn_history_bytes: turnHistory.bytes,
     floor_history_events: floorHistory.events,
