@@ -96,8 +96,9 @@ const results = await worker.runUntil(async () => {
   const turnLoad = await cpuDuring(serverPid, () => throughput(concurrent, concurrency, turn));
   const floorThroughput = floorLoad.value;
   const turnThroughput = turnLoad.value;
-  const cores = availableParallelism();
-  const utilization = (load: typeof floorLoad) => (load.ownMs + (load.serverMs ?? 0)) / load.wallMs / cores;
+  // Busy share of the machine's cores (this process and the server), when the server is local.
+  const utilization = (load: typeof floorLoad, serverMs: number) =>
+    (load.ownMs + serverMs) / load.wallMs / availableParallelism();
   const serverCpu =
     floorLoad.serverMs === null || turnLoad.serverMs === null
       ? {}
@@ -105,8 +106,8 @@ const results = await worker.runUntil(async () => {
           floor_server_cpu_ms_32: floorLoad.serverMs / concurrent,
           turn_server_cpu_ms_32: turnLoad.serverMs / concurrent,
           turn_vs_floor_server_cpu_32: turnLoad.serverMs / floorLoad.serverMs,
-          floor_cpu_utilization_32: utilization(floorLoad),
-          turn_cpu_utilization_32: utilization(turnLoad),
+          floor_cpu_utilization_32: utilization(floorLoad, floorLoad.serverMs),
+          turn_cpu_utilization_32: utilization(turnLoad, turnLoad.serverMs),
         };
   const floorThroughput1 = (1000 * sequential) / floorTimes.reduce((a, b) => a + b, 0);
   const turnThroughput1 = (1000 * sequential) / turnTimes.reduce((a, b) => a + b, 0);

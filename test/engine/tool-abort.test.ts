@@ -78,7 +78,7 @@ describe('BG-42 an aborted tool attempt records no outcome of its own', () => {
     ]);
   });
 
-  it('BG-42 the same error thrown while the attempt is not aborted fails the row, and the model reads it', async () => {
+  it('BG-42 contrast: a tool that throws while its attempt is not aborted fails its row, with one result the model reads', async () => {
     const { store, turn, outcome, results } = await turnCalling('broken');
     expect((await outcome).status).toBe('failed');
     const [row] = await store.listToolExecutions({ turnId: turn.id });
