@@ -30,8 +30,16 @@ export const PATCH_0_3 = 'turnkit-0.3-compaction-output-audit';
  */
 export const PATCH_0_4 = 'turnkit-0.4';
 
+/**
+ * Release 0.5's command changes, one marker for all, decided at the run's start. A 0.5 run
+ * has 0.4's and 0.3's changes too, and records only this marker.
+ */
+export const PATCH_0_5 = 'turnkit-0.5';
+
 /** What this run of the turn workflow does, fixed at its start. */
 export interface RunFeatures {
+  /** Release 0.5's changes (see `PATCH_0_5`). */
+  v0_5: boolean;
   compaction: boolean;
   outputAudit: boolean;
   /** Approvals and turn controls (the Updates are registered only on such runs). */
@@ -44,7 +52,8 @@ export interface RunFeatures {
 export function runFeatures(): RunFeatures {
   // A 0.4 run has 0.3's changes too, so it records only the newer marker (each costs a turn
   // two history events); a run without it is asked about 0.3 as before.
-  const v0_4 = patched(PATCH_0_4);
+  const v0_5 = patched(PATCH_0_5);
+  const v0_4 = v0_5 || patched(PATCH_0_4);
   const v0_3 = v0_4 || patched(PATCH_0_3);
-  return { compaction: v0_3, outputAudit: v0_3, controls: v0_4, closeInToolCall: v0_4 };
+  return { v0_5, compaction: v0_3, outputAudit: v0_3, controls: v0_4, closeInToolCall: v0_4 };
 }
