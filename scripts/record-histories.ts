@@ -80,6 +80,7 @@ const model = new ScriptedModel({
           ],
         },
   reviewer: () => 'reviewed',
+  laned: () => 'heard',
   slowbusy: (request) =>
     request.messages.some((m) => m.role === 'tool') ||
     request.messages.filter((m) => m.role === 'user').length > 1
@@ -141,6 +142,7 @@ const kit = await startKit({
     defineAgent({ name: 'looping', tools: [echo] }),
     defineAgent({ name: 'fanout', subAgents: [reviewer] }),
     defineAgent({ name: 'failing' }),
+    defineAgent({ name: 'laned' }),
     defineAgent({ name: 'cancelled' }),
     defineAgent({ name: 'reclaimed', tools: [hold] }),
     defineAgent({ name: 'slowbusy', tools: [occupy] }),
@@ -267,6 +269,17 @@ if (wanted('slowbusy')) {
   await first.result();
   await second.result();
   await save('slowbusy', second.workflowId);
+}
+if (wanted('lane')) {
+  // The lane workflow (release 0.4): a message delivered to an idle conversation wakes it
+  // (a continuation turn), a second message arrives while that turn runs; the lane idles and closes.
+  const conversation = await kit.client.conversation('laned');
+  await conversation.ask('first').then((run) => run.result());
+  await kit.client.sendMessage(conversation.id, 'one', { key: 'record-lane-1' });
+  await kit.client.sendMessage(conversation.id, 'two', { key: 'record-lane-2' });
+  const lane = kit.client.temporal.workflow.getHandle(`turnkit-lane-${conversation.id}`);
+  await until(async () => (await lane.describe()).status.name !== 'RUNNING');
+  await save('lane', lane.workflowId);
 }
 await kit.stop();
 await plain.close();
