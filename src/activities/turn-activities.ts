@@ -116,9 +116,17 @@ export function createTurnActivities(
           supersede,
           ...(input.taskHistoryLength !== undefined ? { taskHistoryLength: input.taskHistoryLength } : {}),
         });
-        // Refused for the lane: what blocks it is checked with Temporal (decision 33).
-        if (!claim.claimed && claim.reason === 'lane_busy')
-          await checkLaneAhead(repairContext(runtime), input.turnId);
+        // Refused for the lane: what blocks it is checked with Temporal (decision 33). Best
+        // effort: a check that fails (the frontend unreachable) leaves the refusal as it is,
+        // and the next refusal, the lane or `turnkit repair` checks again.
+        if (!claim.claimed && claim.reason === 'lane_busy') {
+          await checkLaneAhead(repairContext(runtime), input.turnId).catch((error: unknown) =>
+            Context.current().log.warn('turnkit lane check failed', {
+              turnId: input.turnId,
+              error: error instanceof Error ? error.message : String(error),
+            }),
+          );
+        }
         return claim;
       });
     },

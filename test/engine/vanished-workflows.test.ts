@@ -22,6 +22,7 @@ import { laneStartOptions, laneWorkflowId, turnWorkflowId } from '../../src/work
 import type { laneWorkflow } from '../../src/workflows/lane-workflow.js';
 import { createWorker } from '../../src/worker.js';
 import type { TurnKitWorker } from '../../src/worker.js';
+import { describePostgres, openPgTestStore } from '../helpers/postgres.js';
 import { temporalConnections, tempSqliteUrl } from '../helpers/turnkit.js';
 import { gate, waitUntil } from '../helpers/wait.js';
 
@@ -49,23 +50,25 @@ const model = new ScriptedModel({
 // wake in it), or made to fail once before it does anything (its activity attempts used up).
 const laneSteps = { holdNext: false, entered: gate(), release: gate(), failNext: false, failed: 0 };
 
-let store: Store;
-let worker: TurnKitWorker;
-let running: Promise<void>;
-let client: TurnKitClient;
-let temporal: Client;
-let taskQueue: string;
 const agents = new AgentRegistry([
   defineAgent({ name: 'holder', tools: [hang] }),
   defineAgent({ name: 'echoer' }),
 ]);
 
-beforeAll(async () => {
+/** A worker (its lane steps observable, see `laneSteps`) and a client over `store`. */
+interface Served {
+  store: Store;
+  client: TurnKitClient;
+  temporal: Client;
+  taskQueue: string;
+  stop(): Promise<void>;
+}
+
+async function serve(store: Store): Promise<Served> {
   const connections = await temporalConnections();
-  temporal = connections.client;
-  store = await openStore(tempSqliteUrl('vanished'));
-  taskQueue = `turnkit-vanished-${process.pid}-${Date.now()}`;
-  worker = await createWorker({
+  const temporal = connections.client;
+  const taskQueue = `turnkit-vanished-${process.pid}-${Date.now()}-${store.backend}`;
+  const worker: TurnKitWorker = await createWorker({
     store,
     agents,
     model,
@@ -97,132 +100,175 @@ beforeAll(async () => {
       },
     },
   });
-  running = worker.run();
-  client = new TurnKitClient({ store, agents, temporal, taskQueue });
-}, 60_000);
-
-afterAll(async () => {
-  worker?.shutdown();
-  await running;
-  await store?.close();
-});
+  const running = worker.run();
+  const client = new TurnKitClient({ store, agents, temporal, taskQueue });
+  return {
+    store,
+    client,
+    temporal,
+    taskQueue,
+    async stop() {
+      worker.shutdown();
+      await running;
+    },
+  };
+}
 
 const textOf = (content: ContentPart[] | string) =>
   typeof content === 'string'
     ? content
     : content.map((p) => ('text' in p && typeof p.text === 'string' ? p.text : '')).join('');
 
-describe('vanished workflows and lost wake-ups', () => {
-  it('repair: a terminated turn (its tool running) fails with WorkflowClosed, its call gets one "outcome unknown" result, and its conversation takes the next message', async () => {
-    const conversation = await client.conversation('holder');
-    const first = await conversation.ask('hold');
-    await waitUntil(async () => (await first.toolExecutions()).some((e) => e.status === 'running'));
-    await temporal.workflow.getHandle(turnWorkflowId(first.turnId)).terminate('operator (test)');
-    // Nothing wrote the turn's end: the row still holds the lane.
-    expect((await store.loadTurn(first.turnId)).status).toBe('running');
+async function terminatedMidTool({ store, client, temporal }: Served): Promise<void> {
+  const conversation = await client.conversation('holder');
+  const first = await conversation.ask('hold');
+  await waitUntil(async () => (await first.toolExecutions()).some((e) => e.status === 'running'));
+  await temporal.workflow.getHandle(turnWorkflowId(first.turnId)).terminate('operator (test)');
+  // Nothing wrote the turn's end: the row still holds the lane.
+  expect((await store.loadTurn(first.turnId)).status).toBe('running');
 
-    // The next message's claim is refused by the lane; the refusal asks Temporal about the
-    // turn that holds it, which is repaired, and the lane runs the next turn.
-    const second = await conversation.ask('next');
-    const result = await second.result();
-    expect(result.status).toBe('completed');
-    expect(result.outputText).toBe('heard next');
+  // The next message's claim is refused by the lane; the refusal asks Temporal about the
+  // turn that holds it, which is repaired, and the lane runs the next turn.
+  const second = await conversation.ask('next');
+  const result = await second.result();
+  expect(result.status).toBe('completed');
+  expect(result.outputText).toBe('heard next');
 
-    const failed = await store.loadTurn(first.turnId);
-    expect(failed.status).toBe('failed');
-    expect(failed.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
-    expect(failed.claimToken).toBeNull();
-    const executions = await store.listToolExecutions({ turnId: first.turnId });
-    expect(executions.map((e) => e.status)).toEqual(['interrupted']);
-    const results = await store.listMessages(conversation.id, { toolExecutionId: executions[0]!.id });
-    expect(results).toHaveLength(1);
-    expect(textOf(results[0]!.content)).toContain(OUTCOME_UNKNOWN);
-    const events = await store.listEvents(first.turnId);
-    expect(events.filter((e) => e.type === 'turn.failed')).toHaveLength(1);
+  const failed = await store.loadTurn(first.turnId);
+  expect(failed.status).toBe('failed');
+  expect(failed.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
+  expect(failed.claimToken).toBeNull();
+  const executions = await store.listToolExecutions({ turnId: first.turnId });
+  expect(executions.map((e) => e.status)).toEqual(['interrupted']);
+  const results = await store.listMessages(conversation.id, { toolExecutionId: executions[0]!.id });
+  expect(results).toHaveLength(1);
+  expect(textOf(results[0]!.content)).toContain(OUTCOME_UNKNOWN);
+  const events = await store.listEvents(first.turnId);
+  expect(events.filter((e) => e.type === 'turn.failed')).toHaveLength(1);
+}
+
+async function terminatedInQueue({ store, client, temporal }: Served): Promise<void> {
+  const conversation = await client.conversation('holder');
+  const first = await conversation.ask('hold');
+  await waitUntil(async () => (await first.toolExecutions()).some((e) => e.status === 'running'));
+  const queued = await conversation.ask('queued');
+  await temporal.workflow.getHandle(turnWorkflowId(queued.turnId)).terminate('operator (test)');
+  expect((await store.loadTurn(queued.turnId)).status).toBe('pending');
+  // The queued turn at the lane's head is found closed and failed (by the next turn's
+  // refused claim, or by the lane when it would start it); once the running turn ends
+  // (cancelled), the lane runs the next one.
+  const third = await conversation.ask('third');
+  await first.cancel();
+  expect((await third.result()).outputText).toBe('heard third');
+  const failed = await store.loadTurn(queued.turnId);
+  expect(failed.status).toBe('failed');
+  expect(failed.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
+}
+
+async function failedStart({ store, client, temporal, taskQueue }: Served): Promise<void> {
+  // A client whose Temporal frontend is unreachable: the rows commit, the start fails for real.
+  const unreachable = new Client({
+    connection: Connection.lazy({ address: '127.0.0.1:1', interceptors: [] }),
+    namespace: temporal.options.namespace,
   });
+  const broken = new TurnKitClient({ store, agents, temporal: unreachable, taskQueue });
+  const conversation = await client.conversation('echoer');
+  const error = await (await broken.loadConversation(conversation.id)).ask('first').then(
+    () => null,
+    (thrown: unknown) => thrown,
+  );
+  expect(error).toBeInstanceOf(WorkflowStartError);
+  const orphanId = (error as WorkflowStartError).details?.['turnId'] as string;
+  const orphan = await store.loadTurn(orphanId);
+  expect(orphan.status).toBe('pending');
+  expect(orphan.submittedAt).not.toBeNull();
 
-  it('repair: a turn whose workflow is terminated while it waits for its lane fails, and the lane still runs the turns after it', async () => {
-    const conversation = await client.conversation('holder');
-    const first = await conversation.ask('hold');
-    await waitUntil(async () => (await first.toolExecutions()).some((e) => e.status === 'running'));
-    const queued = await conversation.ask('queued');
-    await temporal.workflow.getHandle(turnWorkflowId(queued.turnId)).terminate('operator (test)');
-    expect((await store.loadTurn(queued.turnId)).status).toBe('pending');
-    // The queued turn at the lane's head is found closed and failed (by the next turn's
-    // refused claim, or by the lane when it would start it); once the running turn ends
-    // (cancelled), the lane runs the next one.
-    const third = await conversation.ask('third');
-    await first.cancel();
-    expect((await third.result()).outputText).toBe('heard third');
-    const failed = await store.loadTurn(queued.turnId);
-    expect(failed.status).toBe('failed');
-    expect(failed.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
+  const second = await conversation.ask('second');
+  expect((await second.result()).outputText).toBe('heard second');
+  const first = await store.loadTurn(orphanId);
+  expect(first.status).toBe('completed');
+  expect(first.outputText).toBe('heard first');
+  const after = await store.loadTurn(second.turnId);
+  expect(first.completedAt! <= after.startedAt!).toBe(true);
+  await unreachable.connection.close();
+}
+
+async function wakeDuringContinueAsNew({ store, client, temporal, taskQueue }: Served): Promise<void> {
+  const conversation = await client.conversation('echoer');
+  laneSteps.holdNext = true;
+  // A lane that continues as new after every step; its first step is held once done.
+  const opened = await temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
+    ...laneStartOptions(conversation.id),
+    args: [{ conversationId: conversation.id, stepsPerRun: 1 }],
+    taskQueue,
   });
-
-  it('repair: an ask() whose workflow start fails throws WorkflowStartError; the next ask() on the conversation runs it first, then itself', async () => {
-    // A client whose Temporal frontend is unreachable: the rows commit, the start fails for real.
-    const unreachable = new Client({
-      connection: Connection.lazy({ address: '127.0.0.1:1', interceptors: [] }),
-      namespace: temporal.options.namespace,
-    });
-    const broken = new TurnKitClient({ store, agents, temporal: unreachable, taskQueue });
-    const conversation = await client.conversation('echoer');
-    const error = await (await broken.loadConversation(conversation.id)).ask('first').then(
-      () => null,
-      (thrown: unknown) => thrown,
-    );
-    expect(error).toBeInstanceOf(WorkflowStartError);
-    const orphanId = (error as WorkflowStartError).details?.['turnId'] as string;
-    const orphan = await store.loadTurn(orphanId);
-    expect(orphan.status).toBe('pending');
-    expect(orphan.submittedAt).not.toBeNull();
-
-    const second = await conversation.ask('second');
-    expect((await second.result()).outputText).toBe('heard second');
-    const first = await store.loadTurn(orphanId);
-    expect(first.status).toBe('completed');
-    expect(first.outputText).toBe('heard first');
-    const after = await store.loadTurn(second.turnId);
-    expect(first.completedAt! <= after.startedAt!).toBe(true);
-    await unreachable.connection.close();
+  await laneSteps.entered.promise;
+  // The message and its wake land while that step is held: the step did not see the message.
+  const delivery = await client.sendMessage(conversation.id, 'during the step', {
+    key: `can-${conversation.id}`,
   });
+  laneSteps.release.open();
 
-  it('repair: a wake that arrives during the lane step before its continue-as-new is carried into the next run', async () => {
-    const conversation = await client.conversation('echoer');
-    laneSteps.holdNext = true;
-    // A lane that continues as new after every step; its first step is held once done.
-    const opened = await temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
-      ...laneStartOptions(conversation.id),
-      args: [{ conversationId: conversation.id, stepsPerRun: 1 }],
-      taskQueue,
-    });
-    await laneSteps.entered.promise;
-    // The message and its wake land while that step is held: the step did not see the message.
-    const delivery = await client.sendMessage(conversation.id, 'during the step', {
-      key: `can-${conversation.id}`,
-    });
-    laneSteps.release.open();
+  await waitUntil(async () => {
+    const turns = await store.listTurns({ conversationId: conversation.id, status: ['completed'] });
+    return turns.some((turn) => turn.outputText === 'heard during the step');
+  }, 25_000);
+  expect((await store.loadDelivery(delivery.id)).deliveredAt).not.toBeNull();
+  const firstRun = await temporal.workflow
+    .getHandle(laneWorkflowId(conversation.id), opened.signaledRunId)
+    .describe();
+  expect(firstRun.status.name).toBe('CONTINUED_AS_NEW');
+}
 
-    await waitUntil(async () => {
-      const turns = await store.listTurns({ conversationId: conversation.id, status: ['completed'] });
-      return turns.some((turn) => turn.outputText === 'heard during the step');
-    }, 25_000);
-    expect((await store.loadDelivery(delivery.id)).deliveredAt).not.toBeNull();
-    const firstRun = await temporal.workflow
-      .getHandle(laneWorkflowId(conversation.id), opened.signaledRunId)
-      .describe();
-    expect(firstRun.status.name).toBe('CONTINUED_AS_NEW');
+async function failedLaneStep({ store, client }: Served): Promise<void> {
+  const conversation = await client.conversation('echoer');
+  laneSteps.failNext = true;
+  const failedBefore = laneSteps.failed;
+  await client.sendMessage(conversation.id, 'after a failed step', { key: `failed-${conversation.id}` });
+  await waitUntil(async () => {
+    const turns = await store.listTurns({ conversationId: conversation.id, status: ['completed'] });
+    return turns.some((turn) => turn.outputText === 'heard after a failed step');
+  }, 25_000);
+  expect(laneSteps.failed).toBe(failedBefore + 1);
+}
+
+describe('vanished workflows and lost wake-ups (SQLite)', () => {
+  let served: Served;
+  beforeAll(async () => {
+    served = await serve(await openStore(tempSqliteUrl('vanished')));
+  }, 60_000);
+  afterAll(async () => {
+    await served?.stop();
+    await served?.store.close();
   });
+  it('repair: a terminated turn (its tool running) fails with WorkflowClosed, its call gets one "outcome unknown" result, and its conversation takes the next message', () =>
+    terminatedMidTool(served));
+  it('repair: a turn whose workflow is terminated while it waits for its lane fails, and the lane still runs the turns after it', () =>
+    terminatedInQueue(served));
+  it('repair: an ask() whose workflow start fails throws WorkflowStartError; the next ask() on the conversation runs it first, then itself', () =>
+    failedStart(served));
+  it('repair: a wake that arrives during the lane step before its continue-as-new is carried into the next run', () =>
+    wakeDuringContinueAsNew(served));
+  it('repair: a lane step that fails keeps its wake and is tried again, so the message is delivered', () =>
+    failedLaneStep(served));
+});
 
-  it('repair: a lane step that fails keeps its wake and is tried again, so the message is delivered', async () => {
-    const conversation = await client.conversation('echoer');
-    laneSteps.failNext = true;
-    const failedBefore = laneSteps.failed;
-    await client.sendMessage(conversation.id, 'after a failed step', { key: `failed-${conversation.id}` });
-    await waitUntil(async () => {
-      const turns = await store.listTurns({ conversationId: conversation.id, status: ['completed'] });
-      return turns.some((turn) => turn.outputText === 'heard after a failed step');
-    }, 25_000);
-    expect(laneSteps.failed).toBe(failedBefore + 1);
+describePostgres('vanished workflows on PostgreSQL', () => {
+  let served: Served;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    const pg = await openPgTestStore();
+    drop = pg.drop;
+    served = await serve(pg.store);
+  }, 60_000);
+  afterAll(async () => {
+    await served?.stop();
+    await drop?.();
   });
+  it('repair: (PostgreSQL) a terminated turn (its tool running) fails with WorkflowClosed, its call gets one "outcome unknown" result, and its conversation takes the next message', () =>
+    terminatedMidTool(served));
+  it('repair: (PostgreSQL) a turn whose workflow is terminated while it waits for its lane fails, and the lane still runs the turns after it', () =>
+    terminatedInQueue(served));
+  it('repair: (PostgreSQL) an ask() whose workflow start fails throws WorkflowStartError; the next ask() on the conversation runs it first, then itself', () =>
+    failedStart(served));
 });
