@@ -217,6 +217,13 @@ async function failVanished(context: RepairContext, seen: TurnRecord, workflow: 
     }),
   );
   if (!written) return false;
+  for (const execution of written.interrupted) {
+    await runtime.emit(written.turn, 'tool_call.interrupted', {
+      id: execution.toolCallId,
+      name: execution.toolName,
+      tool_execution_id: execution.id,
+    });
+  }
   await announceTerminalWrite(runtime, written);
   await runtime.emit(written.turn, 'turn.failed', { error, repaired: true });
   await deliverNotice(context, await terminalNotice(store, written.turn, written.callback.delivery), seen.id);

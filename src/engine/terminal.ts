@@ -133,6 +133,8 @@ export async function repairTranscript(
 export interface TerminalWrite {
   turn: TurnRecord;
   repaired: MessageRecord[];
+  /** The executions this write interrupted (open when it ran). */
+  interrupted: ToolExecutionRecord[];
   callback: { delivery: DeliveryRecord | null; denied: JsonObject | null };
 }
 
@@ -167,8 +169,9 @@ export async function writeTerminalRows(
   return store.atomic(null, async () => {
     const turn = await store.loadTurn(turnId);
     let repaired: MessageRecord[] = [];
+    let interrupted: ToolExecutionRecord[] = [];
     if (attrs.status !== 'completed') {
-      await interruptToolExecutions(store, turn, reason);
+      interrupted = await interruptToolExecutions(store, turn, reason);
       repaired = await repairTranscript(store, turn, reason);
     }
     const completedAt = nowIso();
@@ -185,7 +188,7 @@ export async function writeTerminalRows(
       claimToken: null,
       completedAt,
     });
-    return { turn: updated, repaired, callback };
+    return { turn: updated, repaired, interrupted, callback };
   });
 }
 

@@ -145,6 +145,9 @@ async function terminatedMidTool({ store, client, temporal }: Served): Promise<v
   expect(textOf(results[0]!.content)).toContain(OUTCOME_UNKNOWN);
   const events = await store.listEvents(first.turnId);
   expect(events.filter((e) => e.type === 'turn.failed')).toHaveLength(1);
+  expect(events.filter((e) => e.type === 'tool_call.interrupted').map((e) => e.payload)).toEqual([
+    { id: executions[0]!.toolCallId, name: 'hang', tool_execution_id: executions[0]!.id },
+  ]);
 }
 
 async function terminatedInQueue({ store, client, temporal }: Served): Promise<void> {
