@@ -270,16 +270,17 @@ if (wanted('slowbusy')) {
   await second.result();
   await save('slowbusy', second.workflowId);
 }
-if (wanted('lane')) {
-  // The lane workflow (release 0.4): a message delivered to an idle conversation wakes it
-  // (a continuation turn), a second message arrives while that turn runs; the lane idles and closes.
+// The lane workflow: a message delivered to an idle conversation wakes it (a continuation
+// turn), a second message arrives while that turn runs; the lane idles and closes. `lane` was
+// recorded on the lane as released before decision 33, `lane-0.5` with its patch.
+for (const name of ['lane', 'lane-0.5'].filter(wanted)) {
   const conversation = await kit.client.conversation('laned');
   await conversation.ask('first').then((run) => run.result());
-  await kit.client.sendMessage(conversation.id, 'one', { key: 'record-lane-1' });
-  await kit.client.sendMessage(conversation.id, 'two', { key: 'record-lane-2' });
+  await kit.client.sendMessage(conversation.id, 'one', { key: `record-${name}-1` });
+  await kit.client.sendMessage(conversation.id, 'two', { key: `record-${name}-2` });
   const lane = kit.client.temporal.workflow.getHandle(`turnkit-lane-${conversation.id}`);
   await until(async () => (await lane.describe()).status.name !== 'RUNNING');
-  await save('lane', lane.workflowId);
+  await save(name, lane.workflowId);
 }
 await kit.stop();
 await plain.close();
