@@ -12,6 +12,8 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
+import { applyFinding, diagnoseTurn } from '../../src/engine/repair.js';
+import { Runtime } from '../../src/engine/runtime.js';
 import { OUTCOME_UNKNOWN } from '../../src/engine/terminal.js';
 import { WorkflowStartError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
@@ -235,6 +237,37 @@ async function failedLaneStep({ store, client }: Served): Promise<void> {
   expect(laneSteps.failed).toBe(failedBefore + 1);
 }
 
+async function fencedWrite({ store, client, temporal, taskQueue }: Served): Promise<void> {
+  const conversation = await client.conversation('holder');
+  const run = await conversation.ask('hold');
+  await waitUntil(async () => (await run.toolExecutions()).some((e) => e.status === 'running'));
+  // Its workflow runs: repair leaves it alone.
+  expect((await client.repair({ dryRun: true })).map((f) => f.turnId)).not.toContain(run.turnId);
+  expect((await client.repair()).map((f) => f.turnId)).not.toContain(run.turnId);
+  expect((await store.loadTurn(run.turnId)).status).toBe('running');
+
+  await temporal.workflow.getHandle(turnWorkflowId(run.turnId)).terminate('operator (test)');
+  const seen = await store.loadTurn(run.turnId);
+  const finding = await diagnoseTurn(temporal, seen);
+  expect(finding).toMatchObject({ turnId: run.turnId, action: 'fail', workflow: 'terminated', done: false });
+  // After Temporal answered, a new run takes the turn (as a reset's run does, decision 1).
+  const taken = await store.atomic(conversation.id, () =>
+    store.claimTurn(run.turnId, {
+      from: 'running',
+      to: 'running',
+      claimToken: 'a-newer-run',
+      heartbeatAt: new Date().toISOString(),
+    }),
+  );
+  expect(taken?.claimToken).toBe('a-newer-run');
+  const context = { runtime: new Runtime({ store, agents }), temporal, taskQueue };
+  expect(await applyFinding(context, seen, finding!)).toMatchObject({ action: 'fail', done: false });
+  const after = await store.loadTurn(run.turnId);
+  expect(after.status).toBe('running');
+  expect(after.claimToken).toBe('a-newer-run');
+  expect((await store.listToolExecutions({ turnId: run.turnId })).map((e) => e.status)).toEqual(['running']);
+}
+
 describe('vanished workflows and lost wake-ups (SQLite)', () => {
   let served: Served;
   beforeAll(async () => {
@@ -252,6 +285,8 @@ describe('vanished workflows and lost wake-ups (SQLite)', () => {
     failedStart(served));
   it('repair: a wake that arrives during the lane step before its continue-as-new is carried into the next run', () =>
     wakeDuringContinueAsNew(served));
+  it('repair: the repair write is fenced: a turn whose workflow runs is left alone, and a row a newer run took after Temporal answered is not failed', () =>
+    fencedWrite(served));
   it('repair: a lane step that fails keeps its wake and is tried again, so the message is delivered', () =>
     failedLaneStep(served));
 });
