@@ -80,6 +80,7 @@ const model = new ScriptedModel({
           ],
         },
   reviewer: () => 'reviewed',
+  laned: () => 'heard',
   slowbusy: (request) =>
     request.messages.some((m) => m.role === 'tool') ||
     request.messages.filter((m) => m.role === 'user').length > 1
@@ -141,6 +142,7 @@ const kit = await startKit({
     defineAgent({ name: 'looping', tools: [echo] }),
     defineAgent({ name: 'fanout', subAgents: [reviewer] }),
     defineAgent({ name: 'failing' }),
+    defineAgent({ name: 'laned' }),
     defineAgent({ name: 'cancelled' }),
     defineAgent({ name: 'reclaimed', tools: [hold] }),
     defineAgent({ name: 'slowbusy', tools: [occupy] }),
@@ -267,6 +269,18 @@ if (wanted('slowbusy')) {
   await first.result();
   await second.result();
   await save('slowbusy', second.workflowId);
+}
+// The lane workflow: a message delivered to an idle conversation wakes it (a continuation
+// turn), a second message arrives while that turn runs; the lane idles and closes. `lane` was
+// recorded on the lane as released before decision 33, `lane-0.5` with its patch.
+for (const name of ['lane', 'lane-0.5'].filter(wanted)) {
+  const conversation = await kit.client.conversation('laned');
+  await conversation.ask('first').then((run) => run.result());
+  await kit.client.sendMessage(conversation.id, 'one', { key: `record-${name}-1` });
+  await kit.client.sendMessage(conversation.id, 'two', { key: `record-${name}-2` });
+  const lane = kit.client.temporal.workflow.getHandle(`turnkit-lane-${conversation.id}`);
+  await until(async () => (await lane.describe()).status.name !== 'RUNNING');
+  await save(name, lane.workflowId);
 }
 await kit.stop();
 await plain.close();

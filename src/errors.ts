@@ -89,6 +89,17 @@ export class RecordNotFound extends StoreError {
  */
 export class LostClaim extends TurnKitError {}
 /**
+ * A turn's workflow closed (terminated, timed out, gone) without the turn's terminal write:
+ * repair failed the turn with this class; the message says what happened to the workflow.
+ */
+export class WorkflowClosed extends TurnKitError {}
+/**
+ * The turn's rows committed (it is submitted) but its workflow did not start. The turn is not
+ * lost: `start(turnId)` repeats the start, and its conversation's lane (or `turnkit repair`)
+ * starts it when it finds it (`details.turnId`).
+ */
+export class WorkflowStartError extends TurnKitError {}
+/**
  * A store step of a workflow task that a newer task of the same run has overtaken: a worker
  * paused past the workflow-task timeout still holds the run's claim token, so its local
  * activities are fenced by the task's history length instead. Never retried.
@@ -114,6 +125,8 @@ const TURNKIT_CLASSES = new Set([
   'RecordNotFound',
   'LostClaim',
   'StaleTask',
+  'WorkflowClosed',
+  'WorkflowStartError',
   'ControlError',
   'Cancelled',
   'OutputAudit',

@@ -3,13 +3,13 @@
  * store, and returns a small digest; errors are mapped onto Temporal failures on purpose.
  */
 import { Context } from '@temporalio/activity';
-import type { Client } from '@temporalio/client';
-import { ApplicationFailure, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { taskOf } from '../engine/build-turn.js';
+import { ApplicationFailure } from '@temporalio/common';
 import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/cancel.js';
 import { claimTurn } from '../engine/claim.js';
 import { authorizeControl, pauseTurn, resumePausedTurn, steerTurn } from '../engine/controls.js';
 import { laneStep } from '../engine/messaging.js';
+import type { RepairContext } from '../engine/repair.js';
+import { checkLaneAhead, repairTurns, startOrNudgeTurn, wakeLane } from '../engine/repair.js';
 import { runCompactionStep } from '../engine/compaction.js';
 import { runModelStep } from '../engine/model-step.js';
 import { runOutputAudit } from '../engine/output-checks.js';
@@ -21,18 +21,9 @@ import { runToolCall } from '../engine/tool-runner.js';
 import { finishToolsPhase, resumeTurn, suspendTurn, turnStatus } from '../engine/tools-phase.js';
 import { TurnKitError } from '../errors.js';
 import { HeartbeatPacer } from './heartbeat.js';
-import type { TurnRecord } from '../store/types.js';
 import { waitsReady } from '../store/wait-graph.js';
 import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
-import {
-  claimTokenOf,
-  laneFreeSignal,
-  laneStartOptions,
-  turnStartOptions,
-  turnWorkflowId,
-} from '../workflows/contract.js';
-import type { laneWorkflow } from '../workflows/lane-workflow.js';
-import type { turnWorkflow } from '../workflows/turn-workflow.js';
+import { claimTokenOf, turnWorkflowId } from '../workflows/contract.js';
 
 /**
  * TurnKit errors become ApplicationFailures typed by class name, non-retryable unless the
@@ -74,30 +65,10 @@ function withHeartbeat<T>(
   return pacer.run(heartbeat, () => fn(heartbeat));
 }
 
-/**
- * Starts the turn's workflow, or nudges it when it already runs (waiting for its lane):
- * signal-with-start on the fixed workflow id, so a turn never runs twice.
- */
-async function startOrNudgeTurn(
-  runtime: Runtime,
-  turn: TurnRecord,
-  settings: TurnSettings | undefined,
-): Promise<void> {
+/** Repair from inside an activity: the worker's client and task queue. */
+function repairContext(runtime: Runtime, settings?: TurnSettings): RepairContext {
   const context = Context.current();
-  const client: Client = context.client;
-  await client.workflow
-    .signalWithStart<typeof turnWorkflow, []>('turnWorkflow', {
-      ...turnStartOptions({ turn, task: await taskOf(runtime.store, turn), settings }),
-      taskQueue: context.info.taskQueue,
-      signal: laneFreeSignal,
-      signalArgs: [],
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-    })
-    .catch((error: unknown) => {
-      // Closed already: the turn ran; there is nothing to start.
-      if (error instanceof WorkflowExecutionAlreadyStartedError) return;
-      throw error;
-    });
+  return { runtime, temporal: context.client, taskQueue: context.info.taskQueue, settings };
 }
 
 export function createTurnActivities(
@@ -108,7 +79,12 @@ export function createTurnActivities(
     async laneStep(input) {
       return mappingFailures(async () => {
         const step = await laneStep(runtime, input.conversationId);
-        if (step.next) await startOrNudgeTurn(runtime, step.next, input.settings);
+        const repair = repairContext(runtime, input.settings);
+        // The turns the lane waits on are checked with Temporal: one whose workflow is gone
+        // is failed, and its terminal write wakes this lane again (decision 33).
+        if (step.busy.length > 0) await repairTurns(repair, step.busy);
+        if (step.next && (await startOrNudgeTurn(repair, step.next)) === 'closed')
+          await repairTurns(repair, [step.next]);
         return {
           delivered: step.delivered,
           woke: step.woke,
@@ -120,13 +96,8 @@ export function createTurnActivities(
 
     async wakeLanes(input) {
       return mappingFailures(async () => {
-        const context = Context.current();
-        for (const conversationId of input.conversationIds) {
-          await context.client.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
-            ...laneStartOptions(conversationId, input.settings),
-            taskQueue: context.info.taskQueue,
-          });
-        }
+        const repair = repairContext(runtime, input.settings);
+        for (const conversationId of input.conversationIds) await wakeLane(repair, conversationId);
       });
     },
 
@@ -140,12 +111,24 @@ export function createTurnActivities(
       const run = Context.current().info.workflowExecution;
       const supersede =
         run?.workflowId === turnWorkflowId(input.turnId) && claimTokenOf(run.runId) === input.claimToken;
-      return mappingFailures(() =>
-        claimTurn(runtime, input.turnId, input.claimToken, {
+      return mappingFailures(async () => {
+        const claim = await claimTurn(runtime, input.turnId, input.claimToken, {
           supersede,
           ...(input.taskHistoryLength !== undefined ? { taskHistoryLength: input.taskHistoryLength } : {}),
-        }),
-      );
+        });
+        // Refused for the lane: what blocks it is checked with Temporal (decision 33). Best
+        // effort: a check that fails (the frontend unreachable) leaves the refusal as it is,
+        // and the next refusal, the lane or `turnkit repair` checks again.
+        if (!claim.claimed && claim.reason === 'lane_busy') {
+          await checkLaneAhead(repairContext(runtime), input.turnId).catch((error: unknown) =>
+            Context.current().log.warn('turnkit lane check failed', {
+              turnId: input.turnId,
+              error: error instanceof Error ? error.message : String(error),
+            }),
+          );
+        }
+        return claim;
+      });
     },
 
     async modelStep(input) {

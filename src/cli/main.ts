@@ -575,6 +575,33 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
       ),
     );
 
+  program
+    .command('repair')
+    .description('fail the unfinished turns whose workflow is gone, start the ones never started')
+    .option('--dry-run', 'list what would be repaired, change nothing')
+    .action(
+      action(async (session, opts: { dryRun?: boolean }) => {
+        const client = await session.client(await session.module(false));
+        const findings = await client.repair({ dryRun: opts.dryRun === true });
+        if (globals().json) io.out.write(`${JSON.stringify(findings)}\n`);
+        else
+          for (const finding of findings) {
+            const what = finding.action === 'fail' ? 'fail (WorkflowClosed)' : 'start its workflow';
+            const verdict = opts.dryRun
+              ? `would ${what}`
+              : finding.done
+                ? `${what}: done`
+                : `${what}: skipped, it moved`;
+            io.out.write(
+              `${finding.turnId} ${finding.status} in ${finding.conversationId}: workflow ${finding.workflow}; ${verdict}\n`,
+            );
+          }
+        io.err.write(
+          `${findings.length} turn${findings.length === 1 ? '' : 's'} ${opts.dryRun ? 'to repair' : 'repaired'}\n`,
+        );
+      }),
+    );
+
   return program;
 }
 

@@ -19,7 +19,9 @@ import { Runtime } from '../engine/runtime.js';
 import { depthOf } from '../engine/turn-state.js';
 import type { TracingOptions } from '../engine/tracing.js';
 import { turnAttributes } from '../engine/genai-spans.js';
-import { ArgumentError, AuthorizationError, InputError } from '../errors.js';
+import { ArgumentError, AuthorizationError, InputError, WorkflowStartError } from '../errors.js';
+import type { RepairFinding } from '../engine/repair.js';
+import { repairTurns, unfinishedSubmittedTurns } from '../engine/repair.js';
 import { authorizeCancel, cancelTurn } from '../engine/cancel.js';
 import { newId } from '../ids.js';
 import { jsonCopy, nowIso } from '../store/records.js';
@@ -384,8 +386,31 @@ export class TurnKitClient {
       });
     } catch (error) {
       // The workflow ran (or runs) already: the turn is never started twice.
-      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+      if (error instanceof WorkflowExecutionAlreadyStartedError) return;
+      // The turn stays submitted, and is not lost: this start can be repeated, and the lane
+      // (a younger turn's refused claim, `turnkit repair`) starts it when it finds it (decision 33).
+      throw new WorkflowStartError(
+        `turn ${turn.id} is submitted but its workflow did not start (${error instanceof Error ? error.message : String(error)}); ` +
+          'start(turnId) repeats the start, and its conversation starts it when the lane next looks',
+        { cause: error, details: { turnId: turn.id } },
+      );
     }
+  }
+
+  /**
+   * TurnKit's reconciler, with Temporal as the judge (decision 33): every submitted turn that
+   * is not finished whose workflow is gone without its terminal write is failed with
+   * `TurnKit::WorkflowClosed` (open tool calls interrupted, each with its one result; its lane
+   * moves on), and a root turn whose workflow never started is started. `dryRun` only lists.
+   */
+  async repair(options: { dryRun?: boolean } = {}): Promise<RepairFinding[]> {
+    const context = {
+      runtime: this.#runtime,
+      temporal: this.temporal,
+      taskQueue: this.taskQueue,
+      settings: this.turnSettings,
+    };
+    return repairTurns(context, await unfinishedSubmittedTurns(this.#runtime), options);
   }
 
   /**

@@ -80,6 +80,8 @@ export interface LaneStep {
   next: TurnRecord | null;
   /** Submitted pending turns in the lane, `next` included. */
   queued: number;
+  /** The turns that hold the lane (running, waiting, paused): why `next` is null. */
+  busy: TurnRecord[];
 }
 
 /**
@@ -107,12 +109,12 @@ export async function laneStep(runtime: Runtime, conversationId: string): Promis
   if (buffered) woke = buffered.id;
   const lane = await store.listTurns({ conversationId, status: [...LANE_TURN_STATUSES] });
   const queue = lane.filter((turn) => turn.status === 'pending' && turn.submittedAt !== null);
-  if (lane.some((turn) => BUSY_TURN_STATUSES.includes(turn.status)))
-    return { delivered, woke, next: null, queued: queue.length };
+  const busy = lane.filter((turn) => BUSY_TURN_STATUSES.includes(turn.status));
+  if (busy.length > 0) return { delivered, woke, next: null, queued: queue.length, busy };
   const next = queue.sort((a, b) =>
     a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1,
   )[0];
-  return { delivered, woke, next: next ?? null, queued: queue.length };
+  return { delivered, woke, next: next ?? null, queued: queue.length, busy };
 }
 
 /**

@@ -129,6 +129,15 @@ export async function repairTranscript(
   return [...appended, ...(await appendAfterResults(store, turn))];
 }
 
+/** The rows of a terminal write, and what it must announce once they commit. */
+export interface TerminalWrite {
+  turn: TurnRecord;
+  repaired: MessageRecord[];
+  /** The executions this write interrupted (open when it ran). */
+  interrupted: ToolExecutionRecord[];
+  callback: { delivery: DeliveryRecord | null; denied: JsonObject | null };
+}
+
 /**
  * The one terminal write of a turn: interrupts what is still open, repairs the transcript,
  * creates the completion callback, clears the claim token (so this execution can never
@@ -141,11 +150,28 @@ export async function writeTerminal(
   attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
   reason: string,
 ): Promise<{ turn: TurnRecord; repaired: MessageRecord[]; callback: DeliveryRecord | null }> {
-  const result = await store.atomic(null, async () => {
+  const result = await store.atomic(null, () => writeTerminalRows(runtime, store, turnId, attrs, reason));
+  await announceTerminalWrite(runtime, result);
+  return { turn: result.turn, repaired: result.repaired, callback: result.callback.delivery };
+}
+
+/**
+ * The rows of `writeTerminal`, inside the caller's transaction (which may check the row
+ * first, as the repair of a vanished workflow does); `announceTerminalWrite` after the commit.
+ */
+export async function writeTerminalRows(
+  runtime: Runtime,
+  store: Store,
+  turnId: string,
+  attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
+  reason: string,
+): Promise<TerminalWrite> {
+  return store.atomic(null, async () => {
     const turn = await store.loadTurn(turnId);
     let repaired: MessageRecord[] = [];
+    let interrupted: ToolExecutionRecord[] = [];
     if (attrs.status !== 'completed') {
-      await interruptToolExecutions(store, turn, reason);
+      interrupted = await interruptToolExecutions(store, turn, reason);
       repaired = await repairTranscript(store, turn, reason);
     }
     const completedAt = nowIso();
@@ -162,17 +188,20 @@ export async function writeTerminal(
       claimToken: null,
       completedAt,
     });
-    return { turn: updated, repaired, callback };
+    return { turn: updated, repaired, interrupted, callback };
   });
-  for (const message of result.repaired) {
-    await runtime.emit(result.turn, 'message.created', {
+}
+
+/** The events of a committed terminal write: its repaired transcript, its callback. */
+export async function announceTerminalWrite(runtime: Runtime, write: TerminalWrite): Promise<void> {
+  for (const message of write.repaired) {
+    await runtime.emit(write.turn, 'message.created', {
       message_id: message.id,
       role: message.role,
       kind: message.kind,
     });
   }
-  await emitCallback(runtime, result.turn, result.callback);
-  return { turn: result.turn, repaired: result.repaired, callback: result.callback.delivery };
+  await emitCallback(runtime, write.turn, write.callback);
 }
 
 export async function emitCallback(

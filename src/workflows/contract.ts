@@ -122,6 +122,10 @@ export interface LaneWorkflowInput {
   conversationId: string;
   /** Passed on to the turns this lane starts. */
   settings?: TurnSettings;
+  /** A wake that arrived during the previous run's last step: this run steps at once (0.5). */
+  pendingWake?: boolean;
+  /** Lane steps per run before continue-as-new (default 200); for tests. */
+  stepsPerRun?: number;
 }
 
 /** What one lane step did: deliveries appended, a continuation turn built, a turn started. */

@@ -11,9 +11,11 @@ import {
   condition,
   continueAsNew,
   log,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  sleep,
 } from '@temporalio/workflow';
 import type { LaneWorkflowInput, TurnActivities } from './contract.js';
 import { wakeSignal } from './contract.js';
@@ -22,6 +24,17 @@ import { wakeSignal } from './contract.js';
 const IDLE = '30 seconds';
 /** Lane steps per run before continue-as-new keeps the history short. */
 const STEPS_PER_RUN = 200;
+/** A step that failed (its activity's attempts used up) is tried again after this, doubling. */
+const RETRY_FIRST_MS = 1_000;
+const RETRY_MAX_MS = 5 * 60_000;
+
+/**
+ * Release 0.5's lane changes, decided in the run's first activation (before any command): a
+ * wake that arrives during the run's last step is carried into the continued run
+ * (`pendingWake`), and a step that failed keeps its wake and is tried again after a backoff
+ * timer instead of leaving the lane idle until some unrelated wake.
+ */
+export const PATCH_LANE_0_5 = 'turnkit-lane-0.5';
 
 const activities = proxyActivities<TurnActivities>({
   startToCloseTimeout: '1 minute',
@@ -33,7 +46,8 @@ const activities = proxyActivities<TurnActivities>({
 });
 
 export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
-  let wakes = 0;
+  const keepsWakes = patched(PATCH_LANE_0_5);
+  let wakes = keepsWakes && input.pendingWake ? 1 : 0;
   setHandler(wakeSignal, () => {
     wakes += 1;
   });
@@ -45,7 +59,10 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
         ` · queued ${seen.queued}${seen.last ? `\n\nlast started \`${seen.last}\`` : ''}`,
     );
   show();
-  for (let laneSteps = 0; laneSteps < STEPS_PER_RUN; laneSteps++) {
+  const steps =
+    keepsWakes && input.stepsPerRun !== undefined ? Math.max(1, input.stepsPerRun) : STEPS_PER_RUN;
+  let retryMs = RETRY_FIRST_MS;
+  for (let laneSteps = 0; laneSteps < steps; laneSteps++) {
     if (wakes === 0 && !(await condition(() => wakes > 0, IDLE)) && wakes === 0) return;
     wakes = 0;
     try {
@@ -53,6 +70,7 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
         conversationId: input.conversationId,
         ...(input.settings ? { settings: input.settings } : {}),
       });
+      retryMs = RETRY_FIRST_MS;
       seen.delivered += step.delivered;
       seen.queued = step.queued ?? 0;
       if (step.started) {
@@ -61,11 +79,27 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
       }
       show();
     } catch (error) {
-      // A broken step (say, an agent this worker does not know) must not close the lane for
-      // good: it is logged, and the next wake tries again.
+      // A broken step (say, an agent this worker does not know, or a long store outage) must
+      // not close the lane for good: it is logged, and (0.5) its wake is kept and the step is
+      // tried again after a backoff; before 0.5 the next wake tried again.
       if (!(error instanceof ActivityFailure)) throw error;
       log.warn('turnkit lane step failed', { conversationId: input.conversationId, error: error.message });
+      if (keepsWakes) {
+        wakes = Math.max(wakes, 1);
+        await sleep(retryMs);
+        retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+      }
     }
   }
-  await continueAsNew<typeof laneWorkflow>(input);
+  // The signal handler is synchronous, so every wake delivered so far is counted in `wakes`:
+  // (0.5) the continued run starts with a step when one arrived during this run's last step.
+  await continueAsNew<typeof laneWorkflow>(
+    keepsWakes ? { ...withoutCarry(input), ...(wakes > 0 ? { pendingWake: true } : {}) } : input,
+  );
+}
+
+/** The input without what a run carries for the next one only. */
+function withoutCarry(input: LaneWorkflowInput): LaneWorkflowInput {
+  const { pendingWake: _carried, ...rest } = input;
+  return rest;
 }

@@ -1,0 +1,243 @@
+/**
+ * Repair of turns whose workflow is gone without the turn's terminal write (docs/architecture.md,
+ * decision 33): TurnKit's reconciler, with Temporal as the only source of truth about runs. A
+ * turn is looked at only when something waits on it — the lane step for the turns that hold
+ * its lane, a refused claim for the turn that blocks it, `turnkit repair` for a whole store —
+ * and Temporal is asked (describe `turnkit-turn-<turnId>`) whether its workflow is still open.
+ * No timer, no scan loop, no lock of our own: the store's locks fence the write.
+ *
+ * - Workflow closed (terminated, timed out, failed, or completed without writing), or not found
+ *   for a turn that ran: the turn fails with `TurnKit::WorkflowClosed` and the workflow's fate
+ *   as message; its open tool executions are interrupted, each call gets its one result; the
+ *   turns waiting on it and its lane hear of it as of any terminal write.
+ * - Never started (a root turn submitted, no workflow: its start failed after `ask()`/`start()`
+ *   committed it): its workflow is started, as `start(turnId)` would (the same idempotent
+ *   signal-with-start the lane uses). A sub-agent's workflow is its parent's to start.
+ */
+import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { storedErrorClass } from '../errors.js';
+import { rootConversationId } from '../store/tree.js';
+import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES } from '../store/types.js';
+import type { TurnRecord, TurnStatus } from '../store/types.js';
+import type { TurnSettings } from '../workflows/contract.js';
+import {
+  laneFreeSignal,
+  laneStartOptions,
+  targetFinishedSignal,
+  turnStartOptions,
+  turnWorkflowId,
+} from '../workflows/contract.js';
+import type { laneWorkflow } from '../workflows/lane-workflow.js';
+import type { turnWorkflow } from '../workflows/turn-workflow.js';
+import { taskOf } from './build-turn.js';
+import type { TerminalNotice } from './digest.js';
+import type { Runtime } from './runtime.js';
+import { announceTerminalWrite, terminalNotice, writeTerminalRows } from './terminal.js';
+
+/** Where repair runs: a worker's activity, the client, the CLI. */
+export interface RepairContext {
+  runtime: Runtime;
+  temporal: Client;
+  /** The task queue of the workflows it starts (turns, lanes). */
+  taskQueue: string;
+  /** Settings of the turns and lanes it starts. */
+  settings?: TurnSettings | undefined;
+}
+
+/** What repair found about one turn, and what it did (or, in a dry run, would do). */
+export interface RepairFinding {
+  turnId: string;
+  conversationId: string;
+  status: TurnStatus;
+  /** What Temporal said about the turn's workflow: `terminated`, `timed out`, `not found`, … */
+  workflow: string;
+  /** `fail`: the turn fails with WorkflowClosed; `start`: its workflow is started. */
+  action: 'fail' | 'start';
+  /** False in a dry run, or when the row changed before the write (a live run took it). */
+  done: boolean;
+}
+
+/** Temporal's closed statuses, as the turn's error message names them. */
+const CLOSED: Readonly<Record<string, string>> = {
+  COMPLETED: 'completed',
+  FAILED: 'failed',
+  CANCELLED: 'cancelled',
+  TERMINATED: 'terminated',
+  TIMED_OUT: 'timed out',
+};
+
+/**
+ * The turn workflow's fate: `open` (running, or anything Temporal does not call closed),
+ * a closed status (`terminated`, `timed out`, …) or `not found`.
+ */
+export async function turnWorkflowFate(temporal: Client, turnId: string): Promise<string> {
+  try {
+    const { status } = await temporal.workflow.getHandle(turnWorkflowId(turnId)).describe();
+    return CLOSED[status.name] ?? 'open';
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return 'not found';
+    throw error;
+  }
+}
+
+/** What repair would do with `turn`, by its row and Temporal's answer; null: nothing. */
+export async function diagnoseTurn(temporal: Client, turn: TurnRecord): Promise<RepairFinding | null> {
+  // Only submitted turns have a workflow; an inline turn or a finished one is not ours.
+  if (turn.submittedAt === null || !LANE_TURN_STATUSES.includes(turn.status)) return null;
+  const workflow = await turnWorkflowFate(temporal, turn.id);
+  if (workflow === 'open') return null;
+  const finding = { turnId: turn.id, conversationId: turn.conversationId, status: turn.status, workflow };
+  const neverRan = turn.claimToken === null && turn.startedAt === null && turn.status !== 'running';
+  if (workflow === 'not found' && neverRan) {
+    return turn.parentTurnId === null ? { ...finding, action: 'start', done: false } : null;
+  }
+  return { ...finding, action: 'fail', done: false };
+}
+
+/** Carries out a finding (see `diagnoseTurn`); `done` says whether it wrote or started. */
+export async function applyFinding(
+  context: RepairContext,
+  turn: TurnRecord,
+  finding: RepairFinding,
+): Promise<RepairFinding> {
+  if (finding.action === 'start') {
+    await startOrNudgeTurn(context, turn);
+    return { ...finding, done: true };
+  }
+  return { ...finding, done: await failVanished(context, turn, finding.workflow) };
+}
+
+/** Diagnoses each turn and, unless `dryRun`, repairs it. */
+export async function repairTurns(
+  context: RepairContext,
+  turns: readonly TurnRecord[],
+  options: { dryRun?: boolean } = {},
+): Promise<RepairFinding[]> {
+  const findings: RepairFinding[] = [];
+  for (const turn of turns) {
+    const finding = await diagnoseTurn(context.temporal, turn);
+    if (!finding) continue;
+    findings.push(options.dryRun ? finding : await applyFinding(context, turn, finding));
+  }
+  return findings;
+}
+
+/** Every submitted turn of the store that is not finished: `turnkit repair`'s scope. */
+export async function unfinishedSubmittedTurns(runtime: Runtime): Promise<TurnRecord[]> {
+  const rows = await runtime.store.listTurns({ status: [...LANE_TURN_STATUSES] });
+  return rows.filter((turn) => turn.submittedAt !== null);
+}
+
+/**
+ * A claim of `turnId` was refused `lane_busy`: the turns ahead of it (those that hold the lane,
+ * and the oldest submitted pending one) are checked and repaired. When no turn holds the
+ * lane and another pending turn heads it, the lane is woken, so that head is started or
+ * nudged (it may be waiting for a wake that never came).
+ */
+export async function checkLaneAhead(context: RepairContext, turnId: string): Promise<RepairFinding[]> {
+  const store = context.runtime.store;
+  const turn = await store.loadTurn(turnId);
+  if (turn.submittedAt === null) return [];
+  const lane = await store.listTurns({
+    conversationId: turn.conversationId,
+    status: [...LANE_TURN_STATUSES],
+  });
+  const busy = lane.filter((other) => other.id !== turnId && BUSY_TURN_STATUSES.includes(other.status));
+  const head = lane.find((other) => other.status === 'pending' && other.submittedAt !== null);
+  const ahead = head && head.id !== turnId ? [...busy, head] : busy;
+  const findings = await repairTurns(context, ahead);
+  if (busy.length === 0 && head && head.id !== turnId && !findings.some((f) => f.done)) {
+    await wakeLane(context, turn.conversationId);
+  }
+  return findings;
+}
+
+/**
+ * Starts the turn's workflow, or nudges it when it already runs (waiting for its lane):
+ * signal-with-start on the fixed workflow id, so a turn never runs twice. `closed` when its
+ * workflow ran and closed already (nothing was started: repair decides what the row needs).
+ */
+export async function startOrNudgeTurn(
+  context: RepairContext,
+  turn: TurnRecord,
+): Promise<'started' | 'closed'> {
+  try {
+    await context.temporal.workflow.signalWithStart<typeof turnWorkflow, []>('turnWorkflow', {
+      ...turnStartOptions({
+        turn,
+        task: await taskOf(context.runtime.store, turn),
+        settings: context.settings,
+      }),
+      taskQueue: context.taskQueue,
+      signal: laneFreeSignal,
+      signalArgs: [],
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    });
+    return 'started';
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) return 'closed';
+    throw error;
+  }
+}
+
+/** Signal-with-start of a conversation's lane. */
+export async function wakeLane(context: RepairContext, conversationId: string): Promise<void> {
+  await context.temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
+    ...laneStartOptions(conversationId, context.settings),
+    taskQueue: context.taskQueue,
+  });
+}
+
+/**
+ * Fails a turn whose workflow is gone, fenced: under the root's and the conversation's locks
+ * (the claim's), and only while the row is as it was when Temporal was asked — same status,
+ * same claim token, not updated since — so a run that claimed it meanwhile is never touched.
+ * False when the row moved.
+ */
+async function failVanished(context: RepairContext, seen: TurnRecord, workflow: string): Promise<boolean> {
+  const { runtime } = context;
+  const store = runtime.store;
+  const error = { class: storedErrorClass('WorkflowClosed'), message: workflow };
+  const written = await store.atomic(await rootConversationId(store, seen), () =>
+    store.atomic(seen.conversationId, async () => {
+      const fresh = await store.loadTurn(seen.id);
+      const unchanged =
+        fresh.status === seen.status &&
+        fresh.claimToken === seen.claimToken &&
+        fresh.updatedAt === seen.updatedAt;
+      if (!unchanged) return null;
+      return writeTerminalRows(
+        runtime,
+        store,
+        seen.id,
+        { status: 'failed', error },
+        `turn failed: its workflow ${workflow}`,
+      );
+    }),
+  );
+  if (!written) return false;
+  for (const execution of written.interrupted) {
+    await runtime.emit(written.turn, 'tool_call.interrupted', {
+      id: execution.toolCallId,
+      name: execution.toolName,
+      tool_execution_id: execution.id,
+    });
+  }
+  await announceTerminalWrite(runtime, written);
+  await runtime.emit(written.turn, 'turn.failed', { error, repaired: true });
+  await deliverNotice(context, await terminalNotice(store, written.turn, written.callback.delivery), seen.id);
+  return true;
+}
+
+/** What a turn's workflow does after its terminal write (`notify`), done from outside it. */
+async function deliverNotice(context: RepairContext, notice: TerminalNotice, turnId: string): Promise<void> {
+  for (const waiter of notice.waiters) {
+    // A waiter whose workflow is gone is repaired on its own; the others re-check their waits.
+    await context.temporal.workflow
+      .getHandle(turnWorkflowId(waiter))
+      .signal(targetFinishedSignal, turnWorkflowId(turnId))
+      .catch(() => undefined);
+  }
+  for (const conversationId of notice.lanes) await wakeLane(context, conversationId);
+}

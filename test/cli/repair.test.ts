@@ -1,0 +1,146 @@
+/**
+ * `turnkit repair [--dry-run]` as an operator runs it (a spawned process) over a store that a
+ * worker of this test serves: a turn whose workflow was terminated mid-tool, and a turn whose
+ * workflow start failed after `ask()` committed it. Real dev server, real SQLite file.
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineAgent } from '../../src/agents/agent.js';
+import { defineTool } from '../../src/agents/tool.js';
+import { TurnKitClient } from '../../src/client/turnkit-client.js';
+import { WorkflowStartError } from '../../src/errors.js';
+import { ScriptedModel } from '../../src/models/scripted-model.js';
+import { openStore } from '../../src/store/index.js';
+import { turnWorkflowId } from '../../src/workflows/contract.js';
+import type { TestKit } from '../helpers/turnkit.js';
+import { startKit, tempSqliteUrl } from '../helpers/turnkit.js';
+import { waitUntil } from '../helpers/wait.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = join(root, 'src/cli/bin.ts');
+const tsx = import.meta.resolve('tsx');
+const databaseUrl = tempSqliteUrl('cli-repair');
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+let kit: TestKit;
+
+function turnkit(args: string[]): Promise<Result> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', tsx, bin, ...args], {
+      env: {
+        ...process.env,
+        TURNKIT_DATABASE_URL: databaseUrl,
+        TURNKIT_TASK_QUEUE: kit.taskQueue,
+        TEMPORAL_ADDRESS: process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
+        NO_COLOR: '1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const hang = defineTool({
+  name: 'hang',
+  description: 'Runs until aborted.',
+  input: z.object({}),
+  execute: (_args, { signal }) =>
+    new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
+});
+
+beforeAll(async () => {
+  kit = await startKit({
+    store: await openStore(databaseUrl),
+    agents: [defineAgent({ name: 'holder', tools: [hang] }), defineAgent({ name: 'echoer' })],
+    model: new ScriptedModel({
+      holder: () => ({ toolCalls: [{ name: 'hang', arguments: {} }] }),
+      echoer: (request) => `heard ${request.messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''}`,
+    }),
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await kit?.stop();
+  await kit?.store.close();
+});
+
+describe('turnkit repair', () => {
+  it('repair: --dry-run lists the terminated turn and the never-started one and changes nothing; repair fails the one and starts the other', async () => {
+    const { client, store } = kit;
+    const stuck = await (await client.conversation('holder')).ask('hold');
+    await waitUntil(async () => (await stuck.toolExecutions()).some((e) => e.status === 'running'));
+    await client.temporal.workflow.getHandle(turnWorkflowId(stuck.turnId)).terminate('operator (test)');
+
+    const unreachable = new Client({
+      connection: Connection.lazy({ address: '127.0.0.1:1', interceptors: [] }),
+      namespace: client.temporal.options.namespace,
+    });
+    const broken = new TurnKitClient({
+      store,
+      agents: kit.agents,
+      temporal: unreachable,
+      taskQueue: kit.taskQueue,
+    });
+    const conversation = await client.conversation('echoer');
+    const error: unknown = await (
+      await broken.loadConversation(conversation.id)
+    )
+      .ask('orphaned')
+      .catch((thrown: unknown) => thrown);
+    await unreachable.connection.close();
+    expect(error).toBeInstanceOf(WorkflowStartError);
+    const orphanId = (error as WorkflowStartError).details?.['turnId'] as string;
+
+    const dry = await turnkit(['repair', '--dry-run']);
+    expect(dry.code).toBe(0);
+    const lines = dry.stdout.trim().split('\n').sort();
+    expect(lines).toHaveLength(2);
+    expect(lines).toContain(
+      `${stuck.turnId} running in ${stuck.conversationId}: workflow terminated; would fail (WorkflowClosed)`,
+    );
+    expect(lines).toContain(
+      `${orphanId} pending in ${conversation.id}: workflow not found; would start its workflow`,
+    );
+    expect(dry.stderr).toContain('2 turns to repair');
+    expect((await store.loadTurn(stuck.turnId)).status).toBe('running');
+    expect((await store.loadTurn(orphanId)).status).toBe('pending');
+
+    const repaired = await turnkit(['--json', 'repair']);
+    expect(repaired.code).toBe(0);
+    const findings = JSON.parse(repaired.stdout) as { turnId: string; action: string; done: boolean }[];
+    expect(
+      findings
+        .map(({ turnId, action, done }) => ({ turnId, action, done }))
+        .sort((a, b) => (a.action < b.action ? -1 : 1)),
+    ).toEqual([
+      { turnId: stuck.turnId, action: 'fail', done: true },
+      { turnId: orphanId, action: 'start', done: true },
+    ]);
+    const failed = await store.loadTurn(stuck.turnId);
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
+    expect((await store.listToolExecutions({ turnId: stuck.turnId })).map((e) => e.status)).toEqual([
+      'interrupted',
+    ]);
+    const orphan = await (await client.handle(orphanId)).result();
+    expect(orphan.status).toBe('completed');
+    expect(orphan.outputText).toBe('heard orphaned');
+
+    const again = await turnkit(['repair', '--dry-run']);
+    expect(again.stdout.trim()).toBe('');
+    expect(again.stderr).toContain('0 turns to repair');
+  });
+});
