@@ -118,7 +118,14 @@ beforeAll(async () => {
         ? 'unreachable'
         : toolCall('view_media', { media: `${base}/media/cat.png`, objective: 'Colour?' }),
   });
-  const view = viewMediaTool({ client: vision, model: 'vision-1', maxBytes: 1_000 });
+  // The media server is local: this deployment opts in to plain http on its own network.
+  const view = viewMediaTool({
+    client: vision,
+    model: 'vision-1',
+    maxBytes: 1_000,
+    allowHttp: true,
+    allowPrivateNetwork: ['127.0.0.1/32'],
+  });
   kit = await startKit({
     model,
     runtime: { cost: { costRates: { 'vision-1': { input: 1, output: 2 } } } },
@@ -266,14 +273,15 @@ describe('media: view_media, media input, media analysis', () => {
     });
   });
 
-  it('CORE-28 view_media bad input: a URL that 404s, an unsupported type, an oversized file (declared or only streamed), an unknown message are ToolErrors the model reads; a good one is analysed; the turn goes on', async () => {
+  it('CORE-28 view_media bad input: a URL that 404s (no status echoed), an unsupported type, an oversized file (declared or only streamed), an unknown message are ToolErrors the model reads; a good one is analysed; the turn goes on', async () => {
     const run = await kit.client.run('inspector', 'Look at all of them');
     const turn = await run.result();
     expect(turn.status).toBe('completed');
     const executions = await run.toolExecutions();
     expect(executions.map((e) => e.status)).toEqual([...Array<string>(5).fill('failed'), 'completed']);
     const errors = executions.slice(0, 5).map((e) => e.error!.message);
-    expect(errors[0]).toMatch(/answered 404/);
+    // No status and no URL for the model (issue 28, finding 2): the event log has the detail.
+    expect(errors[0]).toBe('media URL could not be fetched (only public https URLs are fetched)');
     expect(errors[1]).toMatch(/unsupported media type video\/mp4/);
     expect(errors[2]).toMatch(/larger than 1000 bytes/);
     expect(errors[3]).toMatch(/no image or file message/);
