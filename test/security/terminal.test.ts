@@ -89,13 +89,13 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
 }
 
 /** Every escape sequence in `text` is an SGR colour code: nothing else reaches the terminal. */
+/* eslint-disable no-control-regex -- looking for control characters */
 function onlyColours(text: string): void {
-  // eslint-disable-next-line no-control-regex
   const codes = text.match(/\u001b(\[[0-9;]*[A-Za-z]|.)/g) ?? [];
   expect(codes.filter((code) => !/^\u001b\[[0-9;]*m$/.test(code))).toEqual([]);
-  // eslint-disable-next-line no-control-regex
   expect(text).not.toMatch(/[\u0007\u0080-\u009f\u202a-\u202e\u2066-\u2069\r]/);
 }
+/* eslint-enable no-control-regex */
 
 describe('the CLI does not let model text act on the terminal', () => {
   it('security: `turnkit show` of a turn whose output, transcript, tool result and error carry OSC 52/OSC 8/title/cursor codes prints the text without them, with its own colours', async () => {
