@@ -132,7 +132,7 @@ export function isPublicAddress(address: string): boolean {
   return !nonPublic.check(address.replace(/%.*$/, ''), 'ipv6');
 }
 
-interface Policy {
+export interface NetworkPolicy {
   allowHttp: boolean;
   /** null: every address; otherwise the non-public ranges that are allowed besides public ones. */
   privateAllowed: BlockList | null;
@@ -161,8 +161,18 @@ function cidrList(ranges: readonly string[]): BlockList {
   return list;
 }
 
+/** The network options out of a tool's options (for a factory that passes the rest on). */
+export function networkOptionsOf(options: NetworkPolicyOptions): NetworkPolicyOptions {
+  const { allowHttp, allowPrivateNetwork, allowHosts, maxRedirects, resolveHost } = options;
+  return Object.fromEntries(
+    Object.entries({ allowHttp, allowPrivateNetwork, allowHosts, maxRedirects, resolveHost }).filter(
+      ([, value]) => value !== undefined,
+    ),
+  ) as NetworkPolicyOptions;
+}
+
 /** Validates the options (ArgumentError on a bad one) and fixes the defaults. */
-export function networkPolicy(options: NetworkPolicyOptions = {}): Policy {
+export function networkPolicy(options: NetworkPolicyOptions = {}): NetworkPolicy {
   const {
     allowHttp = false,
     allowPrivateNetwork = false,
@@ -194,7 +204,7 @@ export function networkPolicy(options: NetworkPolicyOptions = {}): Policy {
   };
 }
 
-function addressAllowed(address: string, policy: Policy): boolean {
+function addressAllowed(address: string, policy: NetworkPolicy): boolean {
   if (policy.privateAllowed === null || isPublicAddress(address)) return true;
   const plain = address.replace(/%.*$/, '');
   return policy.privateAllowed.check(plain, isIP(plain) === 4 ? 'ipv4' : 'ipv6');
@@ -208,7 +218,7 @@ const hostOf = (url: URL) =>
     .replace(/\.$/, '');
 
 /** The checks that need no network: scheme, credentials, allow-list, a literal address. */
-function checkUrl(url: URL, policy: Policy): void {
+function checkUrl(url: URL, policy: NetworkPolicy): void {
   if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:'))
     throw new UrlRefused(`scheme ${url.protocol} is not allowed`);
   if (url.username || url.password) throw new UrlRefused('URLs with credentials are not fetched');
@@ -224,8 +234,24 @@ function checkUrl(url: URL, policy: Policy): void {
     throw new UrlRefused(`address ${host} is not public`);
 }
 
+/**
+ * Checks a URL that something else will fetch (a provider SDK): scheme, allow-list and every
+ * address its host resolves to. UrlRefused when the policy refuses it. Weaker than
+ * `publicFetch`, which also checks the address it connects to and each redirect.
+ */
+export async function checkPublicUrl(url: string, policy: NetworkPolicy): Promise<void> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UrlRefused('not a URL');
+  }
+  checkUrl(parsed, policy);
+  if (isIP(hostOf(parsed)) === 0) await resolveChecked(hostOf(parsed), policy);
+}
+
 /** Resolves a name and refuses it when any of its addresses is not allowed. */
-async function resolveChecked(hostname: string, policy: Policy): Promise<readonly LookupAddress[]> {
+async function resolveChecked(hostname: string, policy: NetworkPolicy): Promise<readonly LookupAddress[]> {
   const addresses = await policy.resolveHost(hostname);
   if (addresses.length === 0) throw new UrlRefused(`${hostname} did not resolve`);
   const refused = addresses.find((entry) => !addressAllowed(entry.address, policy));
@@ -234,7 +260,7 @@ async function resolveChecked(hostname: string, policy: Policy): Promise<readonl
 }
 
 /** The connection's lookup: resolve, check, and hand the socket only the checked addresses. */
-function checkedLookup(policy: Policy): LookupFunction {
+function checkedLookup(policy: NetworkPolicy): LookupFunction {
   return (hostname, options, callback) => {
     resolveChecked(hostname, policy).then(
       (addresses) => {
@@ -266,7 +292,7 @@ function toResponse(message: IncomingMessage): FetchedResponse {
 }
 
 /** One GET with no redirects, no connection reuse, and the address checked at connect time. */
-function directFetch(policy: Policy): HopFetch {
+function directFetch(policy: NetworkPolicy): HopFetch {
   return (url, { signal }) =>
     new Promise<FetchedResponse>((resolve, reject) => {
       const target = new URL(url);
@@ -290,7 +316,7 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
  */
 export async function publicFetch(
   url: string,
-  options: { policy: Policy; signal: AbortSignal; fetchHop?: HopFetch },
+  options: { policy: NetworkPolicy; signal: AbortSignal; fetchHop?: HopFetch },
 ): Promise<FetchedResponse> {
   const { policy, signal } = options;
   const hop = options.fetchHop ?? directFetch(policy);
@@ -301,8 +327,9 @@ export async function publicFetch(
     throw new UrlRefused('not a URL');
   }
   for (let redirects = 0; ; redirects++) {
-    checkUrl(current, policy);
-    if (options.fetchHop && isIP(hostOf(current)) === 0) await resolveChecked(hostOf(current), policy);
+    // A custom transport connects itself: its hops are checked by name beforehand.
+    if (options.fetchHop) await checkPublicUrl(current.href, policy);
+    else checkUrl(current, policy);
     const response = await hop(current.href, { signal, redirect: 'manual' });
     const location = response.headers.get('location');
     if (!REDIRECTS.has(response.status) || location === null) return response;

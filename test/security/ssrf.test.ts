@@ -18,7 +18,9 @@ import { isPublicAddress } from '../../src/agents/public-fetch.js';
 import type { ViewMediaToolOptions } from '../../src/agents/view-media-tool.js';
 import { viewMediaTool } from '../../src/agents/view-media-tool.js';
 import { ToolError } from '../../src/errors.js';
-import { TINY_PNG_BASE64 } from '../../src/models/image.js';
+import type { JsonObject } from '../../src/store/types.js';
+import { ScriptedImageModel, TINY_PNG_BASE64 } from '../../src/models/image.js';
+import { paintImageTool } from '../../src/specialists/painter.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { call, emitted, toolContext } from '../specialists/context.js';
@@ -181,6 +183,29 @@ describe('view_media: no server-side request forgery', () => {
       'answered 403',
       'more than 2 redirects',
     ]);
+  });
+
+  it('security: painter reference images and masks pointing at loopback, metadata or a private name are refused before the gate and the image model', async () => {
+    let gated = 0;
+    const imageModel = new ScriptedImageModel({ modelId: 'img-1' });
+    const paint = paintImageTool({ imageModel, gate: () => (gated++, true), resolveHost });
+    for (const args of <JsonObject[]>[
+      { reference_images: [`http://127.0.0.1:${secretPort}/`] },
+      { reference_images: ['https://169.254.169.254/latest/meta-data'] },
+      { reference_images: ['data:image/png;base64,AAAA', 'https://metadata.example.com/x.png'] },
+      { mask: 'https://[::ffff:10.0.0.1]/mask.png' },
+    ]) {
+      const error = await call(paint, { prompt: 'a cat', ...args }, await toolContext(store)).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ToolError);
+      expect((error as Error).message).toBe(
+        'a reference image or mask URL was refused (only public https URLs are used)',
+      );
+    }
+    expect(gated).toBe(0);
+    expect(imageModel.calls).toHaveLength(0);
+    expect(requests.secret).toEqual([]);
   });
 
   it('security: the address classes: loopback, private, link-local, CGNAT, multicast, unspecified and IPv4 inside IPv6 (mapped, NAT64, 6to4) are not public', () => {
