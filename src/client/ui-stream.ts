@@ -126,11 +126,16 @@ class TurnChunks {
   }
 }
 
+const RESEND_MIN_CHARS = 256;
+
 /** A sub-agent's message, built from its chunks the way the AI SDK builds the run's. */
 class SubAgentMessage {
   readonly chunks = new TurnChunks();
   readonly data: SubAgentUIData;
   readonly #blocks = new Map<string, TextUIPart | ReasoningUIPart>();
+  /** Characters of text and reasoning applied, and how many of them the last send carried. */
+  #chars = 0;
+  #sentChars = 0;
 
   constructor(turnId: string) {
     this.data = {
@@ -143,16 +148,32 @@ class SubAgentMessage {
     };
   }
 
-  /** Applies the part; whether the data changed. */
+  /**
+   * Applies the part; whether the data is to be sent again. Any change of status, step, block or
+   * tool is; more text only once it grew by a quarter of what was last sent (at least 256
+   * characters): each send repeats the whole message, so sending every delta would cost O(n²)
+   * bytes for an n-character answer; this costs about 5n, plus one whole part per status or
+   * step change.
+   */
   apply(part: RunStreamPart): boolean {
     if (part.type === 'status') {
       if (part.subAgent) Object.assign(this.data, part.subAgent);
       this.data.status = part.status;
-      return true;
+      return this.#sent();
     }
     const chunks = this.chunks.map(part);
     for (const chunk of chunks) this.#applyChunk(chunk);
-    return chunks.length > 0;
+    if (chunks.length === 0) return false;
+    if (chunks.every((chunk) => chunk.type === 'text-delta' || chunk.type === 'reasoning-delta')) {
+      this.#chars += chunks.reduce((sum, chunk) => sum + ('delta' in chunk ? chunk.delta.length : 0), 0);
+      if (this.#chars - this.#sentChars < Math.max(RESEND_MIN_CHARS, this.#sentChars / 4)) return false;
+    }
+    return this.#sent();
+  }
+
+  #sent(): true {
+    this.#sentChars = this.#chars;
+    return true;
   }
 
   #applyChunk(chunk: TurnKitUIMessageChunk): void {
