@@ -148,7 +148,7 @@ export function progressLine(progress: Progress, style: Style, spinner = ''): st
   if (progress.status === 'running') {
     parts.push(
       progress.runningTools.length > 0
-        ? `${spinner ? `${spinner} ` : ''}tool ${progress.runningTools.join(', ')}`
+        ? `${spinner ? `${spinner} ` : ''}tool ${progress.runningTools.map(terminalSafe).join(', ')}`
         : `${spinner ? `${spinner} ` : ''}${progress.phase}`,
     );
   }
@@ -158,7 +158,7 @@ export function progressLine(progress: Progress, style: Style, spinner = ''): st
     formatCost(progress.cost),
     formatElapsed(progress.elapsedMs),
   );
-  return `${style.bold(progress.agent)} ${progress.turnId} · ${parts.join(' · ')}`;
+  return `${style.bold(terminalSafe(progress.agent))} ${progress.turnId} · ${parts.join(' · ')}`;
 }
 
 function partText(part: ContentPart): string {
@@ -194,7 +194,7 @@ export function executionLines(executions: readonly ToolExecutionRecord[]): stri
     const outcome = execution.error
       ? `error: ${execution.error.message}`
       : JSON.stringify(execution.result ?? null);
-    return `  ${execution.toolName} ${execution.status}${execution.status === 'running' ? '' : ` ${head(outcome, 100)}`}`;
+    return `  ${terminalSafe(execution.toolName)} ${execution.status}${execution.status === 'running' ? '' : ` ${head(outcome, 100)}`}`;
   });
 }
 
@@ -207,7 +207,9 @@ export function treeLines(turns: readonly TurnRecord[], rootId: string, style: S
   const lines: string[] = [];
   const walk = (parent: string | null, depth: number) => {
     for (const turn of children.get(parent) ?? []) {
-      lines.push(`  ${'  '.repeat(depth)}${turn.agentName} ${turn.id} ${style.status(turn.status)}`);
+      lines.push(
+        `  ${'  '.repeat(depth)}${terminalSafe(turn.agentName)} ${turn.id} ${style.status(turn.status)}`,
+      );
       walk(turn.id, depth + 1);
     }
   };

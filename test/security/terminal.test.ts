@@ -47,7 +47,7 @@ beforeAll(async () => {
   const execution = await store.createToolExecution({
     turnId,
     toolCallId: `call${ESC}[2J`,
-    toolName: 'fetch_page',
+    toolName: `fetch_page${ESC}[1A${ESC}[2K`,
     status: 'running',
   });
   await store.claimToolExecution(execution.id, {
