@@ -170,6 +170,8 @@ export function viewMediaTool(options: ViewMediaToolOptions): ToolDefinition {
     throw new ArgumentError('viewMediaTool needs a model id');
   const maxBytes = options.maxBytes ?? MEDIA_MAX_BYTES;
   const limits = { maxBytes, ...(options.mimeTypes ? { mimeTypes: options.mimeTypes } : {}) };
+  if (options.fetch !== undefined && typeof options.fetch !== 'function')
+    throw new ArgumentError('viewMediaTool: fetch must be a function (url, { signal, redirect })');
   const policy = networkPolicy(options);
   const fetchHop = options.fetch as
     | ((url: string, init: { signal: AbortSignal; redirect: 'manual' }) => Promise<FetchedResponse>)
