@@ -185,6 +185,24 @@ describe('view_media: no server-side request forgery', () => {
     ]);
   });
 
+  it('security: with a custom fetch (a proxy) every hop is still checked and redirects are followed here: a redirect to loopback never reaches the proxy', async () => {
+    const hops: string[] = [];
+    // The "proxy" sends cdn.example.com to the cdn server and anything else where it points.
+    const proxy: ViewMediaToolOptions['fetch'] = (url, init) => {
+      hops.push(url);
+      return fetch(url.replace('cdn.example.com', '127.0.0.2'), init);
+    };
+    const open = { allowHttp: true, allowPrivateNetwork: ['127.0.0.2/32'], fetch: proxy };
+    const bounce = `http://cdn.example.com:${cdnPort}/go?to=${encodeURIComponent(`http://127.0.0.1:${secretPort}/`)}`;
+    expect(await view(bounce, open)).toBe(
+      'media URL could not be fetched (only public https URLs are fetched)',
+    );
+    expect(hops).toEqual([bounce]);
+    expect(requests.secret).toEqual([]);
+    expect(await view(`http://cdn.example.com:${cdnPort}/cat.png`, open)).toBeNull();
+    expect(() => tool({ fetch: 'nope' as never })).toThrow(/fetch must be a function/);
+  });
+
   it('security: painter reference images and masks pointing at loopback, metadata or a private name are refused before the gate and the image model', async () => {
     let gated = 0;
     const imageModel = new ScriptedImageModel({ modelId: 'img-1' });
