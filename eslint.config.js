@@ -31,4 +31,25 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // Model text and tool output are untrusted: the CLI prints only through render.ts's write(),
+    // which lets no escape sequence but the renderer's own colours reach the terminal.
+    files: ['src/cli/**/*.ts'],
+    ignores: ['src/cli/render.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "CallExpression[callee.property.name='write']",
+          message:
+            'Print through write() from src/cli/render.ts (untrusted text must not reach the terminal raw).',
+        },
+        {
+          selector: "MemberExpression[object.name='console']",
+          message:
+            'Print through write() from src/cli/render.ts (untrusted text must not reach the terminal raw).',
+        },
+      ],
+    },
+  },
 );

@@ -67,11 +67,13 @@ export type { RunStreamOptions, RunStreamPart, SubAgentOrigin } from './client/r
 export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
 export type {
   RunSseOptions,
+  StreamErrorLogger,
   StreamableRun,
   SubAgentUIData,
   SubAgentUIPart,
   TurnKitUIMessage,
   TurnKitUIMessageChunk,
+  UIStreamOptions,
 } from './client/ui-stream.js';
 export { laneWorkflowId, SIGNALS, turnWorkflowId, UPDATES } from './workflows/contract.js';
 export type { ApprovalResult, ControlState } from './workflows/contract.js';

@@ -34,12 +34,22 @@ export function bundleTurnWorkflows(options: { traced?: boolean } = {}): Promise
       workflowsPath: turnWorkflowsPath(),
       workflowInterceptorModules: [OTEL_WORKFLOW_INTERCEPTORS],
       logger: quietBundlerLogger,
-    });
+    }).catch(forget(() => (bundledTraced = undefined)));
     return bundledTraced;
   }
-  bundled ??= bundleWorkflowCode({ workflowsPath: turnWorkflowsPath(), logger: quietBundlerLogger });
+  bundled ??= bundleWorkflowCode({ workflowsPath: turnWorkflowsPath(), logger: quietBundlerLogger }).catch(
+    forget(() => (bundled = undefined)),
+  );
   return bundled;
 }
+
+/** A failed bundle is not cached: the next worker bundles again. */
+const forget =
+  (clear: () => void) =>
+  (error: unknown): never => {
+    clear();
+    throw error;
+  };
 
 const quietBundlerLogger = {
   log: () => undefined,
@@ -111,13 +121,18 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
         address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
       });
   const connection = options.connection ?? owned!;
+  // A worker that fails to build closes the connection it opened (a bad namespace, a bundle error).
+  const closeOwned = async (error: unknown): Promise<never> => {
+    await owned?.close().catch(() => undefined);
+    throw error;
+  };
   const namespace = options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default';
   const heartbeats = new HeartbeatPacer(await cancelDelivery(connection, namespace));
   const worker = await Worker.create({
     connection,
     namespace,
     taskQueue: options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE),
-    workflowBundle: await bundleTurnWorkflows({ traced: runtime.telemetry.enabled }),
+    workflowBundle: await bundleTurnWorkflows({ traced: runtime.telemetry.enabled }).catch(closeOwned),
     activities: createTurnActivities(runtime, heartbeats),
     // OpenTelemetry, only when a tracer provider was passed (options.tracing).
     ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
@@ -129,7 +144,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     // only costs a replay from history on another worker (docs/architecture.md, decision 20).
     stickyQueueScheduleToStartTimeout: '3 seconds',
     ...options.worker,
-  });
+  }).catch(closeOwned);
   return {
     worker,
     runtime,

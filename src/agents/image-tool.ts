@@ -11,6 +11,8 @@ import { ArgumentError, ToolError, ToolValidationError } from '../errors.js';
 import type { GeneratedImage, ImageModel, ImageRequest, ImageResult } from '../models/image.js';
 import type { ModelUsage } from '../models/types.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
+import type { NetworkPolicy, NetworkPolicyOptions } from './public-fetch.js';
+import { checkPublicUrl, networkPolicy } from './public-fetch.js';
 import type { ToolContext, ToolDefinition } from './tool.js';
 import { defineTool } from './tool.js';
 
@@ -29,7 +31,12 @@ export interface ImageToolResult {
 /** Largest decoded image the tool stores (bytes); a bigger one is a ToolError. */
 export const IMAGE_MAX_BYTES = 20 * 1024 * 1024;
 
-export interface ImageToolOptions {
+/**
+ * Reference images and masks given as URLs are handed to the image model, whose SDK may fetch
+ * them from this worker: they must be public https URLs, like `view_media`'s (the network
+ * options open that up the same way).
+ */
+export interface ImageToolOptions extends NetworkPolicyOptions {
   imageModel: ImageModel;
   /** Default `generate_image`. */
   name?: string;
@@ -103,6 +110,25 @@ export async function heartbeating<T>(context: ToolContext, fn: () => Promise<T>
   }
 }
 
+/** Refuses a model-chosen reference image or mask URL that points anywhere but the public internet. */
+async function checkImageUrls(
+  urls: readonly string[],
+  policy: NetworkPolicy,
+  context: ToolContext,
+): Promise<void> {
+  for (const url of urls.filter((candidate) => /^https?:/i.test(candidate))) {
+    try {
+      await checkPublicUrl(url, policy);
+    } catch (error) {
+      await context.emit('image.failed', {
+        url,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      throw new ToolError('a reference image or mask URL was refused (only public https URLs are used)');
+    }
+  }
+}
+
 function usageOf(result: ImageResult): ModelUsage {
   return {
     inputTokens: result.usage?.inputTokens ?? 0,
@@ -128,6 +154,7 @@ export function imageTool(options: ImageToolOptions): ToolDefinition {
   nonNegativeInteger('maxImageBytes', options.maxImageBytes);
   const maxBytes = options.maxImageBytes ?? IMAGE_MAX_BYTES;
   const name = options.name ?? 'generate_image';
+  const policy = networkPolicy(options);
 
   return defineTool({
     name,
@@ -151,6 +178,11 @@ export function imageTool(options: ImageToolOptions): ToolDefinition {
         ...(args.mask !== undefined ? { mask: args.mask } : {}),
         params: JSON.parse(JSON.stringify(args.params ?? {})) as JsonObject,
       };
+      await checkImageUrls(
+        [...request.referenceImages, ...(request.mask ? [request.mask] : [])],
+        policy,
+        context,
+      );
       if (gate) {
         // A copy: whatever the gate does to its argument cannot change what it approved.
         const approved: unknown = await gate(structuredClone(request), { context });

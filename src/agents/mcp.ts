@@ -17,12 +17,18 @@ import type { Agent } from './agent.js';
 import type { AgentRegistry } from './registry.js';
 import type { ToolDefinition, ToolRecovery } from './tool.js';
 import { buildTool } from './tool.js';
+import { defaultServerName, redactText } from './mcp-redact.js';
 
 export type McpServerOptions = (
   | { stdio: { command: string; args?: string[]; env?: Record<string, string>; cwd?: string } }
   | { url: string | URL; headers?: Record<string, string> }
 ) & {
-  /** Names the server in errors and in the store's tool manifest (default: command or URL). */
+  /**
+   * Names the server in errors and in the store's tool manifest. Default: the command's file
+   * name and its arguments, or the URL's origin and path, with credentials (URL userinfo and
+   * query, `--token x`, `key=value`, token-like arguments) hidden; give a name when an argument
+   * carries a secret in another shape.
+   */
   name?: string;
   /** Prefixes every tool name: `<prefix>_<tool>`, to keep clear of other tools. */
   prefix?: string;
@@ -57,13 +63,12 @@ const toolSets = new WeakMap<ToolDefinition, McpToolSet>();
 const connections = new WeakMap<McpToolSet, McpConnection>();
 
 function serverName(options: McpServerOptions): string {
-  if (options.name) return options.name;
-  if ('stdio' in options) return [options.stdio.command, ...(options.stdio.args ?? [])].join(' ');
-  return String(options.url);
+  return options.name ? options.name : defaultServerName(options);
 }
 
+/** An error's message, credentials hidden: it reaches the model, the store and history. */
 function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  return redactText(error instanceof Error ? error.message : String(error));
 }
 
 /**
@@ -81,8 +86,9 @@ class McpConnection {
     readonly options: McpServerOptions,
   ) {}
 
+  /** The server's last stderr lines, credentials hidden (only boot errors show them). */
   stderrTail(): string {
-    return this.#stderr.trim().split('\n').slice(-5).join('\n');
+    return redactText(this.#stderr.trim().split('\n').slice(-5).join('\n'));
   }
 
   connect(): Promise<Client> {
@@ -220,10 +226,8 @@ function toTool(connection: McpConnection, listed: ListedTool, options: McpServe
         try {
           client = await connection.connect();
         } catch (error) {
-          const tail = connection.stderrTail();
-          throw new ToolError(
-            `MCP server ${connection.name} is not available: ${messageOf(error)}${tail ? ` (${tail})` : ''}`,
-          );
+          // No stderr here: what a server prints is for its operator, not for the model.
+          throw new ToolError(`MCP server ${connection.name} is not available: ${messageOf(error)}`);
         }
         let result: unknown;
         try {

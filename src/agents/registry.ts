@@ -12,10 +12,20 @@ export class AgentRegistry {
     agents.forEach((agent) => this.register(agent));
   }
 
-  /** Registers the agent and, recursively, its sub-agents. Re-registering replaces. */
+  /**
+   * Registers the agent and, recursively, its sub-agents. Registering the same agent again is a
+   * no-op; another agent under a taken name is a ConfigError (delegation resolves sub-agents by
+   * name, so a shadowing agent would run with other tools and approvals).
+   */
   register(agent: Agent): Agent {
     if (!agent || typeof agent.name !== 'string')
       throw new ArgumentError('register expects an agent (defineAgent)');
+    const existing = this.#agents.get(agent.name);
+    if (existing === agent) return agent;
+    if (existing)
+      throw new ConfigError(
+        `two different agents are named ${JSON.stringify(agent.name)}: agent names must be unique across agents and sub-agents`,
+      );
     this.#agents.set(agent.name, agent);
     agent.subAgents.forEach((sub) => this.register(sub));
     return agent;

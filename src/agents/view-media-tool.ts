@@ -6,7 +6,9 @@
  * (written after the response's tool results) and the tool's result. Its usage is charged to
  * the turn and counts toward `maxSpend`; `media.requested`, `media.completed` and
  * `media.failed` go to the event log. A URL that does not answer 200, an unsupported type or
- * an oversized file is a ToolError the model reads.
+ * an oversized file is a ToolError the model reads. URLs are fetched through `publicFetch`:
+ * https only and public addresses only unless the options open more, every redirect checked;
+ * the model is told only that a URL could not be fetched, never why (no status, no address).
  */
 import { z } from 'zod';
 import { ArgumentError, ToolError } from '../errors.js';
@@ -15,16 +17,22 @@ import { decodedSize, MEDIA_MAX_BYTES, mediaPart, modelMediaOf } from '../models
 import type { ModelClient, ModelRequest, ModelResult } from '../models/types.js';
 import type { JsonObject } from '../store/types.js';
 import { heartbeating } from './image-tool.js';
+import type { FetchedResponse, NetworkPolicyOptions } from './public-fetch.js';
+import { networkPolicy, publicFetch, UrlRefused } from './public-fetch.js';
 import type { ToolContext, ToolDefinition } from './tool.js';
 import { defineTool } from './tool.js';
 
-/** Fetches a media URL: `fetch` semantics (status, headers, bytes). */
+/** Fetches one media URL without following redirects: `fetch` semantics (status, headers, bytes). */
 export type MediaFetch = (
   url: string,
-  init: { signal: AbortSignal },
+  init: { signal: AbortSignal; redirect: 'manual' },
 ) => Promise<Pick<Response, 'status' | 'headers' | 'arrayBuffer'> & { body?: Response['body'] }>;
 
-export interface ViewMediaToolOptions {
+/**
+ * Where the tool may fetch from: by default only `https` URLs of hosts with public addresses.
+ * `allowHttp`, `allowPrivateNetwork` (true, or CIDR ranges) and `allowHosts` open it up.
+ */
+export interface ViewMediaToolOptions extends NetworkPolicyOptions {
   /** The vision model's client (e.g. `createModelClient({ provider: 'openai', apiKey })`). */
   client: ModelClient;
   /** The vision model's id. */
@@ -38,7 +46,11 @@ export interface ViewMediaToolOptions {
   maxBytes?: number;
   /** Accepted MIME types (default: PNG, JPEG, GIF, WebP, PDF, plain text, Markdown, CSV, JSON). */
   mimeTypes?: readonly string[];
-  /** Replaces the global `fetch` for URLs (a proxy, tests). */
+  /**
+   * Replaces the built-in transport for one hop (a proxy). Each hop's URL and resolved
+   * addresses are still checked and redirects still followed here, but the address it connects
+   * to is then its own business (the built-in transport checks that too).
+   */
   fetch?: MediaFetch;
 }
 
@@ -85,23 +97,35 @@ async function fromMessage(context: ToolContext, id: string): Promise<MediaPart>
   return part;
 }
 
+/** What the model reads for any URL that was refused or failed: no status, no address, no reason. */
+const UNFETCHABLE = 'media URL could not be fetched (only public https URLs are fetched)';
+
 async function fromUrl(
   url: string,
-  fetcher: MediaFetch,
+  fetch: (url: string, signal: AbortSignal) => Promise<FetchedResponse>,
   context: ToolContext,
   limits: { maxBytes: number; mimeTypes?: readonly string[] },
 ): Promise<MediaPart> {
-  let response: Awaited<ReturnType<MediaFetch>>;
+  let response: FetchedResponse;
   try {
-    response = await fetcher(url, { signal: context.signal });
+    response = await fetch(url, context.signal);
+    if (response.status !== 200) {
+      await response.body?.cancel().catch(() => undefined);
+      throw new Error(`answered ${response.status}`);
+    }
   } catch (error) {
-    throw new ToolError(
-      `media URL could not be fetched: ${error instanceof Error ? error.message : String(error)}`,
-    );
+    if (context.signal.aborted) throw error;
+    // The reason stays in the turn's event log, for the operator: the model only learns "no".
+    await context.emit('media.failed', {
+      media: { url },
+      error: error instanceof Error ? error.message : String(error),
+      refused: error instanceof UrlRefused,
+    });
+    throw new ToolError(UNFETCHABLE);
   }
-  if (response.status !== 200) throw new ToolError(`media URL answered ${response.status}: ${url}`);
   const length = Number(response.headers.get('content-length') ?? NaN);
   if (Number.isFinite(length) && length > limits.maxBytes) {
+    await response.body?.cancel().catch(() => undefined);
     throw new ToolError(`media is larger than ${limits.maxBytes} bytes`);
   }
   const mimeType = response.headers.get('content-type') ?? '';
@@ -112,7 +136,7 @@ async function fromUrl(
 }
 
 /** The body, read only up to one byte past the limit: a server that lies about its size cannot fill memory. */
-async function readCapped(response: Awaited<ReturnType<MediaFetch>>, maxBytes: number): Promise<Uint8Array> {
+async function readCapped(response: FetchedResponse, maxBytes: number): Promise<Uint8Array> {
   if (!response.body) return new Uint8Array(await response.arrayBuffer());
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -146,7 +170,14 @@ export function viewMediaTool(options: ViewMediaToolOptions): ToolDefinition {
     throw new ArgumentError('viewMediaTool needs a model id');
   const maxBytes = options.maxBytes ?? MEDIA_MAX_BYTES;
   const limits = { maxBytes, ...(options.mimeTypes ? { mimeTypes: options.mimeTypes } : {}) };
-  const fetcher: MediaFetch = options.fetch ?? ((url, init) => fetch(url, init));
+  if (options.fetch !== undefined && typeof options.fetch !== 'function')
+    throw new ArgumentError('viewMediaTool: fetch must be a function (url, { signal, redirect })');
+  const policy = networkPolicy(options);
+  const fetchHop = options.fetch as
+    | ((url: string, init: { signal: AbortSignal; redirect: 'manual' }) => Promise<FetchedResponse>)
+    | undefined;
+  const fetcher = (url: string, signal: AbortSignal) =>
+    publicFetch(url, { policy, signal, ...(fetchHop ? { fetchHop } : {}) });
   const name = options.name ?? 'view_media';
   const provider = options.provider ?? (options.client as { name?: unknown }).name;
 

@@ -41,8 +41,11 @@ import {
   progressLine,
   progressOf,
   styleFor,
+  terminalSafe,
+  jsonText,
   treeLines,
   turnLink,
+  write,
 } from './render.js';
 
 interface Io {
@@ -136,7 +139,8 @@ class StreamedText {
 
   add(delta: string): void {
     this.text += delta;
-    const lines = (this.#partial + delta).split('\n');
+    // Model text: nothing in it may act on the terminal (escape sequences, controls).
+    const lines = (this.#partial + terminalSafe(delta)).split('\n');
     this.#partial = lines.pop()!;
     this.#lines.push(...lines);
   }
@@ -170,7 +174,7 @@ async function follow(
   const live = io.out.isTTY === true && !json;
   const text = new StreamedText();
   let line = '';
-  const draw = () => io.out.write(text.render(line, io.out.columns ?? 80));
+  const draw = () => write(io.out, text.render(line, io.out.columns ?? 80));
   const stop = new AbortController();
   const reading = live
     ? showStream(store, (await loadTurn(store, turnId)).rootTurnId, turnId, text, draw, stop.signal)
@@ -183,7 +187,7 @@ async function follow(
       const done = isTerminal(turn);
       if (json) {
         const line = JSON.stringify({ ...progress, elapsedMs: undefined });
-        if (line !== last || done) io.out.write(`${JSON.stringify(progress)}\n`);
+        if (line !== last || done) write(io.out, `${jsonText(progress)}\n`);
         last = line;
       } else if (live) {
         if (done) {
@@ -193,11 +197,11 @@ async function follow(
         }
         line = progressLine(progress, style, done ? '' : SPINNER[tick % SPINNER.length]);
         draw();
-        if (done) io.out.write('\n');
+        if (done) write(io.out, '\n');
       } else {
         // Not a terminal: one line whenever something but the clock changed.
         const line = progressLine({ ...progress, elapsedMs: 0 }, style);
-        if (line !== last || done) io.out.write(`${progressLine(progress, style)}\n`);
+        if (line !== last || done) write(io.out, `${progressLine(progress, style)}\n`);
         last = line;
       }
       if (done) return { turn, streamed: text.text };
@@ -240,8 +244,8 @@ async function showStream(
 /** The output (unless it was just streamed to the terminal) and the error. */
 function finalLines({ turn, streamed }: { turn: TurnRecord; streamed: string }): string[] {
   const lines: string[] = [];
-  if (turn.outputText && !streamed.includes(turn.outputText)) lines.push(turn.outputText);
-  if (turn.error) lines.push(`error: ${turn.error.class}: ${turn.error.message}`);
+  if (turn.outputText && !streamed.includes(turn.outputText)) lines.push(terminalSafe(turn.outputText));
+  if (turn.error) lines.push(terminalSafe(`error: ${turn.error.class}: ${turn.error.message}`));
   return lines;
 }
 
@@ -262,7 +266,7 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
     .option('--ui <url>', 'Temporal Web UI for links (default: TEMPORAL_UI_URL, else http://127.0.0.1:8233)')
     .option('--json', 'machine-readable output')
     .option('--debug', 'print stack traces')
-    .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) })
+    .configureOutput({ writeOut: (s) => write(io.out, s), writeErr: (s) => write(io.err, s) })
     .exitOverride()
     .showHelpAfterError(false);
 
@@ -303,7 +307,8 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
         const stop = () => worker.shutdown();
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);
-        io.err.write(
+        write(
+          io.err,
           `turnkit worker: agents ${module.agents.names.join(', ')} on task queue ` +
             `${worker.worker.options.taskQueue}, ${temporalAddress(options)}\n`,
         );
@@ -330,13 +335,13 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
         const options = globals();
         const link = turnLink(uiUrl(options), temporalNamespace(options), run.turnId);
         if (!opts.follow) {
-          if (options.json) io.out.write(`${JSON.stringify({ turnId: run.turnId, link })}\n`);
-          else io.out.write(`${run.turnId}\n  ${link}\n  watch: turnkit watch ${run.turnId}\n`);
+          if (options.json) write(io.out, `${jsonText({ turnId: run.turnId, link })}\n`);
+          else write(io.out, `${run.turnId}\n  ${link}\n  watch: turnkit watch ${run.turnId}\n`);
           return;
         }
-        if (!options.json) io.err.write(`${run.turnId} ${link}\n`);
+        if (!options.json) write(io.err, `${run.turnId} ${link}\n`);
         const followed = await follow(client.store, run.turnId, io, options.json === true);
-        if (!options.json) for (const line of finalLines(followed)) io.out.write(`${line}\n`);
+        if (!options.json) for (const line of finalLines(followed)) write(io.out, `${line}\n`);
         return exitCodeFor(followed.turn.status);
       }),
     );
@@ -384,14 +389,15 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
             if (rows.length >= limit) break;
           }
           if (globals().json) {
-            io.out.write(`${JSON.stringify(rows)}\n`);
+            write(io.out, `${jsonText(rows)}\n`);
             return;
           }
           const style = styleFor(io.out);
-          if (rows.length === 0) io.err.write('no turns match\n');
+          if (rows.length === 0) write(io.err, 'no turns match\n');
           for (const row of rows) {
-            io.out.write(
-              `${row.turnId}  ${row.agent.padEnd(16)} ${style.status(row.status.padEnd(9))} ${row.started}\n`,
+            write(
+              io.out,
+              `${row.turnId}  ${terminalSafe(row.agent).padEnd(16)} ${style.status(row.status.padEnd(9))} ${row.started}\n`,
             );
           }
         },
@@ -414,8 +420,9 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
         const options = globals();
         const link = turnLink(uiUrl(options), temporalNamespace(options), turn.id);
         if (options.json) {
-          io.out.write(
-            `${JSON.stringify({ turn, messages, executions, tree: tree.map((t) => ({ id: t.id, agent: t.agentName, parent: t.parentTurnId, status: t.status })), link })}\n`,
+          write(
+            io.out,
+            `${jsonText({ turn, messages, executions, tree: tree.map((t) => ({ id: t.id, agent: t.agentName, parent: t.parentTurnId, status: t.status })), link })}\n`,
           );
           return exitCodeFor(turn.status);
         }
@@ -431,7 +438,7 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...(executions.length > 0 ? [style.bold('tool executions'), ...executionLines(executions)] : []),
           ...(tree.length > 1 ? [style.bold('tree'), ...treeLines(tree, turn.rootTurnId, style)] : []),
         ];
-        io.out.write(`${lines.join('\n')}\n`);
+        write(io.out, `${lines.join('\n')}\n`);
         return exitCodeFor(turn.status);
       }),
     );
@@ -443,7 +450,7 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
     .action(
       action(async (session, turnId: string) => {
         const followed = await follow(await session.readStore(), turnId, io, globals().json === true);
-        if (!globals().json) for (const line of finalLines(followed)) io.out.write(`${line}\n`);
+        if (!globals().json) for (const line of finalLines(followed)) write(io.out, `${line}\n`);
         return exitCodeFor(followed.turn.status);
       }),
     );
@@ -460,14 +467,14 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
         const turn = await loadTurn(client.store, turnId);
         const principal = parseJson('--principal', opts.principal);
         if (isTerminal(turn)) {
-          io.err.write(`${turnId} is already ${turn.status}: nothing to cancel\n`);
+          write(io.err, `${turnId} is already ${turn.status}: nothing to cancel\n`);
           return;
         }
         await client.cancel(turnId, {
           descendants: opts.cascade ? 'cascade' : 'retain',
           ...(principal === undefined ? {} : { principal }),
         });
-        io.err.write(`cancel sent to ${turnId}\n`);
+        write(io.err, `cancel sent to ${turnId}\n`);
       }),
     );
 
@@ -492,7 +499,7 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...opts,
           ...(principal === undefined ? {} : { principal }),
         } as never);
-        io.out.write(`${JSON.stringify(answer)}\n`);
+        write(io.out, `${jsonText(answer)}\n`);
       }),
     );
   };
@@ -510,11 +517,12 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
       action(async (session, turnId: string) => {
         const client = await session.client(await session.module(false));
         const pending = await (await client.handle(turnId)).pendingApprovals();
-        if (globals().json) io.out.write(`${JSON.stringify(pending)}\n`);
+        if (globals().json) write(io.out, `${jsonText(pending)}\n`);
         else
           for (const call of pending)
-            io.out.write(
-              `${call.toolCallId} ${call.toolName} ${JSON.stringify(call.arguments)} since ${call.requestedAt}` +
+            write(
+              io.out,
+              `${terminalSafe(call.toolCallId)} ${terminalSafe(call.toolName)} ${jsonText(call.arguments)} since ${call.requestedAt}` +
                 `${call.turnId === turnId ? '' : ` in turn ${call.turnId} (${call.agentName})`}\n`,
             );
       }),
@@ -566,9 +574,10 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
             key: opts.key,
             ...(principal === undefined ? {} : { principal }),
           });
-          if (globals().json) io.out.write(`${JSON.stringify(delivery)}\n`);
+          if (globals().json) write(io.out, `${jsonText(delivery)}\n`);
           else
-            io.out.write(
+            write(
+              io.out,
               `${delivery.id} ${delivery.deliveredAt ? `delivered ${delivery.deliveredAt}` : 'queued'}\n`,
             );
         },
@@ -583,7 +592,7 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
       action(async (session, opts: { dryRun?: boolean }) => {
         const client = await session.client(await session.module(false));
         const findings = await client.repair({ dryRun: opts.dryRun === true });
-        if (globals().json) io.out.write(`${JSON.stringify(findings)}\n`);
+        if (globals().json) write(io.out, `${jsonText(findings)}\n`);
         else
           for (const finding of findings) {
             const what = finding.action === 'fail' ? 'fail (WorkflowClosed)' : 'start its workflow';
@@ -592,11 +601,15 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
               : finding.done
                 ? `${what}: done`
                 : `${what}: skipped, it moved`;
-            io.out.write(
-              `${finding.turnId} ${finding.status} in ${finding.conversationId}: workflow ${finding.workflow}; ${verdict}\n`,
+            write(
+              io.out,
+              terminalSafe(
+                `${finding.turnId} ${finding.status} in ${finding.conversationId}: workflow ${finding.workflow}; ${verdict}`,
+              ) + '\n',
             );
           }
-        io.err.write(
+        write(
+          io.err,
           `${findings.length} turn${findings.length === 1 ? '' : 's'} ${opts.dryRun ? 'to repair' : 'repaired'}\n`,
         );
       }),
@@ -626,10 +639,15 @@ export async function main(
       return error.exitCode === 0 ? 0 : EXIT_CODES.usage;
     }
     const debug = argv.includes('--debug');
-    if (debug && error instanceof Error) io.err.write(`${error.stack}\n`);
-    else if (error instanceof CliError) io.err.write(`turnkit: ${error.message}\n`);
-    else if (error instanceof TurnKitError) io.err.write(`turnkit: ${error.name}: ${error.message}\n`);
-    else io.err.write(`turnkit: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}\n`);
+    if (debug && error instanceof Error) write(io.err, `${error.stack}\n`);
+    else if (error instanceof CliError) write(io.err, `turnkit: ${terminalSafe(error.message)}\n`);
+    else if (error instanceof TurnKitError)
+      write(io.err, `turnkit: ${error.name}: ${terminalSafe(error.message)}\n`);
+    else
+      write(
+        io.err,
+        `turnkit: ${terminalSafe(error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error))}\n`,
+      );
     return error instanceof CliError ? error.exitCode : EXIT_CODES.error;
   }
 }

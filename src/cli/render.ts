@@ -1,6 +1,10 @@
 /**
  * What the `turnkit` command prints: plain text a person reads (colour only on a TTY), or
  * JSON for scripts. Everything here is read from the store; nothing calls a model.
+ * Model text, tool output and error messages are untrusted: every piece of them passes
+ * `terminalSafe` before it is composed into a line, and every line leaves through `write`,
+ * which lets only the renderer's own colour and line-redraw codes through (an eslint rule keeps
+ * the CLI's other files from writing to a stream themselves).
  */
 import { limitsFromJson, DEFAULT_LIMITS } from '../agents/agent.js';
 import { phaseOf, iterationsOf } from '../engine/turn-state.js';
@@ -52,8 +56,42 @@ export function styleFor(stream: NodeJS.WriteStream): Style {
   return stream.isTTY && !process.env['NO_COLOR'] ? ANSI : PLAIN;
 }
 
+/* eslint-disable no-control-regex -- matching control characters is the point here */
+/** Escape sequences: CSI, OSC (hyperlinks, clipboard, titles), DCS/SOS/PM/APC strings, two-byte ESC forms. */
+const ESCAPE_SEQUENCES =
+  /\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b\u009c\n]*(?:\u0007|\u001b\\|\u009c)?|\u001b[PX^_][^\u001b\u009c\n]*(?:\u001b\\|\u009c)?|\u001b[ -~]?|\u009b[0-?]*[ -/]*[@-~]|[\u009d\u0090\u0098\u009e\u009f][^\u0007\u001b\u009c\n]*(?:\u0007|\u009c)?/g;
+/** What is left that a terminal acts on: C0 but tab and newline, DEL, C1, bidi overrides and isolates. */
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+/** The renderer's own codes (colours, erase line, cursor up, carriage return) first, captured; then anything else. */
+const ANY_CODE = new RegExp(
+  `(\u001b\\[[0-9;]*m|\u001b\\[2K|\u001b\\[1A|\r)|${ESCAPE_SEQUENCES.source}|${CONTROLS.source}`,
+  'g',
+);
+/* eslint-enable no-control-regex */
+
+/** Untrusted text as a terminal shows it without acting on it: escape sequences and controls removed. */
+export function terminalSafe(text: string): string {
+  return String(text).replace(ESCAPE_SEQUENCES, '').replace(CONTROLS, '');
+}
+
+/** JSON for a terminal or a pipe: the same value, with C1, bidi and line-separator characters escaped. */
+export function jsonText(value: unknown): string {
+  return JSON.stringify(value).replace(
+    /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+/**
+ * The CLI's only way out to a stream. Lines are composed from `terminalSafe` pieces; this keeps
+ * the renderer's own codes and drops any other escape or control a new output path might let in.
+ */
+export function write(stream: NodeJS.WritableStream, text: string): void {
+  stream.write(text.replace(ANY_CODE, (code, own: string | undefined) => own ?? ''));
+}
+
 export function head(text: string, max = 120): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+  const flat = terminalSafe(text).replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
@@ -110,7 +148,7 @@ export function progressLine(progress: Progress, style: Style, spinner = ''): st
   if (progress.status === 'running') {
     parts.push(
       progress.runningTools.length > 0
-        ? `${spinner ? `${spinner} ` : ''}tool ${progress.runningTools.join(', ')}`
+        ? `${spinner ? `${spinner} ` : ''}tool ${progress.runningTools.map(terminalSafe).join(', ')}`
         : `${spinner ? `${spinner} ` : ''}${progress.phase}`,
     );
   }
@@ -120,7 +158,7 @@ export function progressLine(progress: Progress, style: Style, spinner = ''): st
     formatCost(progress.cost),
     formatElapsed(progress.elapsedMs),
   );
-  return `${style.bold(progress.agent)} ${progress.turnId} · ${parts.join(' · ')}`;
+  return `${style.bold(terminalSafe(progress.agent))} ${progress.turnId} · ${parts.join(' · ')}`;
 }
 
 function partText(part: ContentPart): string {
@@ -156,7 +194,7 @@ export function executionLines(executions: readonly ToolExecutionRecord[]): stri
     const outcome = execution.error
       ? `error: ${execution.error.message}`
       : JSON.stringify(execution.result ?? null);
-    return `  ${execution.toolName} ${execution.status}${execution.status === 'running' ? '' : ` ${head(outcome, 100)}`}`;
+    return `  ${terminalSafe(execution.toolName)} ${execution.status}${execution.status === 'running' ? '' : ` ${head(outcome, 100)}`}`;
   });
 }
 
@@ -169,7 +207,9 @@ export function treeLines(turns: readonly TurnRecord[], rootId: string, style: S
   const lines: string[] = [];
   const walk = (parent: string | null, depth: number) => {
     for (const turn of children.get(parent) ?? []) {
-      lines.push(`  ${'  '.repeat(depth)}${turn.agentName} ${turn.id} ${style.status(turn.status)}`);
+      lines.push(
+        `  ${'  '.repeat(depth)}${terminalSafe(turn.agentName)} ${turn.id} ${style.status(turn.status)}`,
+      );
       walk(turn.id, depth + 1);
     }
   };

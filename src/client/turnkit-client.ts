@@ -215,7 +215,14 @@ export class TurnKitClient {
       address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
     });
     const namespace = options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default';
-    const client = new TurnKitClient({ ...options, temporal: new Client({ connection, namespace }) });
+    let client: TurnKitClient;
+    try {
+      client = new TurnKitClient({ ...options, temporal: new Client({ connection, namespace }) });
+    } catch (error) {
+      // A client that fails to build (a bad signing key) closes the connection it opened.
+      await connection.close().catch(() => undefined);
+      throw error;
+    }
     client.#ownedConnection = connection;
     return client;
   }

@@ -12,7 +12,8 @@ import type {
   UIMessage,
 } from 'ai';
 import { createUIMessageStreamResponse } from 'ai';
-import { AuthorizationError, RecordNotFound, StoreError, TurnKitError } from '../errors.js';
+import { randomBytes } from 'node:crypto';
+import { ArgumentError, AuthorizationError, InputError, RecordNotFound, StoreError } from '../errors.js';
 import type { TurnStatus } from '../store/types.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 
@@ -125,11 +126,16 @@ class TurnChunks {
   }
 }
 
+const RESEND_MIN_CHARS = 256;
+
 /** A sub-agent's message, built from its chunks the way the AI SDK builds the run's. */
 class SubAgentMessage {
   readonly chunks = new TurnChunks();
   readonly data: SubAgentUIData;
   readonly #blocks = new Map<string, TextUIPart | ReasoningUIPart>();
+  /** Characters of text and reasoning applied, and how many of them the last send carried. */
+  #chars = 0;
+  #sentChars = 0;
 
   constructor(turnId: string) {
     this.data = {
@@ -142,16 +148,32 @@ class SubAgentMessage {
     };
   }
 
-  /** Applies the part; whether the data changed. */
+  /**
+   * Applies the part; whether the data is to be sent again. Any change of status, step, block or
+   * tool is; more text only once it grew by a quarter of what was last sent (at least 256
+   * characters): each send repeats the whole message, so sending every delta would cost O(n²)
+   * bytes for an n-character answer; this costs about 5n, plus one whole part per status or
+   * step change.
+   */
   apply(part: RunStreamPart): boolean {
     if (part.type === 'status') {
       if (part.subAgent) Object.assign(this.data, part.subAgent);
       this.data.status = part.status;
-      return true;
+      return this.#sent();
     }
     const chunks = this.chunks.map(part);
     for (const chunk of chunks) this.#applyChunk(chunk);
-    return chunks.length > 0;
+    if (chunks.length === 0) return false;
+    if (chunks.every((chunk) => chunk.type === 'text-delta' || chunk.type === 'reasoning-delta')) {
+      this.#chars += chunks.reduce((sum, chunk) => sum + ('delta' in chunk ? chunk.delta.length : 0), 0);
+      if (this.#chars - this.#sentChars < Math.max(RESEND_MIN_CHARS, this.#sentChars / 4)) return false;
+    }
+    return this.#sent();
+  }
+
+  #sent(): true {
+    this.#sentChars = this.#chars;
+    return true;
   }
 
   #applyChunk(chunk: TurnKitUIMessageChunk): void {
@@ -244,8 +266,9 @@ class SubAgentMessage {
  */
 export function toUIMessageChunks(
   run: StreamableRun,
-  options: RunStreamOptions = {},
+  streamOptions: UIStreamOptions = {},
 ): ReadableStream<TurnKitUIMessageChunk> {
+  const { logger, ...options } = streamOptions;
   const stop = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const parts = run.stream({ ...options, signal })[Symbol.asyncIterator]();
@@ -263,10 +286,7 @@ export function toUIMessageChunks(
           try {
             next = await parts.next();
           } catch (error) {
-            controller.enqueue({
-              type: 'error',
-              errorText: error instanceof Error ? error.message : String(error),
-            });
+            controller.enqueue({ type: 'error', errorText: clientError(error, logger).message });
             controller.close();
             return;
           }
@@ -311,7 +331,7 @@ export function toUIMessageChunks(
 /** The run as a web `Response` in the UI message stream format (SSE), for `useChat`. */
 export function toUIMessageStreamResponse(
   run: StreamableRun,
-  init: RunStreamOptions & { status?: number; headers?: Record<string, string> } = {},
+  init: UIStreamOptions & { status?: number; headers?: Record<string, string> } = {},
 ): Response {
   const { status, headers, ...options } = init;
   return createUIMessageStreamResponse({
@@ -321,9 +341,15 @@ export function toUIMessageStreamResponse(
   });
 }
 
+/** Where the stream handlers log the errors they do not show their HTTP clients (default `console`). */
+export type StreamErrorLogger = Pick<Console, 'error'>;
+
+export type UIStreamOptions = RunStreamOptions & { logger?: StreamErrorLogger };
+
 export interface RunSseOptions {
   /** A response the client has not drained for this long is cut off (default 60 s). */
   stallMs?: number;
+  logger?: StreamErrorLogger;
 }
 
 /** The HTTP status of a run that cannot be streamed. */
@@ -331,14 +357,34 @@ function statusOf(error: unknown): number {
   if (error instanceof RecordNotFound) return 404;
   if (error instanceof StoreError) return 503;
   if (error instanceof AuthorizationError) return 403;
-  if (error instanceof TurnKitError) return 400;
+  if (error instanceof ArgumentError || error instanceof InputError) return 400;
   return 500;
 }
 
-const errorBody = (error: unknown) => ({
-  class: error instanceof Error ? error.name : 'Error',
-  message: error instanceof Error ? error.message : String(error),
-});
+/**
+ * What an HTTP client reads of an error. Its own mistakes (an unknown run, a refused one, a bad
+ * cursor) are told as they are; anything else (a store that is down names its host, a bug names
+ * internals) is a generic text with an id, and the detail goes to the log under that id.
+ */
+function clientError(
+  error: unknown,
+  logger: StreamErrorLogger = console,
+): { class: string; message: string; id?: string } {
+  const told =
+    error instanceof RecordNotFound ||
+    error instanceof AuthorizationError ||
+    error instanceof ArgumentError ||
+    error instanceof InputError;
+  if (told) return { class: error.name, message: error.message };
+  const id = `err_${randomBytes(6).toString('hex')}`;
+  logger.error(`turnkit: stream error ${id}:`, error);
+  const retry = error instanceof StoreError;
+  return {
+    class: retry ? 'StoreError' : 'Error',
+    message: `the stream failed (error ${id})${retry ? ': the store is unavailable, reconnect to resume' : ''}`,
+    id,
+  };
+}
 
 /**
  * A request handler for Node's `http` that streams a run's parts as Server-Sent Events: each
@@ -357,6 +403,7 @@ export function runSseHandler(
   options: RunSseOptions = {},
 ): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
   const stallMs = options.stallMs ?? 60_000;
+  const logger = options.logger ?? console;
   return async (request, response) => {
     const gone = new AbortController();
     response.on('close', () => gone.abort());
@@ -376,7 +423,7 @@ export function runSseHandler(
       await iterator?.return?.(undefined);
       if (!response.headersSent && !response.destroyed) {
         response.writeHead(statusOf(error), { 'content-type': 'application/json' });
-        response.end(JSON.stringify({ error: errorBody(error) }));
+        response.end(JSON.stringify({ error: clientError(error, logger) }));
       }
       return;
     }
@@ -402,7 +449,7 @@ export function runSseHandler(
       // The store failed mid-stream: the client hears of it; Last-Event-ID resumes it later.
       if (!gone.signal.aborted)
         response.write(
-          `event: error\ndata: ${JSON.stringify({ type: 'error', error: errorBody(error) })}\n\n`,
+          `event: error\ndata: ${JSON.stringify({ type: 'error', error: clientError(error, logger) })}\n\n`,
         );
     } finally {
       await iterator.return?.(undefined);

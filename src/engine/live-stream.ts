@@ -71,11 +71,15 @@ export function stepFinishedParts(
   ];
 }
 
+const RETRY_MIN_MS = 200;
+const RETRY_MAX_MS = 5_000;
+
 /**
  * Batches a model attempt's deltas: at most one write per `DELTA_BATCH_MS` (the first delta
  * after a quiet spell goes out at once, later ones wait for the window), or sooner once
  * `DELTA_BATCH_CHARS` are waiting; consecutive deltas of one kind become one part, one write
- * is in flight at a time, and a failed write keeps its text for the next one. Writing never
+ * is in flight at a time, and a failed write keeps its text for the next one, tried after a
+ * back-off (200 ms doubling to 5 s; one warning per outage). Writing never
  * blocks the provider's stream; the committed message stays the source of truth, so a batch
  * the store never took is logged, not fatal.
  */
@@ -87,6 +91,9 @@ export class DeltaWriter {
   #lastWrite = -Infinity;
   #timerDue = 0;
   #closed = false;
+  /** Failed writes in a row, and when the next may be tried: a store that is down is not hammered. */
+  #failures = 0;
+  #retryAt = -Infinity;
 
   constructor(
     private readonly store: Store,
@@ -137,7 +144,8 @@ export class DeltaWriter {
   #schedule(): void {
     if (this.#closed || this.#writing || this.#pending.length === 0) return;
     const now = performance.now();
-    const due = this.#chars >= DELTA_BATCH_CHARS ? now : Math.max(now, this.#lastWrite + DELTA_BATCH_MS);
+    const ready = this.#chars >= DELTA_BATCH_CHARS ? now : Math.max(now, this.#lastWrite + DELTA_BATCH_MS);
+    const due = Math.max(ready, this.#retryAt);
     if (this.#timer && this.#timerDue <= due) return;
     this.#clearTimer();
     this.#timerDue = due;
@@ -177,12 +185,19 @@ export class DeltaWriter {
     this.#writing = this.store
       .appendStreamParts(batch.map((delta) => ({ ...base, type: delta.type, payload: { text: delta.text } })))
       .then(
-        () => undefined,
+        () => {
+          this.#failures = 0;
+          this.#retryAt = -Infinity;
+        },
         (error: unknown) => {
           // Kept for the next write, ahead of what came since.
           this.#pending = [...batch, ...this.#pending];
           this.#chars += batch.reduce((sum, delta) => sum + delta.text.length, 0);
-          this.logger.warn(`turnkit: stream deltas of ${this.turn.id} not written yet:`, error);
+          this.#failures += 1;
+          this.#retryAt =
+            performance.now() + Math.min(RETRY_MIN_MS * 2 ** (this.#failures - 1), RETRY_MAX_MS);
+          if (this.#failures === 1)
+            this.logger.warn(`turnkit: stream deltas of ${this.turn.id} not written yet:`, error);
         },
       )
       .finally(() => {

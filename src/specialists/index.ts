@@ -1,6 +1,6 @@
 // Specialists (spec §7.4): factories that return ordinary agents.
-export { oracle, readFileTool, READ_FILE_MAX_BYTES, ORACLE_INSTRUCTIONS } from './oracle.js';
-export type { OracleOptions, ReadFileResult } from './oracle.js';
+export { oracle, readFileTool, READ_FILE_DENY, READ_FILE_MAX_BYTES, ORACLE_INSTRUCTIONS } from './oracle.js';
+export type { OracleOptions, ReadFileResult, ReadFileToolOptions } from './oracle.js';
 export {
   librarian,
   githubRepositoryTool,

@@ -28,6 +28,55 @@ export interface ReadFileResult {
   bytes: number;
 }
 
+/**
+ * Names `read_file` refuses by default, matched (case-insensitively, `*` as a wildcard) against
+ * every segment of the path below the root: secrets, keys, VCS internals and databases that a
+ * working directory usually holds next to the code a model is meant to read.
+ */
+export const READ_FILE_DENY: readonly string[] = [
+  '.env*',
+  '.git',
+  '.turnkit',
+  '.temporal',
+  '.ssh',
+  '.aws',
+  '.gnupg',
+  '.docker',
+  '.kube',
+  '.npmrc',
+  '.yarnrc*',
+  '.pypirc',
+  '.netrc',
+  '.pgpass',
+  '.htpasswd',
+  '*.sqlite*',
+  '*.db',
+  '*.db-*',
+  '*.pem',
+  '*.key',
+  '*.p12',
+  '*.pfx',
+  '*.jks',
+  '*.keystore',
+  'id_*',
+  'credentials*',
+  'secrets.*',
+  '*.tfstate*',
+  '.vault-token',
+];
+
+function denyMatcher(deny: unknown): (rel: string) => boolean {
+  if (
+    !Array.isArray(deny) ||
+    deny.some((name) => typeof name !== 'string' || name === '' || /[/\\]/.test(name))
+  )
+    throw new ArgumentError('deny must be a list of file or directory names (`*` as a wildcard)');
+  const patterns = (deny as string[]).map(
+    (name) => new RegExp(`^${name.replace(/[.+?^${}()|[\]]/g, '\\$&').replace(/\*/g, '.*')}$`, 'i'),
+  );
+  return (rel) => rel.split(sep).some((segment) => patterns.some((pattern) => pattern.test(segment)));
+}
+
 function inside(root: string, candidate: string): string | null {
   const rel = relative(root, candidate);
   if (rel === '') return '';
@@ -52,10 +101,14 @@ function realRootOf(root: unknown): string {
  * once, at definition; each call resolves the requested file's real path and refuses it
  * unless it lies inside that root. The file is then opened without following a final symlink
  * and checked again through the open handle, so a swap after the check cannot widen access
- * to a file of another size or kind. Every failure is a ToolError the model can read.
+ * to a file of another size or kind. Paths with a segment on the `deny` list (default
+ * `READ_FILE_DENY`: `.env*`, `.git`, `.turnkit`, keys, databases, …) are refused, before
+ * looking (so the answer says nothing about whether they exist) and again on the real path (a
+ * symlink to one is refused too). Every failure is a ToolError the model can read.
  */
-export function readFileTool(options: { root?: string } = {}): ToolDefinition {
+export function readFileTool(options: ReadFileToolOptions = {}): ToolDefinition {
   const root = realRootOf(options.root ?? process.cwd());
+  const denied = denyMatcher(options.deny ?? READ_FILE_DENY);
   return readOnlyTool({
     name: 'read_file',
     description: `Read a text file (at most ${READ_FILE_MAX_BYTES} bytes) by its path relative to the project root.`,
@@ -66,7 +119,10 @@ export function readFileTool(options: { root?: string } = {}): ToolDefinition {
       if (path.trim() === '' || path.includes('\0'))
         throw new ToolError('path must be a non-empty file path');
       const requested = resolve(root, path);
-      if (inside(root, requested) === null) throw new ToolError(`path is outside the root: ${path}`);
+      const wanted = inside(root, requested);
+      if (wanted === null) throw new ToolError(`path is outside the root: ${path}`);
+      if (denied(wanted))
+        throw new ToolError(`path is not readable (secrets, keys and databases are not): ${path}`);
       let real: string;
       try {
         real = await realpath(requested);
@@ -75,6 +131,8 @@ export function readFileTool(options: { root?: string } = {}): ToolDefinition {
       }
       const rel = inside(root, real);
       if (rel === null) throw new ToolError(`path is outside the root: ${path}`);
+      if (denied(rel))
+        throw new ToolError(`path is not readable (secrets, keys and databases are not): ${path}`);
       let handle: Awaited<ReturnType<typeof open>>;
       try {
         handle = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -110,11 +168,20 @@ export function readFileTool(options: { root?: string } = {}): ToolDefinition {
   });
 }
 
+export interface ReadFileToolOptions {
+  /** The directory files are read under (default: the working directory). */
+  root?: string;
+  /** Names refused anywhere in a path (default `READ_FILE_DENY`; `[]` refuses nothing). */
+  deny?: readonly string[];
+}
+
 export type OracleOptions = SpecialistAgentOptions & {
   /** Read-only tools to offer instead of the default `read_file`. */
   tools?: readonly ToolDefinition[];
   /** The directory `read_file` is confined to (default: the working directory). */
   root?: string;
+  /** Names `read_file` refuses anywhere in a path (default `READ_FILE_DENY`). */
+  deny?: readonly string[];
   /** Appended to the oracle's own instructions. */
   instructions?: string;
   /** Rejected: a read-only specialist cannot delegate. */
@@ -123,7 +190,7 @@ export type OracleOptions = SpecialistAgentOptions & {
 
 /** An ordinary agent named `oracle` that can only read (spec §7.4). */
 export function oracle(options: OracleOptions = {}): Agent {
-  const { tools, root, instructions, subAgents, name, ...agentOptions } = options;
+  const { tools, root, deny, instructions, subAgents, name, ...agentOptions } = options;
   const checked = assertReadOnly('oracle', tools, subAgents);
   assertReadOnlySkills('oracle', agentOptions);
   return defineAgent({
@@ -134,6 +201,9 @@ export function oracle(options: OracleOptions = {}): Agent {
     description:
       agentOptions.description ?? 'A read-only advisor that reads the project and gives a considered answer.',
     instructions: joinInstructions(ORACLE_INSTRUCTIONS, instructions),
-    tools: tools === undefined ? [readFileTool({ root: root ?? process.cwd() })] : checked,
+    tools:
+      tools === undefined
+        ? [readFileTool({ root: root ?? process.cwd(), ...(deny !== undefined ? { deny } : {}) })]
+        : checked,
   });
 }

@@ -15,6 +15,8 @@ import type { Agent } from '../agents/agent.js';
 import { defineAgent } from '../agents/agent.js';
 import type { ImageGate, ImagePart, ImageToolResult } from '../agents/image-tool.js';
 import { imageTool, validateImageModel } from '../agents/image-tool.js';
+import type { NetworkPolicyOptions } from '../agents/public-fetch.js';
+import { networkOptionsOf } from '../agents/public-fetch.js';
 import type { ToolDefinition } from '../agents/tool.js';
 import { ArgumentError } from '../errors.js';
 import type { ImageModel } from '../models/image.js';
@@ -26,7 +28,8 @@ export type PaintGate = ImageGate;
 export type { ImagePart };
 export type PaintResult = ImageToolResult;
 
-export interface PaintToolOptions {
+/** Reference image and mask URLs: public https only, unless the network options say more. */
+export interface PaintToolOptions extends NetworkPolicyOptions {
   imageModel: ImageModel;
   gate: PaintGate;
   /** Refuse requests with more reference images than this (ToolValidationError). */
@@ -48,6 +51,7 @@ export function paintImageTool(options: PaintToolOptions): ToolDefinition {
     gate: options.gate,
     ...(options.maxReferenceImages !== undefined ? { maxReferenceImages: options.maxReferenceImages } : {}),
     ...(options.maxImageBytes !== undefined ? { maxImageBytes: options.maxImageBytes } : {}),
+    ...networkOptionsOf(options),
     terminal: true,
   });
 }
@@ -67,9 +71,23 @@ export type PainterOptions = SpecialistAgentOptions &
 /** An ordinary agent named `painter` that paints through a gated image model (spec §7.4). */
 export function painter(options: PainterOptions): Agent {
   if (!options || typeof options !== 'object') throw new ArgumentError('painter needs options');
-  const { imageModel, gate, maxReferenceImages, maxImageBytes, tools, instructions, name, ...agentOptions } =
-    options;
+  const {
+    imageModel,
+    gate,
+    maxReferenceImages,
+    maxImageBytes,
+    tools,
+    instructions,
+    name,
+    allowHttp: _allowHttp,
+    allowPrivateNetwork: _allowPrivateNetwork,
+    allowHosts: _allowHosts,
+    maxRedirects: _maxRedirects,
+    resolveHost: _resolveHost,
+    ...agentOptions
+  } = options;
   const paint = paintImageTool({
+    ...networkOptionsOf(options),
     imageModel,
     gate,
     ...(maxReferenceImages !== undefined ? { maxReferenceImages } : {}),

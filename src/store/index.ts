@@ -1,4 +1,5 @@
-import { ArgumentError } from '../errors.js';
+import { fileURLToPath } from 'node:url';
+import { ArgumentError, ConfigError } from '../errors.js';
 import { MemoryStore } from './memory-store.js';
 import { PostgresStore } from './postgres-store.js';
 import { SqliteStore } from './sqlite-store.js';
@@ -23,7 +24,10 @@ export const DEFAULT_DATABASE_PATH = '.turnkit/turnkit.sqlite';
  * Opens a store from a URL, migrating it on open:
  * - `memory:` — the in-process MemoryStore (nothing survives the process);
  * - `postgres://…` / `postgresql://…` — PostgreSQL (`?schema=name` picks a schema);
- * - `sqlite:path`, `file:path` or a plain path — a SQLite file, created with its directories.
+ * - `sqlite:path`, `file:path`, `file:///abs/path` or a plain path — a SQLite file, created
+ *   owner-only with its directories.
+ * Any other `scheme:` (`postgress://`, `mysql://`) is a ConfigError naming only the scheme:
+ * never a SQLite file whose path would carry the URL's password.
  * Default: `TURNKIT_DATABASE_URL`, else `.turnkit/turnkit.sqlite` under the working directory.
  */
 export async function openStore(url?: string): Promise<Store> {
@@ -34,7 +38,27 @@ export async function openStore(url?: string): Promise<Store> {
   const trimmed = target.trim();
   if (trimmed === 'memory:' || trimmed === 'memory://') return new MemoryStore();
   if (/^postgres(ql)?:\/\//i.test(trimmed)) return PostgresStore.open(trimmed);
-  const sqlite = /^(sqlite|file):/i.test(trimmed) ? trimmed.replace(/^(sqlite|file):(\/\/)?/i, '') : trimmed;
+  // Two letters or more: `C:\\db.sqlite` stays a Windows path.
+  const scheme = /^([a-z][a-z0-9+.-]+):/i.exec(trimmed)?.[1]?.toLowerCase();
+  if (scheme !== undefined && scheme !== 'sqlite' && scheme !== 'file') {
+    throw new ConfigError(
+      `unknown database URL scheme ${JSON.stringify(`${scheme}:`)}: use postgres://, postgresql://, sqlite:, file: or memory:`,
+    );
+  }
+  const sqlite = /^file:\/\//i.test(trimmed)
+    ? fileUrlPath(trimmed)
+    : scheme !== undefined
+      ? trimmed.replace(/^(sqlite|file):(\/\/)?/i, '')
+      : trimmed;
   if (sqlite === '') throw new ArgumentError(`no SQLite file path in ${JSON.stringify(target)}`);
   return SqliteStore.open(sqlite.replace(/\?.*$/, ''));
+}
+
+/** A `file://` URL's path (percent-decoded); a file URL of another host is a ConfigError. */
+function fileUrlPath(url: string): string {
+  try {
+    return fileURLToPath(new URL(url.replace(/\?.*$/, '')));
+  } catch {
+    throw new ConfigError('a file:// database URL must name a local path (file:///path/to/db.sqlite)');
+  }
 }

@@ -14,7 +14,7 @@
  * (…) RETURNING *`. Needs PostgreSQL 11 or later (hashtextextended).
  */
 import pg from 'pg';
-import { StoreError } from '../errors.js';
+import { ArgumentError, StoreError } from '../errors.js';
 import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
@@ -218,6 +218,18 @@ function describePgError(target: Target, error: unknown): unknown {
 
 const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
+/**
+ * The libpq startup `options` that select the schema. The server splits that string on
+ * whitespace and unescapes backslashes, so both are escaped: a schema name with a space (or a
+ * crafted `?schema=` adding `-c name=value`) stays one quoted identifier, never a second setting.
+ */
+function searchPathOption(schema: string | undefined): string | undefined {
+  if (schema === undefined) return undefined;
+  if (typeof schema !== 'string' || schema === '' || schema.includes('\0') || Buffer.byteLength(schema) > 63)
+    throw new ArgumentError('a PostgreSQL schema name must be 1 to 63 bytes, without NUL');
+  return `-c search_path=${quoteIdent(schema).replace(/[\\\s]/g, (char) => `\\${char}`)}`;
+}
+
 class PostgresDriver implements SqlDriver {
   readonly backend = 'postgres' as const;
   readonly dialect = POSTGRES_DIALECT;
@@ -232,7 +244,7 @@ class PostgresDriver implements SqlDriver {
     this.#target = targetOf(url);
     this.#schema = options.schema;
     const pool = options.pool ?? {};
-    const searchPath = options.schema ? `-c search_path=${quoteIdent(options.schema)}` : undefined;
+    const searchPath = searchPathOption(options.schema);
     this.#pool = new pg.Pool({
       connectionString: url,
       max: 10,

@@ -15,7 +15,7 @@
  * busy_timeout is short and `BEGIN IMMEDIATE` is retried asynchronously, with jitter, until
  * `busyTimeoutMs` (default 10 s) has passed; then it is a retryable StoreError.
  */
-import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError, StoreError } from '../errors.js';
@@ -270,7 +270,8 @@ function checkPath(file: string): void {
     return;
   }
   try {
-    mkdirSync(dir, { recursive: true });
+    // Transcripts, tool results and principals live here: directories this creates are owner-only.
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (error) {
     throw new StoreError(
       `cannot create the directory ${dir} for the SQLite database (${(error as Error).message}): create it, or point TURNKIT_DATABASE_URL elsewhere`,
@@ -281,6 +282,12 @@ function checkPath(file: string): void {
     throw new StoreError(
       `cannot create the SQLite database ${file}: the directory ${dir} is read-only; make it writable, or point TURNKIT_DATABASE_URL elsewhere`,
     );
+  }
+  // An empty file is an empty database; SQLite gives its -wal and -shm files the same mode.
+  try {
+    closeSync(openSync(file, 'wx', 0o600));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw describeSqliteError(file, error);
   }
 }
 

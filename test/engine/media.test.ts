@@ -22,6 +22,8 @@ import { connectClient } from '../helpers/temporal.js';
  * model reading user input), and serving media files for `view_media` to fetch.
  */
 const received: Record<string, unknown>[] = [];
+/** Every GET the media server answered (what `view_media` fetched). */
+const fetched: string[] = [];
 const PDF_BASE64 = Buffer.from('%PDF-1.4 tiny').toString('base64');
 let base = '';
 const completion = (text: string, usage = { prompt_tokens: 1_000, completion_tokens: 100 }) => ({
@@ -38,6 +40,7 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
   req.on('end', () => {
     const url = req.url ?? '';
     if (req.method === 'GET') {
+      fetched.push(url);
       if (url === '/media/cat.png') {
         res.writeHead(200, { 'content-type': 'image/png' });
         return res.end(Buffer.from(TINY_PNG_BASE64, 'base64'));
@@ -113,12 +116,28 @@ beforeAll(async () => {
               { name: 'view_media', arguments: { media: `${base}/media/cat.png`, objective: 'Colour?' } },
             ],
           },
+    prober: (request) =>
+      request.messages.some((m) => m.role === 'tool')
+        ? 'Nothing reachable.'
+        : {
+            toolCalls: ['127.0.0.1', 'localhost', '[::ffff:127.0.0.1]'].map((host) => ({
+              name: 'view_media',
+              arguments: { media: `${base.replace('127.0.0.1', host)}/media/cat.png`, objective: 'Copy it' },
+            })),
+          },
     frugal: (request) =>
       request.messages.some((m) => m.role === 'tool')
         ? 'unreachable'
         : toolCall('view_media', { media: `${base}/media/cat.png`, objective: 'Colour?' }),
   });
-  const view = viewMediaTool({ client: vision, model: 'vision-1', maxBytes: 1_000 });
+  // The media server is local: this deployment opts in to plain http on its own network.
+  const view = viewMediaTool({
+    client: vision,
+    model: 'vision-1',
+    maxBytes: 1_000,
+    allowHttp: true,
+    allowPrivateNetwork: ['127.0.0.1/32'],
+  });
   kit = await startKit({
     model,
     runtime: { cost: { costRates: { 'vision-1': { input: 1, output: 2 } } } },
@@ -129,6 +148,8 @@ beforeAll(async () => {
       }),
       defineAgent({ name: 'receiver' }),
       defineAgent({ name: 'inspector', tools: [view] }),
+      // The safe default: https and public addresses only.
+      defineAgent({ name: 'prober', tools: [viewMediaTool({ client: vision, model: 'vision-1' })] }),
       defineAgent({ name: 'frugal', tools: [view], limits: { maxSpend: 0.001 } }),
       defineAgent({ name: 'looker', model: 'vision-1', client: vision }),
     ],
@@ -266,14 +287,15 @@ describe('media: view_media, media input, media analysis', () => {
     });
   });
 
-  it('CORE-28 view_media bad input: a URL that 404s, an unsupported type, an oversized file (declared or only streamed), an unknown message are ToolErrors the model reads; a good one is analysed; the turn goes on', async () => {
+  it('CORE-28 view_media bad input: a URL that 404s (no status echoed), an unsupported type, an oversized file (declared or only streamed), an unknown message are ToolErrors the model reads; a good one is analysed; the turn goes on', async () => {
     const run = await kit.client.run('inspector', 'Look at all of them');
     const turn = await run.result();
     expect(turn.status).toBe('completed');
     const executions = await run.toolExecutions();
     expect(executions.map((e) => e.status)).toEqual([...Array<string>(5).fill('failed'), 'completed']);
     const errors = executions.slice(0, 5).map((e) => e.error!.message);
-    expect(errors[0]).toMatch(/answered 404/);
+    // No status and no URL for the model (issue 28, finding 2): the event log has the detail.
+    expect(errors[0]).toBe('media URL could not be fetched (only public https URLs are fetched)');
     expect(errors[1]).toMatch(/unsupported media type video\/mp4/);
     expect(errors[2]).toMatch(/larger than 1000 bytes/);
     expect(errors[3]).toMatch(/no image or file message/);
@@ -287,6 +309,23 @@ describe('media: view_media, media input, media analysis', () => {
     expect(analysisUrl(messages.find((m) => m.kind === 'media_analysis')!.content[0])).toBe(
       `${base}/media/cat.png`,
     );
+  });
+
+  it('security: a turn whose model asks view_media (default options) for 127.0.0.1, localhost and [::ffff:127.0.0.1] gets three refusals without status or URL; the worker sends no request', async () => {
+    const before = fetched.length;
+    const calls = received.length;
+    const run = await kit.client.run('prober', 'Look at the local files');
+    const turn = await run.result();
+    expect(turn.status).toBe('completed');
+    const executions = await run.toolExecutions();
+    expect(executions.map((e) => e.status)).toEqual(['failed', 'failed', 'failed']);
+    expect(new Set(executions.map((e) => e.error!.message))).toEqual(
+      new Set(['media URL could not be fetched (only public https URLs are fetched)']),
+    );
+    expect(fetched.length).toBe(before);
+    // No vision call either.
+    expect(received.length).toBe(calls);
+    expect((await run.transcript()).some((m) => m.kind === 'media_analysis')).toBe(false);
   });
 
   it('CORE-26 a media analysis over maxSpend fails the run with BudgetError; the cost is recorded, no analysis is stored', async () => {

@@ -85,6 +85,7 @@ const PUBLIC_API: Record<string, string[]> = {
     'ORACLE_INSTRUCTIONS',
     'PAINTER_INSTRUCTIONS',
     'ProviderRegistryModel',
+    'READ_FILE_DENY',
     'READ_FILE_MAX_BYTES',
     'RecordNotFound',
     'RunHandle',

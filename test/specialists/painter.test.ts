@@ -30,6 +30,8 @@ function setup(
     imageModel,
     gate: options.gate ?? allow,
     maxReferenceImages: options.maxReferenceImages,
+    // ref.example stands for a public host: reference URLs must resolve to public addresses.
+    resolveHost: async () => [{ address: '93.184.215.14', family: 4 }],
   });
   const tool = agent.tools[0]!;
   const paint = async (args: JsonObject, context?: ToolContext) =>
