@@ -35,7 +35,7 @@ import type {
   Usage,
 } from '../store/types.js';
 import type { CancelDescendants } from '../engine/cancel-request.js';
-import { parseCancelRequest } from '../engine/cancel-request.js';
+import { parseCancelRequest, signedCancelParams } from '../engine/cancel-request.js';
 import type { TurnSettings } from '../workflows/contract.js';
 import {
   cancelSignal,
@@ -402,14 +402,12 @@ export class TurnKitClient {
   ): Promise<void> {
     const principal = request.principal ?? null;
     const key = this.#runtime.signingKey;
-    const parsed = parseCancelRequest({
-      descendants: request.descendants ?? 'retain',
-      principal,
-      ...(key !== undefined
-        ? { signature: signPrincipal(key, { turnId, action: 'cancel', principal }) }
-        : {}),
-    });
+    const parsed = parseCancelRequest({ descendants: request.descendants ?? 'retain', principal });
     if (!parsed.ok) throw new ArgumentError(parsed.reason);
+    if (key !== undefined) {
+      const params = signedCancelParams(parsed.value);
+      parsed.value.signature = signPrincipal(key, { turnId, action: 'cancel', principal, params });
+    }
     const turn = await this.store.loadTurn(turnId);
     if (TERMINAL_TURN_STATUSES.includes(turn.status)) return;
     const verdict = await authorizeCancel(this.#runtime, { turnId, ...parsed.value });

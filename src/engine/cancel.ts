@@ -3,8 +3,9 @@ import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { TurnRecord } from '../store/types.js';
 import { rootConversationId, subtreeOf } from '../store/tree.js';
 import type { CancelDescendants, CancelRequest } from './cancel-request.js';
+import { signedCancelParams } from './cancel-request.js';
 import type { Runtime } from './runtime.js';
-import { verifyPrincipal } from './principal-signature.js';
+import { verifyOnce } from './signature-use.js';
 import type { TerminalNotice } from './digest.js';
 import { completionCallback, mergeNotices } from './messaging.js';
 import {
@@ -21,30 +22,42 @@ export type { CancelDescendants, CancelRequest } from './cancel-request.js';
  * Authorizes `:cancel`; a denial is recorded as an event and reported, nothing is cancelled.
  * A finished turn has nothing to cancel: `finished`, no check and no event. Its workflow may
  * still stop what it runs (a cascade committed in the store signals each child so that its
- * in-flight model call or tool is aborted); the store is not written again.
+ * in-flight model call or tool is aborted); the store is not written again. The signature
+ * covers `descendants` too and is good once (`use`: signature-use.ts; a client checking
+ * before it sends passes none). `native`: Temporal's own cancellation request (`temporal
+ * workflow cancel`, the UI's Cancel), which reaches the policy unsigned, `verification: 'temporal'`.
  */
 export async function authorizeCancel(
   runtime: Runtime,
-  input: { turnId: string } & CancelRequest,
+  input: { turnId: string; use?: string; native?: boolean } & CancelRequest,
 ): Promise<{ allowed: boolean; reason?: string; finished?: boolean }> {
   const turn = await runtime.store.loadTurn(input.turnId);
   if (TERMINAL_TURN_STATUSES.includes(turn.status)) return { allowed: true, finished: true };
+  const request = { turnId: turn.id, action: 'cancel', principal: input.principal };
   try {
-    const verification = verifyPrincipal(
-      runtime.signingKey,
-      { turnId: turn.id, action: 'cancel', principal: input.principal },
-      input.signature ?? null,
+    await verifyOnce(
+      runtime,
+      { ...request, params: signedCancelParams(input) },
+      input.native ? null : (input.signature ?? null),
+      input.use,
+      (verification) => {
+        const reason = input.native ? 'temporal' : verification.reason;
+        return runtime.authorize('cancel', input.principal, {
+          turn: turn.id,
+          descendants: input.descendants,
+          verified: verification.verified,
+          ...(reason ? { verification: reason } : {}),
+        });
+      },
     );
-    await runtime.authorize('cancel', input.principal, {
-      turn: turn.id,
-      descendants: input.descendants,
-      verified: verification.verified,
-      ...(verification.reason ? { verification: verification.reason } : {}),
-    });
     return { allowed: true };
   } catch (error) {
     if (!(error instanceof AuthorizationError)) throw error;
-    await runtime.emit(turn, 'cancel.denied', { descendants: input.descendants, error: error.message });
+    await runtime.emit(turn, 'cancel.denied', {
+      descendants: input.descendants,
+      error: error.message,
+      ...(input.native ? { verification: 'temporal' } : {}),
+    });
     return { allowed: false, reason: error.message };
   }
 }
