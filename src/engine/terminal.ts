@@ -14,7 +14,8 @@ import type {
 import { appendAfterResults } from './after-results.js';
 import { retakeClaim } from './claim.js';
 import type { OwnerInput, TerminalNotice, TurnErrorDigest } from './digest.js';
-import { completionCallback, laneHasWork, openWaiters } from './messaging.js';
+import type { CallbackVerdict } from './messaging.js';
+import { callbackVerdict, completionCallback, laneHasWork, openWaiters } from './messaging.js';
 import type { Runtime } from './runtime.js';
 import { toolCallParts } from './turn-state.js';
 
@@ -140,7 +141,10 @@ export async function writeTerminal(
   turnId: string,
   attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
   reason: string,
+  decided?: CallbackVerdict,
 ): Promise<{ turn: TurnRecord; repaired: MessageRecord[]; callback: DeliveryRecord | null }> {
+  // The policy's word on the callback comes before the transaction (or from the caller's, before its own).
+  const verdict = decided ?? (await callbackVerdict(runtime, await store.loadTurn(turnId)));
   const result = await store.atomic(null, async () => {
     const turn = await store.loadTurn(turnId);
     let repaired: MessageRecord[] = [];
@@ -150,11 +154,11 @@ export async function writeTerminal(
     }
     const completedAt = nowIso();
     // The callback is written while the claim is still ours, from the row as it will be stored.
-    const callback = await completionCallback(runtime, store, {
-      ...turn,
-      ...attrs,
-      completedAt,
-    } as TurnRecord);
+    const callback = await completionCallback(
+      store,
+      { ...turn, ...attrs, completedAt } as TurnRecord,
+      verdict,
+    );
     const options = callback.denied ? { ...turn.options, callback_denied: callback.denied } : undefined;
     const updated = await store.updateTurn(turnId, {
       ...attrs,
