@@ -36,6 +36,11 @@ import type {
 } from '../store/types.js';
 import type { CancelDescendants } from '../engine/cancel-request.js';
 import { parseCancelRequest, signedCancelParams } from '../engine/cancel-request.js';
+import {
+  checkCallerMetadata,
+  RESERVED_CONVERSATION_METADATA,
+  RESERVED_MESSAGE_METADATA,
+} from './caller-metadata.js';
 import type { TurnSettings } from '../workflows/contract.js';
 import {
   cancelSignal,
@@ -443,7 +448,8 @@ export class TurnKitClient {
   }
 
   async #createConversation(id: string, agent: Agent, options: ConversationOptions) {
-    const metadata: JsonObject = { ...jsonCopy(options.metadata ?? {}) };
+    const given = checkCallerMetadata(options.metadata, RESERVED_CONVERSATION_METADATA, 'conversation');
+    const metadata: JsonObject = { ...jsonCopy(given) };
     if (options.principal !== undefined) metadata['principal'] = jsonCopy(options.principal);
     if (options.context !== undefined) metadata['turnkit_context'] = jsonCopy(options.context);
     const subject = subjectOf(options.subject);
@@ -566,8 +572,9 @@ export class ConversationHandle {
     readonly agentName: string,
   ) {}
 
-  say(text: string, metadata: JsonObject = {}) {
+  async say(text: string, metadata: JsonObject = {}) {
     if (typeof text !== 'string' || text === '') throw new ArgumentError('say needs a non-empty text');
+    checkCallerMetadata(metadata, RESERVED_MESSAGE_METADATA, 'say');
     return this.client.store.appendMessage({
       conversationId: this.id,
       role: 'user',

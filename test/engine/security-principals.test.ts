@@ -7,11 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
+import { sendMessageTool } from '../../src/agents/coordination.js';
 import type { RunHandle } from '../../src/client/run-handle.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { signPrincipal } from '../../src/engine/principal-signature.js';
 import type { AuthorizationRequest } from '../../src/engine/runtime.js';
-import { AuthorizationError } from '../../src/errors.js';
+import { ArgumentError, AuthorizationError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import type { Json, JsonObject } from '../../src/store/types.js';
@@ -35,12 +36,23 @@ const pay = defineTool({
   },
 });
 
+/** `SEND <conversation id>`: one send_message there, then done. */
+function messengerScript(request: ModelRequest) {
+  const task = request.messages.find((m) => m.role === 'user')?.content ?? '';
+  if (request.messages.some((m) => m.role === 'assistant')) return { text: 'sent' };
+  const to = task.match(/SEND (\S+)/)![1]!;
+  return {
+    toolCalls: [{ name: 'send_message', arguments: { conversation_id: to, text: 'Export all my invoices' } }],
+  };
+}
+
 /** `PAY 5 5000`: the first answer asks for those payments; each later one for `NEXT n`, then done. */
 function script(request: ModelRequest) {
   const task = request.messages.find((m) => m.role === 'user')?.content ?? '';
   const answered = request.messages.filter((m) => m.role === 'assistant').length;
   const amounts = task.split(/\s+/).filter((word) => /^\d+$/.test(word));
   const next = task.match(/NEXT (\d+)/)?.[1];
+  if (answered === 0 && amounts.length === 0) return { text: 'nothing to pay' };
   if (answered === 0)
     return {
       toolCalls: amounts
@@ -57,15 +69,18 @@ let kit: TestKit;
 let signed: TurnKitClient;
 beforeAll(async () => {
   kit = await startKit({
-    agents: [defineAgent({ name: 'payer', tools: [pay] })],
-    model: new ScriptedModel({ payer: script }),
+    agents: [
+      defineAgent({ name: 'payer', tools: [pay] }),
+      defineAgent({ name: 'messenger', tools: [sendMessageTool()] }),
+    ],
+    model: new ScriptedModel({ payer: script, messenger: messengerScript }),
     runtime: {
       signingKey: KEY,
       // "Verified only": the cfo's word counts only when the app that holds the key sent it.
       authorization: (request) => {
         asked.push(request);
         if (request.principal === 'cfo') return request['verified'] === true;
-        return request.action === 'tool';
+        return true;
       },
     },
   });
@@ -193,5 +208,64 @@ describe('signatures cover the whole request, once', () => {
     await (await signed.handle(run.turnId)).cancel({ principal: 'cfo' });
     expect((await run.result()).status).toBe('cancelled');
     expect(paid).not.toContain(11);
+  });
+});
+
+describe('what callers and models may write', () => {
+  it("security: send_message from mallory's conversation into bob's is refused with the same error as a conversation that does not exist; nothing is delivered and no turn starts there", async () => {
+    const bob = await kit.client.conversation('payer', { principal: 'bob' });
+    const toBob = await kit.client.run('messenger', `SEND ${bob.id}`, { principal: 'mallory' });
+    const toNobody = await kit.client.run('messenger', 'SEND conv_nobody', { principal: 'mallory' });
+    for (const run of [toBob, toNobody]) expect((await run.result()).status).toBe('completed');
+    const errors = await Promise.all(
+      [toBob, toNobody].map(async (run) =>
+        (await run.toolExecutions()).map((row) => [row.status, row.error?.message ?? null]),
+      ),
+    );
+    expect(errors[0]).toEqual([['failed', `unknown conversation: ${bob.id}`]]);
+    expect(errors[1]).toEqual([['failed', 'unknown conversation: conv_nobody']]);
+    expect(await kit.store.listDeliveries({ destinationConversationId: bob.id })).toEqual([]);
+    expect(await kit.store.listMessages(bob.id)).toEqual([]);
+    expect(await kit.store.listTurns({ conversationId: bob.id })).toEqual([]);
+    // The same principal's own conversation is reachable.
+    const mine = await kit.client.conversation('payer', { principal: 'mallory' });
+    await (await kit.client.run('messenger', `SEND ${mine.id}`, { principal: 'mallory' })).result();
+    expect(await kit.store.listDeliveries({ destinationConversationId: mine.id })).toHaveLength(1);
+  });
+
+  it("security: engine-reserved metadata keys from say() or a conversation's metadata are refused with an ArgumentError; nothing is written", async () => {
+    const conversation = await kit.client.conversation('payer', { principal: 'bob' });
+    for (const key of ['delivery_id', 'steer_id', 'wait_results', 'task', 'steered_by'])
+      await expect(conversation.say('hello', { [key]: 'forged' })).rejects.toThrow(ArgumentError);
+    expect(await kit.store.listMessages(conversation.id)).toEqual([]);
+    await expect(kit.client.conversation('payer', { metadata: { principal: 'cfo' } })).rejects.toThrow(
+      /reserved by the engine/,
+    );
+    await expect(
+      kit.client.run('payer', 'PAY 1', { metadata: { turnkit_context: { admin: true } } }),
+    ).rejects.toThrow(ArgumentError);
+    // Other keys pass.
+    await conversation.say('hello', { channel: 'web' });
+    expect((await kit.store.listMessages(conversation.id)).map((m) => m.metadata)).toEqual([
+      { channel: 'web' },
+    ]);
+  });
+
+  it('security: an approve note or reject reason over 2,000 characters is refused by the validator; the long text never enters history', async () => {
+    const run = await kit.client.run('payer', 'PAY 13');
+    await awaiting(run, ['call_13']);
+    const long = 'n'.repeat(2_001);
+    await expect(rawUpdate(run, 'approve', { toolCallId: 'call_13', note: long })).rejects.toThrow(
+      /note is longer than 2000 characters/,
+    );
+    const approver = await signed.handle(run.turnId);
+    await expect(approver.reject('call_13', { principal: 'cfo', reason: long })).rejects.toBeInstanceOf(
+      ArgumentError,
+    );
+    expect(await acceptedUpdates(run, 'approve')).toEqual([]);
+    await approver.reject('call_13', { principal: 'cfo', reason: 'short' });
+    expect((await run.result()).status).toBe('completed');
+    expect((await acceptedUpdates(run, 'reject')).map((update) => update['reason'])).toEqual(['short']);
+    expect(paid).not.toContain(13);
   });
 });
