@@ -24,6 +24,8 @@ import { waitUntil } from '../helpers/wait.js';
 const KEY = 'security-principals-signing-key-0123';
 const paid: number[] = [];
 const asked: AuthorizationRequest[] = [];
+/** Whether the policy honours Temporal's own cancellation (`verification: 'temporal'`). */
+let nativeCancel = false;
 
 const pay = defineTool({
   name: 'pay',
@@ -80,6 +82,7 @@ beforeAll(async () => {
       authorization: (request) => {
         asked.push(request);
         if (request.principal === 'cfo') return request['verified'] === true;
+        if (request['verification'] === 'temporal') return nativeCancel;
         return true;
       },
     },
@@ -267,5 +270,32 @@ describe('what callers and models may write', () => {
     expect((await run.result()).status).toBe('completed');
     expect((await acceptedUpdates(run, 'reject')).map((update) => update['reason'])).toEqual(['short']);
     expect(paid).not.toContain(13);
+  });
+});
+
+describe("Temporal's own cancel", () => {
+  it("security: `temporal workflow cancel` (the UI's Cancel) goes through the cancel policy: refused, the turn runs on; allowed, it is cancelled", async () => {
+    const run = await kit.client.run('payer', 'PAY 17');
+    await awaiting(run, ['call_17']);
+    nativeCancel = false;
+    await kit.client.temporal.workflow.getHandle(run.workflowId).cancel();
+    await waitUntil(async () => (await denials(run, 'cancel.denied')).includes('temporal'));
+    expect(asked.filter((r) => r['verification'] === 'temporal').at(-1)).toMatchObject({
+      action: 'cancel',
+      principal: null,
+      verified: false,
+      turn: run.turnId,
+    });
+    expect(await run.status()).toBe('waiting');
+    await (await signed.handle(run.turnId)).approve('call_17', { principal: 'cfo' });
+    expect((await run.result()).status).toBe('completed');
+    expect(paid).toContain(17);
+
+    nativeCancel = true;
+    const allowed = await kit.client.run('payer', 'PAY 19');
+    await awaiting(allowed, ['call_19']);
+    await kit.client.temporal.workflow.getHandle(allowed.workflowId).cancel();
+    expect((await allowed.result()).status).toBe('cancelled');
+    expect(paid).not.toContain(19);
   });
 });
