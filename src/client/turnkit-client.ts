@@ -19,10 +19,10 @@ import { Runtime } from '../engine/runtime.js';
 import { depthOf } from '../engine/turn-state.js';
 import type { TracingOptions } from '../engine/tracing.js';
 import { turnAttributes } from '../engine/genai-spans.js';
-import { ArgumentError, AuthorizationError, InputError } from '../errors.js';
+import { ArgumentError, AuthorizationError, InputError, RecordNotFound } from '../errors.js';
 import { authorizeCancel, cancelTurn } from '../engine/cancel.js';
 import { newId } from '../ids.js';
-import { jsonCopy, nowIso } from '../store/records.js';
+import { canonicalJson, jsonCopy, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type {
   DeliveryRecord,
@@ -317,7 +317,15 @@ export class TurnKitClient {
     if (given === undefined) return undefined;
     if (typeof given !== 'string' || given === '')
       throw new ArgumentError('parentRun/rootTurnId must name a turn');
-    const turn = await this.store.loadTurn(given);
+    // Joining a root shares its budget and its stream: only a run of the root's own principal
+    // may, and a root of another principal is refused as one that does not exist.
+    const refused = () => new AuthorizationError(`not authorized to attach to run ${given}`);
+    const turn = await this.store.loadTurn(given).catch((error: unknown) => {
+      throw error instanceof RecordNotFound ? refused() : error;
+    });
+    const root = turn.rootTurnId === turn.id ? turn : await this.store.loadTurn(turn.rootTurnId);
+    if (canonicalJson(root.options['principal'] ?? null) !== canonicalJson(options.principal ?? null))
+      throw refused();
     return turn.rootTurnId;
   }
 

@@ -299,3 +299,32 @@ describe("Temporal's own cancel", () => {
     expect(paid).not.toContain(19);
   });
 });
+
+describe('tree streams', () => {
+  it("security: attaching a run to another principal's root is refused as attaching to a missing one; a run attached to its own principal's root streams only its own parts and ends at its own finish", async () => {
+    const first = await kit.client.run('payer', 'first: nothing', { principal: 'bob' });
+    expect((await first.result()).status).toBe('completed');
+    const refusals = await Promise.all(
+      [{ parentRun: first }, { rootTurnId: 'turn_missing' }].map((attach) =>
+        kit.client.run('payer', 'mine now', { ...attach, principal: 'mallory' }).then(
+          () => new Error('attached'),
+          (error: Error) => error,
+        ),
+      ),
+    );
+    expect(
+      refusals.map((error) => [error.constructor.name, error.message.replace(/run \S+$/, 'run X')]),
+    ).toEqual([
+      ['AuthorizationError', 'not authorized to attach to run X'],
+      ['AuthorizationError', 'not authorized to attach to run X'],
+    ]);
+    expect(await kit.store.listTurns({ rootTurnId: first.turnId })).toHaveLength(1);
+
+    const second = await kit.client.run('payer', 'second: nothing', { parentRun: first, principal: 'bob' });
+    const parts = [];
+    for await (const part of second.stream()) parts.push(part);
+    expect(new Set(parts.map((part) => part.turnId))).toEqual(new Set([second.turnId]));
+    expect(parts.at(-1)).toMatchObject({ type: 'finish', status: 'completed', turnId: second.turnId });
+    expect(parts.some((part) => part.type === 'text.delta' || part.type === 'step.finished')).toBe(true);
+  });
+});
