@@ -209,7 +209,7 @@ export function createTurnActivities(
     },
 
     async authorizeCancel(input) {
-      return mappingFailures(() => authorizeCancel(runtime, input));
+      return mappingFailures(() => authorizeCancel(runtime, { ...input, use: activityUse() }));
     },
 
     async rejectCancel(input) {
@@ -225,7 +225,7 @@ export function createTurnActivities(
     },
 
     async authorizeControl(input) {
-      return mappingFailures(() => authorizeControl(runtime, input));
+      return mappingFailures(() => authorizeControl(runtime, { ...input, use: activityUse() }));
     },
 
     async pauseTurn(input) {
@@ -240,4 +240,10 @@ export function createTurnActivities(
       return mappingFailures(() => steerTurn(runtime, input));
     },
   };
+}
+
+/** This activity, across its retries: a signature it used is not a replay when it runs again. */
+function activityUse(): string {
+  const info = Context.current().info;
+  return `${info.workflowExecution?.runId ?? '-'}/${info.activityId}`;
 }

@@ -11,6 +11,7 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ControlAction } from '../engine/control-request.js';
+import { parseControlRequest, signedParams } from '../engine/control-request.js';
 import { signPrincipal } from '../engine/principal-signature.js';
 import { ArgumentError, AuthorizationError, ControlError } from '../errors.js';
 import type { Json, JsonObject, Store, TurnRecord } from '../store/types.js';
@@ -100,8 +101,13 @@ export async function sendControl(
     throw new ControlError(`turn ${turnId} is finished (${turn.status})`, { code: 'finished' });
   const principal = fields.principal ?? null;
   const payload: JsonObject = { ...fields, principal };
-  if (sender.signingKey !== undefined)
-    payload['signature'] = signPrincipal(sender.signingKey, { turnId, action, principal }) as unknown as Json;
+  // Checked here as the workflow's validator will, so that what is signed is what it reads.
+  const parsed = parseControlRequest(action, payload);
+  if (!parsed.ok) throw new ArgumentError(parsed.reason);
+  if (sender.signingKey !== undefined) {
+    const request = { turnId, action, principal, params: signedParams(parsed.value) };
+    payload['signature'] = signPrincipal(sender.signingKey, request) as unknown as Json;
+  }
   const handle = sender.temporal.workflow.getHandle(turnWorkflowId(turnId));
   for (let wait = 100, since = Date.now(); ; wait = Math.min(wait * 2, 2_000)) {
     try {

@@ -275,13 +275,17 @@ export class RunHandle {
   }
 
   /**
-   * The run's live stream over its whole tree: text and reasoning deltas as the model
-   * answers, tool calls and results, steps, statuses, and a last `finish` part once the run's
-   * turn is terminal. Each part has a cursor; `after: cursor` resumes with exactly the parts
-   * after it. A cursor this run never gave is a StreamCursorError.
+   * The run's live stream over its turn and every turn below it (a handle on a sub-agent, or
+   * on a run attached with `parentRun`, sees its own subtree, never the rest of the root's
+   * tree): text and reasoning deltas as the model answers, tool calls and results, steps,
+   * statuses, and a last `finish` part once the run's own turn is terminal. Each part has a
+   * cursor; `after: cursor` resumes with exactly the parts after it. A cursor this run's tree
+   * never gave is a StreamCursorError.
    */
   stream(options: RunStreamOptions = {}): AsyncIterable<RunStreamPart> {
-    return { [Symbol.asyncIterator]: () => readRunStream(this.deps.store, this.rootTurnId, options) };
+    return {
+      [Symbol.asyncIterator]: () => readRunStream(this.deps.store, this.rootTurnId, options, this.turnId),
+    };
   }
 
   /** The live stream as the AI SDK's UI message chunks (`useChat`'s format). */

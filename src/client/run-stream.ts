@@ -166,12 +166,37 @@ class Waker {
   }
 }
 
-/** The parts of the run rooted at `rootTurnId`, until its `finish`. */
+/**
+ * Whether a part's turn is `turnId` or below it: a handle on a turn below the root (a run
+ * attached with `parentRun`, a sub-agent's handle) sees its own subtree only.
+ */
+function subtreeFilter(store: Store, turnId: string): (partTurnId: string) => Promise<boolean> {
+  const inside = new Set([turnId]);
+  const outside = new Set<string>();
+  return async (partTurnId) => {
+    const path: string[] = [];
+    let current: string | null = partTurnId;
+    while (current !== null && !inside.has(current) && !outside.has(current)) {
+      path.push(current);
+      current = (await store.loadTurn(current)).parentTurnId;
+    }
+    const member = current !== null && inside.has(current);
+    for (const id of path) (member ? inside : outside).add(id);
+    return member;
+  };
+}
+
+/**
+ * The parts of `turnId`'s subtree (default: the whole run rooted at `rootTurnId`), until its
+ * `finish`: the root's `finish` part, or for a turn below the root its own terminal status.
+ */
 export async function* readRunStream(
   store: Store,
   rootTurnId: string,
   options: RunStreamOptions = {},
+  turnId: string = rootTurnId,
 ): AsyncGenerator<RunStreamPart, void, undefined> {
+  const visible = turnId === rootTurnId ? null : subtreeFilter(store, turnId);
   let after = await startAfter(store, rootTurnId, options.after);
   const waker = new Waker();
   const unwatch = store.watchStream ? await store.watchStream(rootTurnId, waker.wake) : null;
@@ -185,21 +210,31 @@ export async function* readRunStream(
         // A reader stopped while the page was read yields nothing more.
         if (options.signal?.aborted) return;
         after = row.sequence;
+        if (visible && !(await visible(row.turnId))) continue;
         const part = toRunStreamPart(row);
         yield part;
         if (part.type === 'finish' && row.turnId === rootTurnId) return;
+        if (
+          visible &&
+          part.type === 'status' &&
+          row.turnId === turnId &&
+          TERMINAL_TURN_STATUSES.includes(part.status)
+        ) {
+          yield { ...part, type: 'finish', status: part.status };
+          return;
+        }
       }
       if (rows.length === PAGE) continue;
       if (rows.length === 0 && Date.now() - statusAt >= STATUS_EVERY_MS) {
         statusAt = Date.now();
-        const root = await store.loadTurn(rootTurnId);
+        const root = await store.loadTurn(turnId);
         if (TERMINAL_TURN_STATUSES.includes(root.status)) {
           terminalSince ??= Date.now();
           if (Date.now() - terminalSince >= FINISH_GRACE_MS) {
             // Its `finish` part was lost with a crash: end as the store says the run ended.
             yield {
               cursor: String(after),
-              turnId: rootTurnId,
+              turnId,
               step: null,
               type: 'finish',
               status: root.status,

@@ -19,12 +19,18 @@ import { Runtime } from '../engine/runtime.js';
 import { depthOf } from '../engine/turn-state.js';
 import type { TracingOptions } from '../engine/tracing.js';
 import { turnAttributes } from '../engine/genai-spans.js';
-import { ArgumentError, AuthorizationError, InputError, WorkflowStartError } from '../errors.js';
+import {
+  ArgumentError,
+  AuthorizationError,
+  InputError,
+  RecordNotFound,
+  WorkflowStartError,
+} from '../errors.js';
 import type { RepairFinding } from '../engine/repair.js';
 import { repairTurns, unfinishedSubmittedTurns } from '../engine/repair.js';
 import { authorizeCancel, cancelTurn } from '../engine/cancel.js';
 import { newId } from '../ids.js';
-import { jsonCopy, nowIso } from '../store/records.js';
+import { canonicalJson, jsonCopy, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type {
   DeliveryRecord,
@@ -37,7 +43,12 @@ import type {
   Usage,
 } from '../store/types.js';
 import type { CancelDescendants } from '../engine/cancel-request.js';
-import { parseCancelRequest } from '../engine/cancel-request.js';
+import { parseCancelRequest, signedCancelParams } from '../engine/cancel-request.js';
+import {
+  checkCallerMetadata,
+  RESERVED_CONVERSATION_METADATA,
+  RESERVED_MESSAGE_METADATA,
+} from './caller-metadata.js';
 import type { TurnSettings } from '../workflows/contract.js';
 import {
   cancelSignal,
@@ -321,7 +332,15 @@ export class TurnKitClient {
     if (given === undefined) return undefined;
     if (typeof given !== 'string' || given === '')
       throw new ArgumentError('parentRun/rootTurnId must name a turn');
-    const turn = await this.store.loadTurn(given);
+    // Joining a root shares its budget and its stream: only a run of the root's own principal
+    // may, and a root of another principal is refused as one that does not exist.
+    const refused = () => new AuthorizationError(`not authorized to attach to run ${given}`);
+    const turn = await this.store.loadTurn(given).catch((error: unknown) => {
+      throw error instanceof RecordNotFound ? refused() : error;
+    });
+    const root = turn.rootTurnId === turn.id ? turn : await this.store.loadTurn(turn.rootTurnId);
+    if (canonicalJson(root.options['principal'] ?? null) !== canonicalJson(options.principal ?? null))
+      throw refused();
     return turn.rootTurnId;
   }
 
@@ -434,14 +453,12 @@ export class TurnKitClient {
   ): Promise<void> {
     const principal = request.principal ?? null;
     const key = this.#runtime.signingKey;
-    const parsed = parseCancelRequest({
-      descendants: request.descendants ?? 'retain',
-      principal,
-      ...(key !== undefined
-        ? { signature: signPrincipal(key, { turnId, action: 'cancel', principal }) }
-        : {}),
-    });
+    const parsed = parseCancelRequest({ descendants: request.descendants ?? 'retain', principal });
     if (!parsed.ok) throw new ArgumentError(parsed.reason);
+    if (key !== undefined) {
+      const params = signedCancelParams(parsed.value);
+      parsed.value.signature = signPrincipal(key, { turnId, action: 'cancel', principal, params });
+    }
     const turn = await this.store.loadTurn(turnId);
     if (TERMINAL_TURN_STATUSES.includes(turn.status)) return;
     const verdict = await authorizeCancel(this.#runtime, { turnId, ...parsed.value });
@@ -477,7 +494,8 @@ export class TurnKitClient {
   }
 
   async #createConversation(id: string, agent: Agent, options: ConversationOptions) {
-    const metadata: JsonObject = { ...jsonCopy(options.metadata ?? {}) };
+    const given = checkCallerMetadata(options.metadata, RESERVED_CONVERSATION_METADATA, 'conversation');
+    const metadata: JsonObject = { ...jsonCopy(given) };
     if (options.principal !== undefined) metadata['principal'] = jsonCopy(options.principal);
     if (options.context !== undefined) metadata['turnkit_context'] = jsonCopy(options.context);
     const subject = subjectOf(options.subject);
@@ -600,8 +618,9 @@ export class ConversationHandle {
     readonly agentName: string,
   ) {}
 
-  say(text: string, metadata: JsonObject = {}) {
+  async say(text: string, metadata: JsonObject = {}) {
     if (typeof text !== 'string' || text === '') throw new ArgumentError('say needs a non-empty text');
+    checkCallerMetadata(metadata, RESERVED_MESSAGE_METADATA, 'say');
     return this.client.store.appendMessage({
       conversationId: this.id,
       role: 'user',

@@ -1,5 +1,5 @@
 /** The cancel signal's payload; pure, so the workflow can validate it deterministically. */
-import type { Json } from '../store/types.js';
+import type { Json, JsonObject } from '../store/types.js';
 import type { PrincipalSignature } from './control-request.js';
 import { parseSignature } from './control-request.js';
 
@@ -10,6 +10,11 @@ export interface CancelRequest {
   principal: Json;
   /** The client's signature of the principal (see principal-signature.ts); absent: unverified. */
   signature?: PrincipalSignature | null;
+}
+
+/** The parameters a cancel's signature covers besides turn, action and principal. */
+export function signedCancelParams(request: CancelRequest): JsonObject {
+  return { descendants: request.descendants };
 }
 
 /** Validates a cancel payload from a signal (untrusted input): typed result, never a throw. */

@@ -3,10 +3,12 @@ import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { TurnRecord } from '../store/types.js';
 import { rootConversationId, subtreeOf } from '../store/tree.js';
 import type { CancelDescendants, CancelRequest } from './cancel-request.js';
+import { signedCancelParams } from './cancel-request.js';
 import type { Runtime } from './runtime.js';
-import { verifyPrincipal } from './principal-signature.js';
+import { verifyOnce } from './signature-use.js';
 import type { TerminalNotice } from './digest.js';
-import { completionCallback, mergeNotices } from './messaging.js';
+import type { CallbackVerdict } from './messaging.js';
+import { callbackVerdict, completionCallback, mergeNotices } from './messaging.js';
 import {
   emitCallback,
   interruptToolExecutions,
@@ -21,30 +23,42 @@ export type { CancelDescendants, CancelRequest } from './cancel-request.js';
  * Authorizes `:cancel`; a denial is recorded as an event and reported, nothing is cancelled.
  * A finished turn has nothing to cancel: `finished`, no check and no event. Its workflow may
  * still stop what it runs (a cascade committed in the store signals each child so that its
- * in-flight model call or tool is aborted); the store is not written again.
+ * in-flight model call or tool is aborted); the store is not written again. The signature
+ * covers `descendants` too and is good once (`use`: signature-use.ts; a client checking
+ * before it sends passes none). `native`: Temporal's own cancellation request (`temporal
+ * workflow cancel`, the UI's Cancel), which reaches the policy unsigned, `verification: 'temporal'`.
  */
 export async function authorizeCancel(
   runtime: Runtime,
-  input: { turnId: string } & CancelRequest,
+  input: { turnId: string; use?: string; native?: boolean } & CancelRequest,
 ): Promise<{ allowed: boolean; reason?: string; finished?: boolean }> {
   const turn = await runtime.store.loadTurn(input.turnId);
   if (TERMINAL_TURN_STATUSES.includes(turn.status)) return { allowed: true, finished: true };
+  const request = { turnId: turn.id, action: 'cancel', principal: input.principal };
   try {
-    const verification = verifyPrincipal(
-      runtime.signingKey,
-      { turnId: turn.id, action: 'cancel', principal: input.principal },
-      input.signature ?? null,
+    await verifyOnce(
+      runtime,
+      { ...request, params: signedCancelParams(input) },
+      input.native ? null : (input.signature ?? null),
+      input.use,
+      (verification) => {
+        const reason = input.native ? 'temporal' : verification.reason;
+        return runtime.authorize('cancel', input.principal, {
+          turn: turn.id,
+          descendants: input.descendants,
+          verified: verification.verified,
+          ...(reason ? { verification: reason } : {}),
+        });
+      },
     );
-    await runtime.authorize('cancel', input.principal, {
-      turn: turn.id,
-      descendants: input.descendants,
-      verified: verification.verified,
-      ...(verification.reason ? { verification: verification.reason } : {}),
-    });
     return { allowed: true };
   } catch (error) {
     if (!(error instanceof AuthorizationError)) throw error;
-    await runtime.emit(turn, 'cancel.denied', { descendants: input.descendants, error: error.message });
+    await runtime.emit(turn, 'cancel.denied', {
+      descendants: input.descendants,
+      error: error.message,
+      ...(input.native ? { verification: 'temporal' } : {}),
+    });
     return { allowed: false, reason: error.message };
   }
 }
@@ -70,39 +84,54 @@ export async function cancelTurn(
 ): Promise<{ status: string; cancelled: string[]; notice: TerminalNotice }> {
   const store = runtime.store;
   const target = await store.loadTurn(input.turnId);
-  const cancelled = await store.atomic(await rootConversationId(store, target), async () => {
+  const root = await rootConversationId(store, target);
+  const rowsToCancel = async (): Promise<TurnRecord[]> => {
     const rows: TurnRecord[] = [await store.loadTurn(target.id)];
     if (input.descendants === 'cascade') {
       const tree = await store.listTurns({ rootTurnId: target.rootTurnId });
       rows.push(...subtreeOf(tree, target.id).filter((row) => row.id !== target.id));
     }
-    const done: { row: TurnRecord; callback: Awaited<ReturnType<typeof completionCallback>> }[] = [];
-    for (const row of rows) {
-      if (TERMINAL_TURN_STATUSES.includes(row.status)) continue;
-      for (const execution of await interruptToolExecutions(store, row)) {
-        await runtime.emit(row, 'tool_call.interrupted', {
-          id: execution.toolCallId,
-          name: execution.toolName,
-          tool_execution_id: execution.id,
+    return rows.filter((row) => !TERMINAL_TURN_STATUSES.includes(row.status));
+  };
+  // The policy's word on each completion callback is asked before the transaction; a child
+  // created meanwhile is asked about too, and the transaction runs again.
+  const verdicts = new Map<string, CallbackVerdict>();
+  let cancelled: { row: TurnRecord; callback: Awaited<ReturnType<typeof completionCallback>> }[] | null =
+    null;
+  while (cancelled === null) {
+    for (const row of await rowsToCancel())
+      if (!verdicts.has(row.id)) verdicts.set(row.id, await callbackVerdict(runtime, row));
+    cancelled = await store.atomic(root, async () => {
+      const rows = await rowsToCancel();
+      if (rows.some((row) => !verdicts.has(row.id))) return null;
+      const done: { row: TurnRecord; callback: Awaited<ReturnType<typeof completionCallback>> }[] = [];
+      for (const row of rows) {
+        for (const execution of await interruptToolExecutions(store, row)) {
+          // Appended with this transaction; listeners hear of it after the commit.
+          await runtime.emit(row, 'tool_call.interrupted', {
+            id: execution.toolCallId,
+            name: execution.toolName,
+            tool_execution_id: execution.id,
+          });
+        }
+        await repairTranscript(store, row, 'turn was cancelled');
+        const attrs = {
+          status: 'cancelled' as const,
+          claimToken: null,
+          completedAt: new Date().toISOString(),
+          error: { class: storedErrorClass('Cancelled'), message: 'cancelled by application' },
+        };
+        const fresh = await store.loadTurn(row.id);
+        const callback = await completionCallback(store, { ...fresh, ...attrs }, verdicts.get(row.id)!);
+        const options = callback.denied ? { ...fresh.options, callback_denied: callback.denied } : undefined;
+        done.push({
+          row: await store.updateTurn(row.id, { ...attrs, ...(options ? { options } : {}) }),
+          callback,
         });
       }
-      await repairTranscript(store, row, 'turn was cancelled');
-      const attrs = {
-        status: 'cancelled' as const,
-        claimToken: null,
-        completedAt: new Date().toISOString(),
-        error: { class: storedErrorClass('Cancelled'), message: 'cancelled by application' },
-      };
-      const fresh = await store.loadTurn(row.id);
-      const callback = await completionCallback(runtime, store, { ...fresh, ...attrs });
-      const options = callback.denied ? { ...fresh.options, callback_denied: callback.denied } : undefined;
-      done.push({
-        row: await store.updateTurn(row.id, { ...attrs, ...(options ? { options } : {}) }),
-        callback,
-      });
-    }
-    return done;
-  });
+      return done;
+    });
+  }
   const notices: TerminalNotice[] = [];
   for (const { row, callback } of cancelled) {
     await runtime.emit(row, 'turn.cancelled', { descendants: input.descendants });

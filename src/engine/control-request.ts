@@ -3,15 +3,17 @@
  * `steer`); pure, so the workflow's validators can check them deterministically. They come
  * from the client, the Temporal CLI or the UI: untrusted input, a typed result, never a throw.
  */
-import type { Json } from '../store/types.js';
+import type { Json, JsonObject } from '../store/types.js';
 
 export const CONTROL_ACTIONS = ['approve', 'reject', 'pause', 'resume', 'steer'] as const;
 export type ControlAction = (typeof CONTROL_ACTIONS)[number];
 
-/** A principal signed by a client holding the shared key: valid until `expires_at`. */
+/** A request signed by a client holding the shared key: valid until `expires_at`, once. */
 export interface PrincipalSignature {
   expires_at: string;
   mac: string;
+  /** Makes each signature unique (absent in signatures of releases before 0.5, which no longer verify). */
+  nonce?: string;
 }
 
 export interface ControlRequest {
@@ -42,21 +44,47 @@ export const APPROVAL_TIMED_OUT = 'approval timed out';
 
 /** Steering text longer than this is refused (it becomes one user message). */
 export const MAX_STEER_CHARS = 100_000;
+/** An approve `note` or reject `reason` longer than this is refused (both are copied into history). */
+export const MAX_NOTE_CHARS = 2_000;
+const MAX_NONCE_CHARS = 64;
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 
 export function parseSignature(value: unknown): Parsed<PrincipalSignature | null> {
   if (value === undefined || value === null) return { ok: true, value: null };
   const signature = value as Record<string, unknown>;
+  const nonce = signature['nonce'];
   if (
     typeof value !== 'object' ||
     Array.isArray(value) ||
     typeof signature['expires_at'] !== 'string' ||
     typeof signature['mac'] !== 'string' ||
-    Object.keys(signature).length !== 2
+    (nonce !== undefined && (typeof nonce !== 'string' || nonce.length > MAX_NONCE_CHARS)) ||
+    Object.keys(signature).length !== (nonce === undefined ? 2 : 3)
   )
-    return { ok: false, reason: 'signature must be {"expires_at": "<ISO time>", "mac": "<base64url>"}' };
-  return { ok: true, value: { expires_at: signature['expires_at'], mac: signature['mac'] } };
+    return {
+      ok: false,
+      reason: 'signature must be {"expires_at": "<ISO time>", "mac": "<base64url>", "nonce": "<base64url>"}',
+    };
+  return {
+    ok: true,
+    value: {
+      expires_at: signature['expires_at'],
+      mac: signature['mac'],
+      ...(typeof nonce === 'string' ? { nonce } : {}),
+    },
+  };
+}
+
+/** The parameters a control's signature covers besides turn, action and principal. */
+export function signedParams(request: ControlRequest): JsonObject {
+  const { required, optional } = FIELDS[request.action];
+  const params: JsonObject = {};
+  for (const key of [...required, ...optional]) {
+    const value = request[key as 'toolCallId' | 'note' | 'reason' | 'text'];
+    if (value !== undefined) params[key] = value;
+  }
+  return params;
 }
 
 /** Validates the payload of one control: known fields only, required ones present, strings. */
@@ -84,6 +112,11 @@ export function parseControlRequest(action: ControlAction, payload: unknown): Pa
   }
   if (typeof rest['text'] === 'string' && rest['text'].length > MAX_STEER_CHARS)
     return { ok: false, reason: `steer text is longer than ${MAX_STEER_CHARS} characters` };
+  for (const key of ['note', 'reason'] as const) {
+    const value = rest[key];
+    if (typeof value === 'string' && value.length > MAX_NOTE_CHARS)
+      return { ok: false, reason: `${action}: ${key} is longer than ${MAX_NOTE_CHARS} characters` };
+  }
   const signed = parseSignature(signature);
   if (!signed.ok) return signed;
   return {

@@ -10,10 +10,11 @@ import type { Json, JsonObject, MessageRecord } from '../store/types.js';
 import { appendAfterResults } from './after-results.js';
 import { retakeClaim } from './claim.js';
 import type { ControlRequest } from './control-request.js';
+import { signedParams } from './control-request.js';
 import type { OwnerInput, TurnDigest } from './digest.js';
 import { turnDigest } from './digest.js';
-import { verifyPrincipal } from './principal-signature.js';
 import type { Runtime } from './runtime.js';
+import { verifyOnce } from './signature-use.js';
 import { appendToolResultOnce } from './terminal.js';
 import { toolCallParts, turnState, updateState } from './turn-state.js';
 
@@ -36,45 +37,56 @@ export interface ControlVerdict {
 }
 
 /**
- * Verifies the principal's signature, then asks the policy (action `approve`, `reject`,
- * `pause`, `resume` or `steer`, with `verified`). A denial is recorded as `control.denied`
- * and reported; an allowed control is recorded as its own event. Runs as a scheduled activity
- * inside the Update's handler: the key and the policy never enter workflow code or history.
+ * Verifies the signature of the whole request (each signature good once: signature-use.ts),
+ * then asks the policy (action `approve`, `reject`, `pause`, `resume` or `steer`, with
+ * `verified`; for a decision also the call's `tool_name` and `arguments`). A denial is
+ * recorded as `control.denied` and reported; an allowed control is recorded as its own event.
+ * Runs as a scheduled activity inside the Update's handler: the key and the policy never
+ * enter workflow code or history. `use` names this authorization (its retries share it).
  */
 export async function authorizeControl(
   runtime: Runtime,
-  input: { turnId: string; request: ControlRequest },
+  input: { turnId: string; request: ControlRequest; use?: string },
 ): Promise<ControlVerdict> {
   const { request } = input;
   const turn = await runtime.store.loadTurn(input.turnId);
-  const verification = verifyPrincipal(
-    runtime.signingKey,
-    { turnId: turn.id, action: request.action, principal: request.principal },
-    request.signature,
-  );
-  const details: JsonObject = {
-    verified: verification.verified,
-    ...(verification.reason ? { verification: verification.reason } : {}),
-    ...(request.toolCallId ? { tool_call_id: request.toolCallId } : {}),
-  };
+  const call = request.toolCallId
+    ? (await runtime.store.listToolExecutions({ turnId: turn.id })).find(
+        (row) => row.toolCallId === request.toolCallId,
+      )
+    : undefined;
+  const signed = { turnId: turn.id, action: request.action, principal: request.principal };
+  let details: JsonObject = {};
   try {
-    await runtime.authorize(request.action, request.principal, {
-      turn: turn.id,
-      verified: verification.verified,
-      ...(verification.reason ? { verification: verification.reason } : {}),
-      ...(request.toolCallId ? { tool_call_id: request.toolCallId } : {}),
-    });
+    await verifyOnce(
+      runtime,
+      { ...signed, params: signedParams(request) },
+      request.signature,
+      input.use,
+      async (verification) => {
+        details = {
+          verified: verification.verified,
+          ...(verification.reason ? { verification: verification.reason } : {}),
+          ...(request.toolCallId ? { tool_call_id: request.toolCallId } : {}),
+        };
+        await runtime.authorize(request.action, request.principal, {
+          turn: turn.id,
+          ...details,
+          ...(call ? { tool_name: call.toolName, arguments: call.arguments } : {}),
+        });
+      },
+    );
   } catch (error) {
     if (!(error instanceof AuthorizationError)) throw error;
     await runtime.emit(turn, 'control.denied', { action: request.action, error: error.message, ...details });
-    return { allowed: false, verified: verification.verified, reason: error.message };
+    return { allowed: false, verified: details['verified'] === true, reason: error.message };
   }
   const payload: JsonObject = { principal: request.principal, ...details };
   if (request.note !== undefined) payload['note'] = request.note;
   if (request.reason !== undefined) payload['reason'] = request.reason;
   if (request.text !== undefined) payload['chars'] = request.text.length;
   await runtime.emit(turn, CONTROL_EVENTS[request.action], payload);
-  return { allowed: true, verified: verification.verified };
+  return { allowed: true, verified: details['verified'] === true };
 }
 
 /**

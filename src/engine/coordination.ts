@@ -73,6 +73,14 @@ export async function sendMessageCall(
     conversation_id: string;
     text: string;
   };
+  // As for `wait_for`: a conversation of another principal gets the same answer as one that
+  // does not exist, so a model can neither post into it nor learn that it exists.
+  const unknown = () => new ToolError(`unknown conversation: ${destination}`);
+  const target = await store.loadConversation(destination).catch((error: unknown) => {
+    throw error instanceof RecordNotFound ? unknown() : error;
+  });
+  if (canonicalJson(target.metadata['principal'] ?? null) !== canonicalJson(principalOf(turn)))
+    throw unknown();
   try {
     const delivery = await sendMessage(runtime, store, {
       sourceConversationId: turn.conversationId,
@@ -93,7 +101,7 @@ export async function sendMessageCall(
       },
     };
   } catch (error) {
-    if (error instanceof RecordNotFound) throw new ToolError(`unknown conversation: ${destination}`);
+    if (error instanceof RecordNotFound) throw unknown();
     throw error;
   }
 }

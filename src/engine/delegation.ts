@@ -2,6 +2,7 @@ import type { Agent } from '../agents/agent.js';
 import { limitsToJson } from '../agents/agent.js';
 import type { ToolDefinition } from '../agents/tool.js';
 import { validateToolArguments } from '../agents/tool.js';
+import { newId } from '../ids.js';
 import { nowIso } from '../store/records.js';
 import { rootConversationId } from '../store/tree.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
@@ -46,14 +47,23 @@ export async function delegate(
     agent: subAgent.name,
     arguments: { task },
   });
-  return store.atomicGraph(async () => {
-    const child = await childTurn(store, parent, subAgent, execution, task, principal);
-    // Authorized with the real child id (spec §4.8: `Background.wait`); a denial rolls the
-    // child and the edge back together.
-    await runtime.authorize('wait', principal, { turn: parent.id, targets: [child.id] });
-    await addWaits(store, { turnId: parent.id, targetTurnIds: [child.id], transition: false });
-    return child;
-  });
+  // `wait` is authorized with the real child id (spec §4.8: `Background.wait`), before the graph
+  // transaction: the id is chosen first (the existing child's, after a crash or retry), and a
+  // denial writes neither the child nor the edge.
+  let childId = (await store.listTurns({ parentToolExecutionId: execution.id }))[0]?.id ?? newId('turn');
+  for (;;) {
+    await runtime.authorize('wait', principal, { turn: parent.id, targets: [childId] });
+    const authorized = childId;
+    const child = await store.atomicGraph(async () => {
+      const child = await childTurn(store, parent, subAgent, execution, task, principal, { id: authorized });
+      // Another attempt created the child meanwhile, under another id: authorize that one.
+      if (child.id !== authorized) return null;
+      await addWaits(store, { turnId: parent.id, targetTurnIds: [child.id], transition: false });
+      return child;
+    });
+    if (child) return child;
+    childId = (await store.listTurns({ parentToolExecutionId: execution.id }))[0]!.id;
+  }
 }
 
 /**
@@ -68,7 +78,7 @@ export async function childTurn(
   execution: ToolExecutionRecord,
   task: string,
   principal: Json,
-  options: { callbackConversationId?: string } = {},
+  options: { callbackConversationId?: string; id?: string } = {},
 ): Promise<TurnRecord> {
   const root = await rootConversationId(store, parent);
   return store.atomic(root, async () => {
@@ -100,6 +110,7 @@ export async function childTurn(
     if (options.callbackConversationId)
       turnOptions['callback_conversation_id'] = options.callbackConversationId;
     return store.createTurn({
+      ...(options.id ? { id: options.id } : {}),
       conversationId: conversation.id,
       agentName: subAgent.name,
       parentTurnId: parent.id,

@@ -3,7 +3,13 @@
  * callbacks, and the conversation lane's step. Every function here is idempotent, so a
  * crash or retry anywhere repeats it safely.
  */
-import { ArgumentError, AuthorizationError, RecordNotFound, storedErrorClass } from '../errors.js';
+import {
+  ArgumentError,
+  AuthorizationError,
+  RecordNotFound,
+  StoreError,
+  storedErrorClass,
+} from '../errors.js';
 import { deliver } from '../store/maintenance.js';
 import { canonicalJson, nowIso } from '../store/records.js';
 import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '../store/types.js';
@@ -139,32 +145,62 @@ export function mergeNotices(notices: readonly TerminalNotice[]): TerminalNotice
   };
 }
 
+/** The policy's word on a turn's completion callback, and what it decided on. */
+export interface CallbackVerdict {
+  /** `callback_conversation_id` of a submitted turn; null: the turn has no callback. */
+  destination: string | null;
+  /** The principal's canonical JSON. */
+  principal: string;
+  denied: JsonObject | null;
+}
+
+function callbackDestination(turn: TurnRecord): string | null {
+  const destination = turn.options['callback_conversation_id'];
+  return typeof destination === 'string' && turn.submittedAt !== null ? destination : null;
+}
+
 /**
- * The completion callback of a submitted turn with `callback_conversation_id` (spec §5.8):
- * authorize `callback` with the stored principal, then create the delivery
- * `completion:<turnId>` whose text is the JSON of the turn's result. Runs inside the terminal
- * write's transaction, before the claim is cleared; `final` is the turn as it will be
- * stored. A denial leaves the turn terminal and is returned for `options.callback_denied`.
+ * Asks the policy (`callback`, with the stored principal) about the completion callback of
+ * `turn`, before the terminal write's transaction opens: user code never runs under its lock.
  */
-export async function completionCallback(
-  runtime: Runtime,
-  store: Store,
-  final: TurnRecord,
-): Promise<{ delivery: DeliveryRecord | null; denied: JsonObject | null }> {
-  const destination = final.options['callback_conversation_id'];
-  if (typeof destination !== 'string' || final.submittedAt === null) return { delivery: null, denied: null };
+export async function callbackVerdict(runtime: Runtime, turn: TurnRecord): Promise<CallbackVerdict> {
+  const destination = callbackDestination(turn);
+  const verdict = { destination, principal: canonicalJson(principalOf(turn)), denied: null };
+  if (destination === null) return verdict;
   try {
-    await runtime.authorize('callback', principalOf(final), {
-      turn: final.id,
+    await runtime.authorize('callback', principalOf(turn), {
+      turn: turn.id,
       destination_conversation: destination,
     });
+    return verdict;
   } catch (error) {
     if (!(error instanceof AuthorizationError)) throw error;
     return {
-      delivery: null,
+      ...verdict,
       denied: { class: storedErrorClass(error.name), message: error.message, at: nowIso() },
     };
   }
+}
+
+/**
+ * The completion callback of a submitted turn with `callback_conversation_id` (spec §5.8):
+ * as `verdict` decided, the delivery `completion:<turnId>` whose text is the JSON of the
+ * turn's result. Runs inside the terminal write's transaction, before the claim is cleared;
+ * `final` is the turn as it will be stored, and what the policy decided on is re-checked
+ * against it. A denial leaves the turn terminal and is returned for `options.callback_denied`.
+ */
+export async function completionCallback(
+  store: Store,
+  final: TurnRecord,
+  verdict: CallbackVerdict,
+): Promise<{ delivery: DeliveryRecord | null; denied: JsonObject | null }> {
+  const destination = callbackDestination(final);
+  if (destination !== verdict.destination || canonicalJson(principalOf(final)) !== verdict.principal)
+    throw new StoreError(`the completion callback of ${final.id} changed while it was authorized`, {
+      retryable: true,
+    });
+  if (destination === null) return { delivery: null, denied: null };
+  if (verdict.denied) return { delivery: null, denied: verdict.denied };
   try {
     await store.loadConversation(destination);
   } catch (error) {

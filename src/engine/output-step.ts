@@ -8,6 +8,7 @@ import type { OutputAudit } from './output-checks.js';
 import { auditKey, checkTurnOutput, schemaViolations, storedAudit } from './output-checks.js';
 import type { Runtime } from './runtime.js';
 import { repeatedNotice, terminalNotice, writeTerminal } from './terminal.js';
+import { callbackVerdict } from './messaging.js';
 import type { TurnState } from './turn-state.js';
 import { turnState, updateState } from './turn-state.js';
 
@@ -109,6 +110,7 @@ export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promis
         policy_audit: auditJson,
       }
     : null;
+  const verdict = await callbackVerdict(runtime, turn);
   const { turn: done, callback } = await store.atomic(null, async () => {
     if (auditJson) await updateState(store, turn.id, { policy_audit: auditJson });
     return writeTerminal(
@@ -117,6 +119,7 @@ export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promis
       turn.id,
       { status: failed ? 'failed' : 'completed', outputText: candidate, outputData, error },
       'turn failed its output checks',
+      verdict,
     );
   });
   await runtime.emitAll(done, [

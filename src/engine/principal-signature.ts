@@ -1,17 +1,19 @@
 /**
- * Signed principals: the client HMACs what it sends (principal, turn, action, expiry) with a
- * key that it and the workers hold; an activity verifies it. The key never enters Temporal
- * history, and only the MAC and its expiry travel in the payload. Node only (never workflow code).
+ * Signed principals: the client HMACs the whole request it sends (turn, action, principal,
+ * every parameter, expiry and a nonce) with a key that it and the workers hold; an activity
+ * verifies it, and `signature-use.ts` makes each signature good for one use. The key never
+ * enters Temporal history, and only the MAC, its expiry and nonce travel in the payload.
+ * Node only (never workflow code).
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ConfigError } from '../errors.js';
-import type { Json } from '../store/types.js';
+import type { Json, JsonObject } from '../store/types.js';
 import type { PrincipalSignature } from './control-request.js';
 
 /** How long a signature is honoured after the client signed it, unless it says otherwise. */
 export const DEFAULT_SIGNATURE_TTL_MS = 5 * 60_000;
 
-/** JSON with object keys sorted, so the same principal always signs the same bytes. */
+/** JSON with object keys sorted, so the same request always signs the same bytes. */
 function canonical(value: Json): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
@@ -21,14 +23,28 @@ function canonical(value: Json): string {
     .join(',')}}`;
 }
 
-export interface SignedScope {
+/**
+ * What a signature covers: the request minus its signature. `params` are the action's own
+ * fields (`toolCallId`, `note`, `reason`, `text`, `descendants`): `signedParams` of
+ * control-request.ts and cancel-request.ts name them, so both sides sign the same object.
+ */
+export interface SignedRequest {
   turnId: string;
   action: string;
   principal: Json;
+  params?: JsonObject;
 }
 
-function mac(key: string | Buffer, scope: SignedScope, expiresAt: string): Buffer {
-  const message = canonical(['turnkit-principal-1', scope.turnId, scope.action, scope.principal, expiresAt]);
+function mac(key: string | Buffer, request: SignedRequest, expiresAt: string, nonce: string | null): Buffer {
+  const message = canonical({
+    v: 'turnkit-request-2',
+    turn: request.turnId,
+    action: request.action,
+    principal: request.principal,
+    params: request.params ?? {},
+    expires_at: expiresAt,
+    nonce,
+  });
   return createHmac('sha256', key).update(message).digest();
 }
 
@@ -38,35 +54,40 @@ export function checkSigningKey(key: unknown): string | Buffer | undefined {
   throw new ConfigError('signingKey must be a string or Buffer of at least 16 bytes');
 }
 
-/** The signature a client sends with a control or a cancel. */
+/** The signature a client sends with a control or a cancel: for this request only, once. */
 export function signPrincipal(
   key: string | Buffer,
-  scope: SignedScope,
+  request: SignedRequest,
   options: { ttlMs?: number; now?: number } = {},
 ): PrincipalSignature {
   const expiresAt = new Date(
     (options.now ?? Date.now()) + (options.ttlMs ?? DEFAULT_SIGNATURE_TTL_MS),
   ).toISOString();
-  return { expires_at: expiresAt, mac: mac(key, scope, expiresAt).toString('base64url') };
+  // Two identical requests signed in the same millisecond still get two signatures.
+  const nonce = randomBytes(12).toString('base64url');
+  return { expires_at: expiresAt, mac: mac(key, request, expiresAt, nonce).toString('base64url'), nonce };
 }
 
 export interface Verification {
   verified: boolean;
-  /** Why not: unsigned, no key on this worker, expired, or a signature that does not match. */
-  reason?: 'unsigned' | 'no_key' | 'expired' | 'bad_signature';
+  /**
+   * Why not: unsigned, no key on this worker, expired, a signature that does not match the
+   * request, or one already used (`signature-use.ts`).
+   */
+  reason?: 'unsigned' | 'no_key' | 'expired' | 'bad_signature' | 'replayed' | 'temporal';
 }
 
-/** Whether `signature` was made with `key` for exactly this turn, action and principal, and is still valid. */
+/** Whether `signature` was made with `key` for exactly this request, and is still valid. */
 export function verifyPrincipal(
   key: string | Buffer | undefined,
-  scope: SignedScope,
+  request: SignedRequest,
   signature: PrincipalSignature | null,
   now = Date.now(),
 ): Verification {
   if (!signature) return { verified: false, reason: 'unsigned' };
   if (key === undefined) return { verified: false, reason: 'no_key' };
   const expires = Date.parse(signature.expires_at);
-  const expected = mac(key, scope, signature.expires_at);
+  const expected = mac(key, request, signature.expires_at, signature.nonce ?? null);
   const given = Buffer.from(signature.mac, 'base64url');
   if (given.length !== expected.length || !timingSafeEqual(given, expected))
     return { verified: false, reason: 'bad_signature' };

@@ -33,6 +33,7 @@ import type { turnWorkflow } from '../workflows/turn-workflow.js';
 import { taskOf } from './build-turn.js';
 import type { TerminalNotice } from './digest.js';
 import type { Runtime } from './runtime.js';
+import { callbackVerdict } from './messaging.js';
 import { announceTerminalWrite, terminalNotice, writeTerminalRows } from './terminal.js';
 
 /** Where repair runs: a worker's activity, the client, the CLI. */
@@ -199,6 +200,9 @@ async function failVanished(context: RepairContext, seen: TurnRecord, workflow: 
   const { runtime } = context;
   const store = runtime.store;
   const error = { class: storedErrorClass('WorkflowClosed'), message: workflow };
+  // The policy's word on a completion callback, before the transaction (no user code under its
+  // lock); the terminal write re-checks what it decided on.
+  const verdict = await callbackVerdict(runtime, seen);
   const written = await store.atomic(await rootConversationId(store, seen), () =>
     store.atomic(seen.conversationId, async () => {
       const fresh = await store.loadTurn(seen.id);
@@ -208,11 +212,11 @@ async function failVanished(context: RepairContext, seen: TurnRecord, workflow: 
         fresh.updatedAt === seen.updatedAt;
       if (!unchanged) return null;
       return writeTerminalRows(
-        runtime,
         store,
         seen.id,
         { status: 'failed', error },
         `turn failed: its workflow ${workflow}`,
+        verdict,
       );
     }),
   );

@@ -19,6 +19,7 @@ import type { TracingOptions } from './tracing.js';
 import { Telemetry } from './tracing.js';
 import { streamPartsForEvents } from './live-stream.js';
 import { checkSigningKey } from './principal-signature.js';
+import { afterCommit, assertNoTransaction } from '../store/transaction-marker.js';
 
 export type AuthorizationAction =
   | 'tool'
@@ -164,14 +165,17 @@ export class Runtime {
   ): Promise<void> {
     const policy = this.#authorization;
     if (!policy) return;
+    // Never while a transaction holds its locks (decide first, then re-check under the lock).
+    assertNoTransaction('the authorization policy');
     const request: AuthorizationRequest = { ...resources, action, principal };
     const verdict = typeof policy === 'function' ? await policy(request) : await policy.authorize(request);
     if (verdict !== true) throw new AuthorizationError(`not authorized to ${action}`);
   }
 
   /**
-   * Appends to the turn's durable event log, then tells in-process listeners. Always called
-   * after the write it reports has committed, so a listener can never roll a write back.
+   * Appends to the turn's durable event log, then tells in-process listeners. Inside a
+   * transaction the event is appended with the write it reports, and listeners hear of it
+   * after the commit (never, after a rollback): a listener can never roll a write back.
    */
   async emit(
     turn: Pick<TurnRecord, 'id' | 'conversationId'>,
@@ -212,15 +216,22 @@ export class Runtime {
       }
       return appended;
     });
+    // Appended in the caller's transaction, if any: listeners hear of them once it commits.
+    await afterCommit(() => this.#notify(turn.id, records));
+    return stored;
+  }
+
+  async #notify(turnId: string, records: readonly EventRecord[]): Promise<void> {
+    if (this.#listeners.length === 0) return;
+    assertNoTransaction('an event listener');
     for (const event of records) {
       for (const listener of this.#listeners) {
         try {
           await listener(event);
         } catch (error) {
-          this.logger.warn(`turnkit: event listener failed on ${event.type} for ${turn.id}:`, error);
+          this.logger.warn(`turnkit: event listener failed on ${event.type} for ${turnId}:`, error);
         }
       }
     }
-    return stored;
   }
 }

@@ -14,7 +14,8 @@ import type {
 import { appendAfterResults } from './after-results.js';
 import { retakeClaim } from './claim.js';
 import type { OwnerInput, TerminalNotice, TurnErrorDigest } from './digest.js';
-import { completionCallback, laneHasWork, openWaiters } from './messaging.js';
+import type { CallbackVerdict } from './messaging.js';
+import { callbackVerdict, completionCallback, laneHasWork, openWaiters } from './messaging.js';
 import type { Runtime } from './runtime.js';
 import { toolCallParts } from './turn-state.js';
 
@@ -149,8 +150,11 @@ export async function writeTerminal(
   turnId: string,
   attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
   reason: string,
+  decided?: CallbackVerdict,
 ): Promise<{ turn: TurnRecord; repaired: MessageRecord[]; callback: DeliveryRecord | null }> {
-  const result = await store.atomic(null, () => writeTerminalRows(runtime, store, turnId, attrs, reason));
+  // The policy's word on the callback comes before the transaction (or from the caller's, before its own).
+  const verdict = decided ?? (await callbackVerdict(runtime, await store.loadTurn(turnId)));
+  const result = await store.atomic(null, () => writeTerminalRows(store, turnId, attrs, reason, verdict));
   await announceTerminalWrite(runtime, result);
   return { turn: result.turn, repaired: result.repaired, callback: result.callback.delivery };
 }
@@ -158,13 +162,14 @@ export async function writeTerminal(
 /**
  * The rows of `writeTerminal`, inside the caller's transaction (which may check the row
  * first, as the repair of a vanished workflow does); `announceTerminalWrite` after the commit.
+ * `verdict` is the policy's word on the callback, asked before the transaction.
  */
 export async function writeTerminalRows(
-  runtime: Runtime,
   store: Store,
   turnId: string,
   attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
   reason: string,
+  verdict: CallbackVerdict,
 ): Promise<TerminalWrite> {
   return store.atomic(null, async () => {
     const turn = await store.loadTurn(turnId);
@@ -176,11 +181,11 @@ export async function writeTerminalRows(
     }
     const completedAt = nowIso();
     // The callback is written while the claim is still ours, from the row as it will be stored.
-    const callback = await completionCallback(runtime, store, {
-      ...turn,
-      ...attrs,
-      completedAt,
-    } as TurnRecord);
+    const callback = await completionCallback(
+      store,
+      { ...turn, ...attrs, completedAt } as TurnRecord,
+      verdict,
+    );
     const options = callback.denied ? { ...turn.options, callback_denied: callback.denied } : undefined;
     const updated = await store.updateTurn(turnId, {
       ...attrs,

@@ -42,6 +42,8 @@ export interface TurnState {
   compaction_forced?: boolean;
   /** Ids of the steering Updates already applied (each person's message is written once). */
   steers_applied?: string[];
+  /** Signatures already used, by MAC, until they expire: each verifies once (`signature-use.ts`). */
+  signatures_used?: Record<string, { expires_at: string; use: string }>;
 }
 
 export function turnState(turn: TurnRecord): TurnState {

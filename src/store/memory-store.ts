@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { RecordNotFound, StoreError, ToolError } from '../errors.js';
 import { busyConversation, nextDeliveryTrigger, reconcileStaleTurns } from './maintenance.js';
+import { markTransaction } from './transaction-marker.js';
 import {
   assertToolExecutionStatus,
   buildConversation,
@@ -144,18 +145,20 @@ export class MemoryStore implements Store {
 
   async #transaction<T>(fn: () => Promise<T>): Promise<T> {
     if (this.#inTransaction()) return fn();
-    const release = await this.#acquire();
-    const transaction: Transaction = { snapshot: snapshotOf(this.#tables) };
-    this.#open = transaction;
-    try {
-      return await this.#context.run(transaction, fn);
-    } catch (error) {
-      this.#tables = transaction.snapshot;
-      throw error;
-    } finally {
-      this.#open = null;
-      release();
-    }
+    return markTransaction(async () => {
+      const release = await this.#acquire();
+      const transaction: Transaction = { snapshot: snapshotOf(this.#tables) };
+      this.#open = transaction;
+      try {
+        return await this.#context.run(transaction, fn);
+      } catch (error) {
+        this.#tables = transaction.snapshot;
+        throw error;
+      } finally {
+        this.#open = null;
+        release();
+      }
+    });
   }
 
   /** Committed rows for readers outside the open transaction, live rows inside it. */

@@ -161,7 +161,7 @@ export interface TurnActivities {
   outputAudit(input: OwnerInput & { maxAttempts?: number }): Promise<OutputAuditDigest>;
   outputStep(input: OwnerInput): Promise<OutputStepDigest>;
   authorizeCancel(
-    input: { turnId: string } & CancelRequest,
+    input: { turnId: string; native?: boolean } & CancelRequest,
   ): Promise<{ allowed: boolean; reason?: string; finished?: boolean }>;
   rejectCancel(input: { turnId: string; reason: string }): Promise<void>;
   cancelTurn(input: {

@@ -120,7 +120,13 @@ function refuse(
 }
 
 /** Registers the Updates and the `controlState` query on this run. */
-export function registerControls(run: TurnRun, controls: TurnControls): void {
+export function registerControls(run: TurnRun, controls: TurnControls, shield?: CancellationScope): void {
+  // On 0.5 runs a handler runs shielded from Temporal's own cancellation, which the cancel
+  // policy may refuse (turn-workflow.ts): the turn then goes on, and so do its controls.
+  const shielded =
+    <R>(handler: (payload: unknown) => Promise<R>) =>
+    (payload: unknown): Promise<R> =>
+      shield ? shield.run(() => handler(payload)) : handler(payload);
   const parse = (action: ControlAction, payload: unknown): ControlRequest => {
     const parsed = parseControlRequest(action, payload);
     if (!parsed.ok) refuse('ArgumentError', parsed.reason, 'malformed');
@@ -180,10 +186,10 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
         controls.decisionDone(id);
       }
     };
-  setHandler(approveUpdate, decide('approved'), {
+  setHandler(approveUpdate, shielded(decide('approved')), {
     validator: (payload) => void checkCall(parse('approve', payload)),
   });
-  setHandler(rejectUpdate, decide('rejected'), {
+  setHandler(rejectUpdate, shielded(decide('rejected')), {
     validator: (payload) => void checkCall(parse('reject', payload)),
   });
 
@@ -209,12 +215,12 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
     refuse('ControlError', `turn ${run.turnId} is already paused`, 'already_paused');
   setHandler(
     pauseUpdate,
-    async (payload) => {
+    shielded(async (payload) => {
       await authorizeBoundary(parse('pause', payload));
       if (controls.pauseRequested) alreadyPaused();
       controls.pauseRequested = true;
       return controls.state();
-    },
+    }),
     {
       validator: (payload) => {
         parse('pause', payload);
@@ -225,12 +231,12 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
   );
   setHandler(
     resumeUpdate,
-    async (payload) => {
+    shielded(async (payload) => {
       await authorize(parse('resume', payload));
       if (!controls.pauseRequested) notPaused();
       controls.pauseRequested = false;
       return controls.state();
-    },
+    }),
     {
       validator: (payload) => {
         parse('resume', payload);
@@ -240,13 +246,13 @@ export function registerControls(run: TurnRun, controls: TurnControls): void {
   );
   setHandler(
     steerUpdate,
-    async (payload) => {
+    shielded(async (payload) => {
       const request = parse('steer', payload);
       const id = currentUpdateInfo()?.id ?? `steer-${controls.steers.length}`;
       await authorizeBoundary(request);
       controls.steers.push({ id, text: request.text!, principal: request.principal });
       return controls.state();
-    },
+    }),
     {
       validator: (payload) => {
         parse('steer', payload);

@@ -39,7 +39,10 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   const features = runFeatures();
   const activities = turnActivities(input.settings);
   // Everything the turn does runs in this scope, so cancel and the root timeout stop it alike.
-  const scope = new CancellationScope();
+  // On 0.5 runs it is shielded from Temporal's own cancellation, which is a request the
+  // cancel policy decides on (below), not an order.
+  const shield = features.v0_5 ? new CancellationScope({ cancellable: false }) : undefined;
+  const scope = new CancellationScope(shield ? { cancellable: true, parent: shield } : undefined);
   let cancel: CancelRequest | null = null;
   let timedOut = false;
   let nudges = 0;
@@ -54,7 +57,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   // scheduled activity, as the controls' authorization is (decision 23); earlier runs keep the
   // local one their histories recorded.
   const cancelChecks = features.controls ? activities.controls : activities.store;
-  setHandler(cancelSignal, async (payload: unknown) => {
+  const onCancel = async (payload: unknown) => {
     const parsed = parseCancelRequest(payload);
     if (!parsed.ok) {
       await cancelChecks.rejectCancel({ turnId, reason: parsed.reason });
@@ -65,7 +68,23 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     cancel = parsed.value;
     if (controls) controls.finished = true;
     scope.cancel();
-  });
+  };
+  // Shielded too: a cancel signal still counts after Temporal's own cancel was refused.
+  setHandler(cancelSignal, (payload: unknown) =>
+    shield ? shield.run(() => onCancel(payload)) : onCancel(payload),
+  );
+  // `temporal workflow cancel`, the UI's Cancel: unsigned, `verification: 'temporal'`.
+  if (shield)
+    void shield.cancelRequested.catch(async () => {
+      const native = { descendants: 'retain' as const, principal: null };
+      const verdict = await CancellationScope.nonCancellable(() =>
+        cancelChecks.authorizeCancel({ turnId, ...native, native: true }),
+      );
+      if (!verdict.allowed || cancel) return;
+      cancel = native;
+      if (controls) controls.finished = true;
+      scope.cancel();
+    });
 
   // The claim token is bound to this run: a retried claim by the same run is recognized,
   // and a reset or any other run gets a different token, which fences this one out.
@@ -83,7 +102,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     controls,
     owner: () => ({ turnId, claimToken, taskHistoryLength: workflowInfo().historyLength }),
   };
-  if (controls) registerControls(run, controls);
+  if (controls) registerControls(run, controls, shield);
   let end: TurnEnd;
   try {
     end = await scope.run(async (): Promise<TurnEnd> => {
@@ -103,7 +122,8 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   } catch (error) {
     if (controls) controls.finished = true;
     if (isLostClaim(error) || isStaleTask(error)) return { turnId, status: 'lost', claimed: true };
-    // A cancel signal, or Temporal's own cancellation request (an operator's: treated as authorized).
+    // A cancel signal, or Temporal's own cancellation request (on runs before 0.5 treated as
+    // authorized without asking the policy).
     end =
       isCancellation(error) && !timedOut
         ? await cancelTurn(run, cancel ?? { descendants: 'retain', principal: null })
@@ -114,6 +134,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   run.console.update({ status: end.result.status, runningTools: [] });
   await notify(run, end.notice);
   // Controls still being handled are refused now; the run ends after they answered.
-  if (controls) await condition(allHandlersFinished);
+  if (controls)
+    await (shield ? shield.run(() => condition(allHandlersFinished)) : condition(allHandlersFinished));
   return end.result;
 }

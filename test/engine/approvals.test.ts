@@ -439,14 +439,19 @@ describe('who is asking', () => {
     // Expired: a real signature, replayed after its expiry.
     const expired = signPrincipal(
       KEY,
-      { turnId: run.turnId, action: 'approve', principal },
+      { turnId: run.turnId, action: 'approve', principal, params: { toolCallId: 'call_s1' } },
       { ttlMs: -1_000 },
     );
     await expect(
       rawUpdate(run, 'approve', { toolCallId: 'call_s1', principal, signature: expired }),
     ).rejects.toThrow(/not authorized to approve/);
     // Signed for another turn.
-    const elsewhere = signPrincipal(KEY, { turnId: other.turnId, action: 'approve', principal });
+    const elsewhere = signPrincipal(KEY, {
+      turnId: other.turnId,
+      action: 'approve',
+      principal,
+      params: { toolCallId: 'call_s1' },
+    });
     await expect(
       rawUpdate(run, 'approve', { toolCallId: 'call_s1', principal, signature: elsewhere }),
     ).rejects.toThrow(/not authorized to approve/);

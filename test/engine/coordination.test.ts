@@ -242,7 +242,8 @@ describe('coordination tools', () => {
 
   it('send_message delivers once to another conversation and wakes it; the delivery names the sending turn', async () => {
     const destination = await kit.client.conversation('inboxer', { principal: { user: 'owner' } });
-    const run = await kit.client.run('sender', `Message ${destination.id}`);
+    // The same principal: another principal's conversation is refused (security-principals.test.ts).
+    const run = await kit.client.run('sender', `Message ${destination.id}`, { principal: { user: 'owner' } });
     expect((await run.result()).outputText).toBe('sent');
     const outbox = await kit.client.outbox(run.conversationId);
     expect(outbox).toHaveLength(1);
@@ -254,7 +255,7 @@ describe('coordination tools', () => {
     );
     const [woken] = await kit.store.listTurns({ conversationId: destination.id });
     expect(woken!.outputText).toBe('got: ping from sender');
-    // A wake-up runs under the destination conversation's principal, never the sender's.
+    // A wake-up runs under the destination conversation's principal.
     expect(woken!.options['principal']).toEqual({ user: 'owner' });
   });
 });

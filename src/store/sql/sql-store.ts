@@ -19,6 +19,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ArgumentError, RecordNotFound, StoreError, ToolError, TurnKitError } from '../../errors.js';
 import { reconcileStaleTurns } from '../maintenance.js';
+import { markTransaction } from '../transaction-marker.js';
 import { buildStreamPart, STREAM_CHANNEL, StreamWatchers } from '../stream-parts.js';
 import {
   assertToolExecutionStatus,
@@ -232,14 +233,21 @@ export class SqlStore implements Store {
     }
     let opened: TxContext | undefined;
     try {
-      return await this.#driver.transaction((connection) => {
-        const context: TxContext = { connection, locked: new Set(), tail: Promise.resolve(), closed: false };
-        opened = context;
-        return this.#context.run(context, async () => {
-          await this.#serial(context, () => this.#acquire(context, keys));
-          return fn(context);
-        });
-      });
+      return await markTransaction(() =>
+        this.#driver.transaction((connection) => {
+          const context: TxContext = {
+            connection,
+            locked: new Set(),
+            tail: Promise.resolve(),
+            closed: false,
+          };
+          opened = context;
+          return this.#context.run(context, async () => {
+            await this.#serial(context, () => this.#acquire(context, keys));
+            return fn(context);
+          });
+        }),
+      );
     } catch (error) {
       throw this.#describe(error);
     } finally {
