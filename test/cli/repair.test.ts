@@ -154,6 +154,17 @@ describe('turnkit repair', () => {
       expect(await Promise.all([live.turnId, orphanId].map((id) => store.loadTurn(id)))).toEqual(before);
       expect((await live.toolExecutions()).map((e) => e.status)).toEqual(['running']);
     }
+    // The explicit override: --fail-missing would fail the turn that ran; the orphan stays held.
+    const forced = await turnkit(['repair', '--dry-run', '--fail-missing'], { TEMPORAL_NAMESPACE: other });
+    expect(forced.stdout).toContain(
+      `${live.turnId} running in ${live.conversationId}: workflow not found; would fail`,
+    );
+    expect(forced.stdout).toContain(
+      `${orphanId} pending in ${before[1]!.conversationId}: workflow not found; held:`,
+    );
+    expect(forced.stderr).toContain('1 turn to repair; 1 held');
+    expect((await store.loadTurn(live.turnId)).status).toBe('running');
+
     // No duplicate workflow was started in the wrong namespace.
     const wrong = new Client({ connection: client.temporal.connection, namespace: other });
     const started = await wrong.workflow
