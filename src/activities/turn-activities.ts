@@ -65,10 +65,19 @@ function withHeartbeat<T>(
   return pacer.run(heartbeat, () => fn(heartbeat));
 }
 
-/** Repair from inside an activity: the worker's client and task queue. */
+/**
+ * Repair from inside an activity: the worker's client and task queue. The workflow asking runs
+ * in this namespace, so the store's workflows do: `not found` means gone (decision 33).
+ */
 function repairContext(runtime: Runtime, settings?: TurnSettings): RepairContext {
   const context = Context.current();
-  return { runtime, temporal: context.client, taskQueue: context.info.taskQueue, settings };
+  return {
+    runtime,
+    temporal: context.client,
+    taskQueue: context.info.taskQueue,
+    settings,
+    namespaceKnown: true,
+  };
 }
 
 export function createTurnActivities(

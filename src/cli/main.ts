@@ -9,6 +9,7 @@ import { mcpToolSetsOf } from '../agents/mcp.js';
 import { AgentRegistry } from '../agents/registry.js';
 import type { RunHandle } from '../client/run-handle.js';
 import { TurnKitClient } from '../client/turnkit-client.js';
+import type { RepairFinding } from '../engine/repair.js';
 import { readRunStream } from '../client/run-stream.js';
 import { RecordNotFound, TurnKitError } from '../errors.js';
 import type { Json, Store, TurnRecord } from '../store/types.js';
@@ -588,34 +589,47 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
     .command('repair')
     .description('fail the unfinished turns whose workflow is gone, start the ones never started')
     .option('--dry-run', 'list what would be repaired, change nothing')
+    .option(
+      '--fail-missing',
+      'fail the turns that ran and whose workflow is not found even when no workflow of the store is found in this namespace',
+    )
     .action(
-      action(async (session, opts: { dryRun?: boolean }) => {
+      action(async (session, opts: { dryRun?: boolean; failMissing?: boolean }) => {
         const client = await session.client(await session.module(false));
-        const findings = await client.repair({ dryRun: opts.dryRun === true });
+        const findings = await client.repair({
+          dryRun: opts.dryRun === true,
+          failMissing: opts.failMissing === true,
+        });
         if (globals().json) write(io.out, `${jsonText(findings)}\n`);
         else
-          for (const finding of findings) {
-            const what = finding.action === 'fail' ? 'fail (WorkflowClosed)' : 'start its workflow';
-            const verdict = opts.dryRun
-              ? `would ${what}`
-              : finding.done
-                ? `${what}: done`
-                : `${what}: skipped, it moved`;
-            write(
-              io.out,
-              terminalSafe(
-                `${finding.turnId} ${finding.status} in ${finding.conversationId}: workflow ${finding.workflow}; ${verdict}`,
-              ) + '\n',
-            );
-          }
+          for (const finding of findings)
+            write(io.out, terminalSafe(repairLine(finding, opts.dryRun)) + '\n');
+        const acted = findings.filter((finding) => finding.action !== 'hold');
+        const held = findings.length - acted.length;
         write(
           io.err,
-          `${findings.length} turn${findings.length === 1 ? '' : 's'} ${opts.dryRun ? 'to repair' : 'repaired'}\n`,
+          terminalSafe(
+            `${acted.length} turn${acted.length === 1 ? '' : 's'} ${opts.dryRun ? 'to repair' : 'repaired'}` +
+              (held > 0
+                ? `; ${held} held: their workflow is not found in namespace ${client.temporal.options.namespace}, nor any other of this store's (wrong --namespace or --address?)`
+                : ''),
+          ) + '\n',
         );
+        // Held turns are an operator's decision: a script must not take them for repaired.
+        return held > 0 ? EXIT_CODES.error : 0;
       }),
     );
 
   return program;
+}
+
+/** One line of `turnkit repair` per finding. */
+function repairLine(finding: RepairFinding, dryRun: boolean | undefined): string {
+  const head = `${finding.turnId} ${finding.status} in ${finding.conversationId}: workflow ${finding.workflow}; `;
+  if (finding.action === 'hold') return `${head}held: ${finding.held ?? 'not confirmed'}`;
+  const what = finding.action === 'fail' ? 'fail (WorkflowClosed)' : 'start its workflow';
+  if (dryRun) return `${head}would ${what}`;
+  return `${head}${what}: ${finding.done ? 'done' : 'skipped, it moved'}`;
 }
 
 /** TURNKIT_SIGNING_KEY: the key controls and cancels are signed with (workers verify it). */

@@ -26,7 +26,7 @@ import {
   RecordNotFound,
   WorkflowStartError,
 } from '../errors.js';
-import type { RepairFinding } from '../engine/repair.js';
+import type { RepairFinding, RepairOptions } from '../engine/repair.js';
 import { repairTurns, unfinishedSubmittedTurns } from '../engine/repair.js';
 import { authorizeCancel, cancelTurn } from '../engine/cancel.js';
 import { newId } from '../ids.js';
@@ -428,8 +428,11 @@ export class TurnKitClient {
    * is not finished whose workflow is gone without its terminal write is failed with
    * `TurnKit::WorkflowClosed` (open tool calls interrupted, each with its one result; its lane
    * moves on), and a root turn whose workflow never started is started. `dryRun` only lists.
+   * A workflow that is not found is acted on only when Temporal finds another workflow of the
+   * store in this client's namespace; otherwise the turn is `hold` (reported, untouched), and
+   * `failMissing` fails the held turns that ran.
    */
-  async repair(options: { dryRun?: boolean } = {}): Promise<RepairFinding[]> {
+  async repair(options: RepairOptions = {}): Promise<RepairFinding[]> {
     const context = {
       runtime: this.#runtime,
       temporal: this.temporal,

@@ -13,12 +13,17 @@
  * - Never started (a root turn submitted, no workflow: its start failed after `ask()`/`start()`
  *   committed it): its workflow is started, as `start(turnId)` would (the same idempotent
  *   signal-with-start the lane uses). A sub-agent's workflow is its parent's to start.
+ * - `not found` proves nothing by itself: asked in the wrong namespace or cluster, every turn
+ *   is not found. It is acted on only where this namespace is known to run the store's
+ *   workflows: inside a worker (the lane or turn asking is one of them), or when Temporal
+ *   finds some other workflow of the store here; otherwise the turn is held (reported,
+ *   untouched), and only `failMissing` fails a held turn that ran.
  */
 import type { Client } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { storedErrorClass } from '../errors.js';
 import { rootConversationId } from '../store/tree.js';
-import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES } from '../store/types.js';
+import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { TurnRecord, TurnStatus } from '../store/types.js';
 import type { TurnSettings } from '../workflows/contract.js';
 import {
@@ -44,6 +49,23 @@ export interface RepairContext {
   taskQueue: string;
   /** Settings of the turns and lanes it starts. */
   settings?: TurnSettings | undefined;
+  /**
+   * True inside a worker: the workflow asking runs in this namespace, so the store's
+   * workflows do, and `not found` means gone. Otherwise (the client, the CLI) repair first
+   * looks for evidence (see `repairTurns`).
+   */
+  namespaceKnown?: boolean;
+}
+
+/** How `repairTurns` runs. */
+export interface RepairOptions {
+  /** Only diagnose: nothing is written or started. */
+  dryRun?: boolean;
+  /**
+   * Fail a turn that ran and whose workflow is not found even when nothing confirms that this
+   * namespace runs the store's workflows (say, every workflow is past its retention).
+   */
+  failMissing?: boolean;
 }
 
 /** What repair found about one turn, and what it did (or, in a dry run, would do). */
@@ -53,10 +75,16 @@ export interface RepairFinding {
   status: TurnStatus;
   /** What Temporal said about the turn's workflow: `terminated`, `timed out`, `not found`, … */
   workflow: string;
-  /** `fail`: the turn fails with WorkflowClosed; `start`: its workflow is started. */
-  action: 'fail' | 'start';
-  /** False in a dry run, or when the row changed before the write (a live run took it). */
+  /**
+   * `fail`: the turn fails with WorkflowClosed; `start`: its workflow is started; `hold`:
+   * nothing is done, `held` says why (its workflow is not found, and nothing confirms that
+   * this namespace runs the store's workflows).
+   */
+  action: 'fail' | 'start' | 'hold';
+  /** False in a dry run, for a held turn, or when the row changed before the write. */
   done: boolean;
+  /** Why a turn is held. */
+  held?: string;
 }
 
 /** Temporal's closed statuses, as the turn's error message names them. */
@@ -84,16 +112,27 @@ export async function turnWorkflowFate(temporal: Client, turnId: string): Promis
 
 /** What repair would do with `turn`, by its row and Temporal's answer; null: nothing. */
 export async function diagnoseTurn(temporal: Client, turn: TurnRecord): Promise<RepairFinding | null> {
-  // Only submitted turns have a workflow; an inline turn or a finished one is not ours.
-  if (turn.submittedAt === null || !LANE_TURN_STATUSES.includes(turn.status)) return null;
-  const workflow = await turnWorkflowFate(temporal, turn.id);
+  if (!repairable(turn)) return null;
+  return findingFor(turn, await turnWorkflowFate(temporal, turn.id));
+}
+
+/** Only submitted turns have a workflow; an inline turn or a finished one is not ours. */
+function repairable(turn: TurnRecord): boolean {
+  return turn.submittedAt !== null && LANE_TURN_STATUSES.includes(turn.status);
+}
+
+/** What repair would do with a repairable `turn` whose workflow's fate is `workflow`. */
+function findingFor(turn: TurnRecord, workflow: string): RepairFinding | null {
   if (workflow === 'open') return null;
   const finding = { turnId: turn.id, conversationId: turn.conversationId, status: turn.status, workflow };
-  const neverRan = turn.claimToken === null && turn.startedAt === null && turn.status !== 'running';
-  if (workflow === 'not found' && neverRan) {
+  if (workflow === 'not found' && neverRan(turn)) {
     return turn.parentTurnId === null ? { ...finding, action: 'start', done: false } : null;
   }
   return { ...finding, action: 'fail', done: false };
+}
+
+function neverRan(turn: TurnRecord): boolean {
+  return turn.claimToken === null && turn.startedAt === null && turn.status !== 'running';
 }
 
 /** Carries out a finding (see `diagnoseTurn`); `done` says whether it wrote or started. */
@@ -102,6 +141,7 @@ export async function applyFinding(
   turn: TurnRecord,
   finding: RepairFinding,
 ): Promise<RepairFinding> {
+  if (finding.action === 'hold') return { ...finding, done: false };
   if (finding.action === 'start') {
     await startOrNudgeTurn(context, turn);
     return { ...finding, done: true };
@@ -109,19 +149,74 @@ export async function applyFinding(
   return { ...finding, done: await failVanished(context, turn, finding.workflow) };
 }
 
-/** Diagnoses each turn and, unless `dryRun`, repairs it. */
+/**
+ * Diagnoses each turn and, unless `dryRun`, repairs it. Outside a worker, a `not found` is
+ * acted on only when Temporal finds some workflow of the store in this namespace (one of
+ * these turns', or a finished turn's of the same conversations); otherwise those turns are
+ * held, and `failMissing` fails the held ones that ran.
+ */
 export async function repairTurns(
   context: RepairContext,
   turns: readonly TurnRecord[],
-  options: { dryRun?: boolean } = {},
+  options: RepairOptions = {},
 ): Promise<RepairFinding[]> {
-  const findings: RepairFinding[] = [];
+  const diagnosed: { turn: TurnRecord; workflow: string }[] = [];
   for (const turn of turns) {
-    const finding = await diagnoseTurn(context.temporal, turn);
+    if (repairable(turn))
+      diagnosed.push({ turn, workflow: await turnWorkflowFate(context.temporal, turn.id) });
+  }
+  const missing = diagnosed.filter((d) => d.workflow === 'not found');
+  const known =
+    missing.length === 0 ||
+    context.namespaceKnown === true ||
+    missing.length < diagnosed.length ||
+    (await storeSeenHere(
+      context,
+      missing.map((d) => d.turn),
+    ));
+  const findings: RepairFinding[] = [];
+  for (const { turn, workflow } of diagnosed) {
+    let finding = findingFor(turn, workflow);
     if (!finding) continue;
+    if (!known && workflow === 'not found') finding = held(finding, context, options);
     findings.push(options.dryRun ? finding : await applyFinding(context, turn, finding));
   }
   return findings;
+}
+
+/** A `not found` finding where nothing confirms the namespace: held, unless `failMissing`. */
+function held(finding: RepairFinding, context: RepairContext, options: RepairOptions): RepairFinding {
+  if (finding.action === 'fail' && options.failMissing) return finding;
+  const namespace = context.temporal.options.namespace;
+  return {
+    ...finding,
+    action: 'hold',
+    held:
+      `no workflow of this store is found in namespace ${namespace} (wrong namespace or cluster?)` +
+      (finding.action === 'fail'
+        ? '; --fail-missing fails it anyway'
+        : '; start(turnId) starts it where its workers run'),
+  };
+}
+
+/**
+ * Whether Temporal knows some other workflow of the store: the newest finished submitted
+ * turns (up to three) of the conversations of `missing`. Their workflows outlive them by the
+ * namespace's retention, so a store in use is confirmed; the wrong namespace never is.
+ */
+async function storeSeenHere(context: RepairContext, missing: readonly TurnRecord[]): Promise<boolean> {
+  const conversations = [...new Set(missing.map((turn) => turn.conversationId))];
+  for (const conversationId of conversations) {
+    const finished = await context.runtime.store.listTurns({
+      conversationId,
+      status: [...TERMINAL_TURN_STATUSES],
+    });
+    const newest = finished.filter((turn) => turn.submittedAt !== null).slice(-3);
+    for (const turn of newest) {
+      if ((await turnWorkflowFate(context.temporal, turn.id)) !== 'not found') return true;
+    }
+  }
+  return false;
 }
 
 /** Every submitted turn of the store that is not finished: `turnkit repair`'s scope. */

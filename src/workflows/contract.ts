@@ -126,6 +126,13 @@ export interface LaneWorkflowInput {
   pendingWake?: boolean;
   /** Lane steps per run before continue-as-new (default 200); for tests. */
   stepsPerRun?: number;
+  /** Steps that failed in a row in the previous runs (0.5): carried by continue-as-new. */
+  failedSteps?: number;
+  /**
+   * Failed steps in a row after which the lane stops retrying on its own and waits for the
+   * next wake (default 8, 0.5); for tests.
+   */
+  failureLimit?: number;
 }
 
 /** What one lane step did: deliveries appended, a continuation turn built, a turn started. */

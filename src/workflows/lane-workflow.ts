@@ -27,12 +27,19 @@ const STEPS_PER_RUN = 200;
 /** A step that failed (its activity's attempts used up) is tried again after this, doubling. */
 const RETRY_FIRST_MS = 1_000;
 const RETRY_MAX_MS = 5 * 60_000;
+/**
+ * Failed steps in a row (each after its activity's 20 attempts) after which the lane stops
+ * retrying on its own: about 4 minutes of backoff; then only a real wake tries again.
+ */
+const FAILURE_LIMIT = 8;
 
 /**
  * Release 0.5's lane changes, decided in the run's first activation (before any command): a
  * wake that arrives during the run's last step is carried into the continued run
  * (`pendingWake`), and a step that failed keeps its wake and is tried again after a backoff
- * timer instead of leaving the lane idle until some unrelated wake.
+ * timer instead of leaving the lane idle until some unrelated wake — up to `failureLimit`
+ * steps in a row (counted across continue-as-new): then the lane waits for the next wake
+ * (or closes), and its current details say that its steps fail.
  */
 export const PATCH_LANE_0_5 = 'turnkit-lane-0.5';
 
@@ -52,16 +59,26 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
     wakes += 1;
   });
   // What the Temporal UI shows of the lane while it is open (not a command: replay-neutral).
-  const seen = { delivered: 0, started: 0, queued: 0, last: null as string | null };
+  const seen = { delivered: 0, started: 0, queued: 0, last: null as string | null, failing: '' };
+  const failingNote = (count: number, last?: string) =>
+    `\n\n**lane step failing**: ${count} in a row, waiting for the next wake` +
+    (last ? `; last error: ${last.slice(0, 200)}` : '');
   const show = () =>
     setCurrentDetails(
       `**conversation** \`${input.conversationId}\` · delivered ${seen.delivered} · turns started ${seen.started}` +
-        ` · queued ${seen.queued}${seen.last ? `\n\nlast started \`${seen.last}\`` : ''}`,
+        ` · queued ${seen.queued}${seen.last ? `\n\nlast started \`${seen.last}\`` : ''}${seen.failing}`,
     );
   show();
   const steps =
     keepsWakes && input.stepsPerRun !== undefined ? Math.max(1, input.stepsPerRun) : STEPS_PER_RUN;
   let retryMs = RETRY_FIRST_MS;
+  // (0.5) Failed steps in a row; at the limit the lane stops retrying on its own.
+  let failures = keepsWakes ? (input.failedSteps ?? 0) : 0;
+  const failureLimit = keepsWakes ? Math.max(1, input.failureLimit ?? FAILURE_LIMIT) : FAILURE_LIMIT;
+  if (failures >= failureLimit) {
+    seen.failing = failingNote(failures);
+    show();
+  }
   for (let laneSteps = 0; laneSteps < steps; laneSteps++) {
     if (wakes === 0 && !(await condition(() => wakes > 0, IDLE)) && wakes === 0) return;
     wakes = 0;
@@ -71,6 +88,8 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
         ...(input.settings ? { settings: input.settings } : {}),
       });
       retryMs = RETRY_FIRST_MS;
+      failures = 0;
+      seen.failing = '';
       seen.delivered += step.delivered;
       seen.queued = step.queued ?? 0;
       if (step.started) {
@@ -81,25 +100,39 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
     } catch (error) {
       // A broken step (say, an agent this worker does not know, or a long store outage) must
       // not close the lane for good: it is logged, and (0.5) its wake is kept and the step is
-      // tried again after a backoff; before 0.5 the next wake tried again.
+      // tried again after a backoff, up to `failureLimit` steps in a row; then (and before
+      // 0.5) the next wake tries again.
       if (!(error instanceof ActivityFailure)) throw error;
       log.warn('turnkit lane step failed', { conversationId: input.conversationId, error: error.message });
       if (keepsWakes) {
-        wakes = Math.max(wakes, 1);
-        await sleep(retryMs);
-        retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+        failures += 1;
+        if (failures < failureLimit) {
+          wakes = Math.max(wakes, 1);
+          await sleep(retryMs);
+          retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+        } else {
+          // Given up for now: the wake is dropped, the next one tries once more.
+          seen.failing = failingNote(failures, error.cause?.message ?? error.message);
+          show();
+        }
       }
     }
   }
   // The signal handler is synchronous, so every wake delivered so far is counted in `wakes`:
   // (0.5) the continued run starts with a step when one arrived during this run's last step.
   await continueAsNew<typeof laneWorkflow>(
-    keepsWakes ? { ...withoutCarry(input), ...(wakes > 0 ? { pendingWake: true } : {}) } : input,
+    keepsWakes
+      ? {
+          ...withoutCarry(input),
+          ...(wakes > 0 ? { pendingWake: true } : {}),
+          ...(failures > 0 ? { failedSteps: failures } : {}),
+        }
+      : input,
   );
 }
 
 /** The input without what a run carries for the next one only. */
 function withoutCarry(input: LaneWorkflowInput): LaneWorkflowInput {
-  const { pendingWake: _carried, ...rest } = input;
+  const { pendingWake: _carried, failedSteps: _failed, ...rest } = input;
   return rest;
 }

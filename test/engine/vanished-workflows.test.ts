@@ -20,7 +20,12 @@ import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import { openStore } from '../../src/store/index.js';
 import type { ContentPart, Store } from '../../src/store/types.js';
-import { laneStartOptions, laneWorkflowId, turnWorkflowId } from '../../src/workflows/contract.js';
+import {
+  laneStartOptions,
+  laneWorkflowId,
+  turnWorkflowId,
+  wakeSignal,
+} from '../../src/workflows/contract.js';
 import type { laneWorkflow } from '../../src/workflows/lane-workflow.js';
 import { createWorker } from '../../src/worker.js';
 import type { TurnKitWorker } from '../../src/worker.js';
@@ -50,7 +55,16 @@ const model = new ScriptedModel({
 
 // The lane steps as the worker runs them: a step can be held after it did its work (to land a
 // wake in it), or made to fail once before it does anything (its activity attempts used up).
-const laneSteps = { holdNext: false, entered: gate(), release: gate(), failNext: false, failed: 0 };
+// A conversation in `failing` has every lane step fail; `attempts` counts its steps.
+const laneSteps = {
+  holdNext: false,
+  entered: gate(),
+  release: gate(),
+  failNext: false,
+  failed: 0,
+  failing: new Set<string>(),
+  attempts: new Map<string, number>(),
+};
 
 const agents = new AgentRegistry([
   defineAgent({ name: 'holder', tools: [hang] }),
@@ -83,6 +97,11 @@ async function serve(store: Store): Promise<Served> {
             inbound: {
               async execute(input, next) {
                 if (context.info.activityType !== 'laneStep') return next(input);
+                const { conversationId } = input.args[0] as { conversationId: string };
+                laneSteps.attempts.set(conversationId, (laneSteps.attempts.get(conversationId) ?? 0) + 1);
+                if (laneSteps.failing.has(conversationId)) {
+                  throw ApplicationFailure.nonRetryable('the store is down for good (test)', 'StoreError');
+                }
                 if (laneSteps.failNext) {
                   laneSteps.failNext = false;
                   laneSteps.failed += 1;
@@ -237,6 +256,46 @@ async function failedLaneStep({ store, client }: Served): Promise<void> {
   expect(laneSteps.failed).toBe(failedBefore + 1);
 }
 
+async function failingLaneGoesIdle({ store, client, temporal, taskQueue }: Served): Promise<void> {
+  const conversation = await client.conversation('echoer');
+  const id = conversation.id;
+  laneSteps.failing.add(id);
+  // A lane that gives up after 2 failed steps in a row, and continues as new after every step
+  // (so the count is carried from run to run).
+  await temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
+    ...laneStartOptions(id),
+    args: [{ conversationId: id, stepsPerRun: 1, failureLimit: 2 }],
+    taskQueue,
+  });
+  const lane = temporal.workflow.getHandle(laneWorkflowId(id));
+  const details = async () =>
+    (await lane.query<{ currentDetails?: string }>('__temporal_workflow_metadata')).currentDetails ?? '';
+  await waitUntil(async () => (await details()).includes('**lane step failing**: 2 in a row'), 25_000);
+  expect(laneSteps.attempts.get(id)).toBe(2);
+  // The open run waits for a wake: its idle timer started, no step scheduled.
+  const runEvents = async () => (await lane.fetchHistory()).events ?? [];
+  await waitUntil(async () => (await runEvents()).some((e) => e.timerStartedEventAttributes), 25_000);
+  const events = await runEvents();
+  expect(events.filter((e) => e.activityTaskScheduledEventAttributes)).toHaveLength(0);
+  expect(events.filter((e) => e.timerStartedEventAttributes)).toHaveLength(1);
+  expect(laneSteps.attempts.get(id)).toBe(2);
+  expect((await lane.describe()).status.name).toBe('RUNNING');
+
+  // A real wake tries once more, and the lane goes idle again at once.
+  await lane.signal(wakeSignal);
+  await waitUntil(async () => (await details()).includes('**lane step failing**: 3 in a row'), 25_000);
+  expect(laneSteps.attempts.get(id)).toBe(3);
+
+  // Once the store is back, the next wake (a message) runs the step and the message is answered.
+  laneSteps.failing.delete(id);
+  await client.sendMessage(id, 'after the outage', { key: `outage-${id}` });
+  await waitUntil(async () => {
+    const turns = await store.listTurns({ conversationId: id, status: ['completed'] });
+    return turns.some((turn) => turn.outputText === 'heard after the outage');
+  }, 25_000);
+  expect(await details()).not.toContain('lane step failing');
+}
+
 async function fencedWrite({ store, client, temporal, taskQueue }: Served): Promise<void> {
   const conversation = await client.conversation('holder');
   const run = await conversation.ask('hold');
@@ -289,6 +348,8 @@ describe('vanished workflows and lost wake-ups (SQLite)', () => {
     fencedWrite(served));
   it('repair: a lane step that fails keeps its wake and is tried again, so the message is delivered', () =>
     failedLaneStep(served));
+  it('repair: a lane whose steps keep failing stops retrying after its failure limit (carried across continue-as-new), says so in its details, and the next wake tries again', () =>
+    failingLaneGoesIdle(served));
 });
 
 describePostgres('vanished workflows on PostgreSQL', () => {
