@@ -245,6 +245,32 @@ describe('painter', () => {
     expect(calls).toHaveLength(1);
   });
 
+  it('SP-03 painter: a custom fetch (a proxy) gets each reference hop; the image model still gets data: content', async () => {
+    served.length = 0;
+    const hops: string[] = [];
+    const imageModel = new ScriptedImageModel({ modelId: 'img-1' });
+    const agent = painter({
+      imageModel,
+      gate: allow,
+      allowHttp: true,
+      allowPrivateNetwork: ['127.0.0.1/32'],
+      resolveHost: async () => [{ address: '127.0.0.1', family: 4 }],
+      fetch: (url, init) => {
+        hops.push(url);
+        return fetch(url.replace('ref.example', '127.0.0.1'), init);
+      },
+    });
+    const tool = agent.tools[0]!;
+    await tool.execute(
+      validateToolArguments(tool, { prompt: 'x', reference_images: [`${ref}/via-proxy.png`] }),
+      await toolContext(),
+    );
+    expect(hops).toEqual([`${ref}/via-proxy.png`]);
+    expect(served).toEqual(['/via-proxy.png']);
+    expect(imageModel.calls.map((request) => request.referenceImages)).toEqual([[PNG_DATA_URL]]);
+    expect(agent).not.toHaveProperty('fetch');
+  });
+
   it('SP-03 painter takes its text model and client like any agent', () => {
     const client = new ScriptedModel({});
     const agent = painter({
