@@ -11,10 +11,12 @@ import { ArgumentError, ToolError, ToolValidationError } from '../errors.js';
 import type { GeneratedImage, ImageModel, ImageRequest, ImageResult } from '../models/image.js';
 import type { ModelUsage } from '../models/types.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
-import type { NetworkPolicy, NetworkPolicyOptions } from './public-fetch.js';
-import { checkPublicUrl, networkPolicy } from './public-fetch.js';
+import { baseMimeType, IMAGE_MIME_TYPES, mediaPart } from '../models/media.js';
+import type { FetchedResponse, HopFetch, NetworkPolicy, NetworkPolicyOptions } from './public-fetch.js';
+import { checkPublicUrl, networkPolicy, publicFetch, readCapped, UrlRefused } from './public-fetch.js';
 import type { ToolContext, ToolDefinition } from './tool.js';
 import { defineTool } from './tool.js';
+import type { MediaFetch } from './view-media-tool.js';
 
 /** Approves one generation; anything but a literal `true` (or a throw) denies it. */
 export type ImageGate = (request: ImageRequest, options: { context: ToolContext }) => unknown;
@@ -32,9 +34,9 @@ export interface ImageToolResult {
 export const IMAGE_MAX_BYTES = 20 * 1024 * 1024;
 
 /**
- * Reference images and masks given as URLs are handed to the image model, whose SDK may fetch
- * them from this worker: they must be public https URLs, like `view_media`'s (the network
- * options open that up the same way).
+ * Reference images and masks given as URLs are fetched here, like `view_media`'s media (the
+ * same network options open that up the same way), and handed to the image model as `data:`
+ * content: the model's provider never fetches a URL from this worker.
  */
 export interface ImageToolOptions extends NetworkPolicyOptions {
   imageModel: ImageModel;
@@ -49,6 +51,8 @@ export interface ImageToolOptions extends NetworkPolicyOptions {
   maxImageBytes?: number;
   /** Ends the turn; the completion message is the JSON result. */
   terminal?: boolean;
+  /** Replaces the built-in transport for one hop (a proxy), as `viewMediaTool`'s `fetch`. */
+  fetch?: MediaFetch;
 }
 
 const HEARTBEAT_MS = 1_000;
@@ -110,23 +114,79 @@ export async function heartbeating<T>(context: ToolContext, fn: () => Promise<T>
   }
 }
 
-/** Refuses a model-chosen reference image or mask URL that points anywhere but the public internet. */
-async function checkImageUrls(
-  urls: readonly string[],
+/** What the model reads for any reference image or mask URL refused or failed: no status, no address. */
+const UNUSABLE_URL = 'a reference image or mask URL could not be used (only public https URLs are fetched)';
+
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/**
+ * One reference image or mask as the model gave it: a base64 `data:` URL of an image type
+ * (normalized), or a URL `checkPublicUrl` accepts (to be fetched here, never by the provider).
+ * Anything else, control characters included (the URL parser drops tabs and newlines that a
+ * provider SDK's own "is this a URL" test would not), is a ToolValidationError.
+ */
+async function checkedReference(
+  reference: string,
   policy: NetworkPolicy,
+  maxBytes: number,
   context: ToolContext,
-): Promise<void> {
-  for (const url of urls.filter((candidate) => /^https?:/i.test(candidate))) {
-    try {
-      await checkPublicUrl(url, policy);
-    } catch (error) {
-      await context.emit('image.failed', {
-        url,
-        error: error instanceof Error ? error.message : String(error),
-      });
-      throw new ToolError('a reference image or mask URL was refused (only public https URLs are used)');
-    }
+): Promise<{ data: string } | { url: string }> {
+  if (CONTROL.test(reference))
+    throw new ToolValidationError('a reference image or mask contains control characters');
+  if (/^data:/i.test(reference)) {
+    const part = mediaPart({ url: reference }, (message) => new ToolValidationError(message), {
+      maxBytes,
+      mimeTypes: IMAGE_MIME_TYPES,
+    });
+    return { data: `data:${part.mime_type};base64,${part.data ?? ''}` };
   }
+  if (!/^https?:\/\//i.test(reference))
+    throw new ToolValidationError('a reference image or mask must be an https URL or a base64 data: URL');
+  try {
+    await checkPublicUrl(reference, policy);
+  } catch (error) {
+    await context.emit('image.failed', {
+      url: reference,
+      error: error instanceof Error ? error.message : String(error),
+      refused: true,
+    });
+    throw new ToolError(UNUSABLE_URL);
+  }
+  return { url: reference };
+}
+
+/**
+ * Fetches one checked reference URL through `publicFetch` (every hop checked, the address
+ * connected to checked) and returns it as a `data:` URL: the provider never sees a URL.
+ */
+async function fetchedReference(
+  url: string,
+  fetcher: (url: string, signal: AbortSignal) => Promise<FetchedResponse>,
+  maxBytes: number,
+  context: ToolContext,
+): Promise<string> {
+  let bytes: Uint8Array;
+  let mimeType: string;
+  try {
+    const response = await fetcher(url, context.signal);
+    mimeType = baseMimeType(response.headers.get('content-type') ?? '');
+    if (response.status !== 200 || !(IMAGE_MIME_TYPES as readonly string[]).includes(mimeType)) {
+      await response.body?.cancel().catch(() => undefined);
+      throw new Error(`answered ${response.status} with ${mimeType || 'no content type'}`);
+    }
+    bytes = await readCapped(response, maxBytes, () => new Error(`larger than ${maxBytes} bytes`));
+  } catch (error) {
+    if (context.signal.aborted) throw error;
+    // The reason stays in the turn's event log, for the operator: the model only learns "no".
+    await context.emit('image.failed', {
+      url,
+      error: error instanceof Error ? error.message : String(error),
+      refused: error instanceof UrlRefused,
+    });
+    throw new ToolError(UNUSABLE_URL);
+  }
+  return `data:${mimeType};base64,${Buffer.from(bytes).toString('base64')}`;
 }
 
 function usageOf(result: ImageResult): ModelUsage {
@@ -155,6 +215,11 @@ export function imageTool(options: ImageToolOptions): ToolDefinition {
   const maxBytes = options.maxImageBytes ?? IMAGE_MAX_BYTES;
   const name = options.name ?? 'generate_image';
   const policy = networkPolicy(options);
+  if (options.fetch !== undefined && typeof options.fetch !== 'function')
+    throw new ArgumentError('imageTool: fetch must be a function (url, { signal, redirect })');
+  const fetchHop = options.fetch as HopFetch | undefined;
+  const fetcher = (url: string, signal: AbortSignal) =>
+    publicFetch(url, { policy, signal, ...(fetchHop ? { fetchHop } : {}) });
 
   return defineTool({
     name,
@@ -178,11 +243,10 @@ export function imageTool(options: ImageToolOptions): ToolDefinition {
         ...(args.mask !== undefined ? { mask: args.mask } : {}),
         params: JSON.parse(JSON.stringify(args.params ?? {})) as JsonObject,
       };
-      await checkImageUrls(
-        [...request.referenceImages, ...(request.mask ? [request.mask] : [])],
-        policy,
-        context,
-      );
+      // Checked before the gate (by name), fetched only once it approved.
+      const references: ({ data: string } | { url: string })[] = [];
+      for (const reference of [...request.referenceImages, ...(request.mask ? [request.mask] : [])])
+        references.push(await checkedReference(reference, policy, maxBytes, context));
       if (gate) {
         // A copy: whatever the gate does to its argument cannot change what it approved.
         const approved: unknown = await gate(structuredClone(request), { context });
@@ -196,9 +260,25 @@ export function imageTool(options: ImageToolOptions): ToolDefinition {
         reference_image_count: request.referenceImages.length,
         mask: request.mask !== undefined,
       });
+      const inline = await heartbeating(context, async () => {
+        const contents: string[] = [];
+        for (const reference of references)
+          contents.push(
+            'data' in reference
+              ? reference.data
+              : await fetchedReference(reference.url, fetcher, maxBytes, context),
+          );
+        return contents;
+      });
+      // What the image model gets: the same request with every reference as `data:` content.
+      const sent: ImageRequest = {
+        ...request,
+        referenceImages: inline.slice(0, request.referenceImages.length),
+        ...(request.mask !== undefined ? { mask: inline[inline.length - 1]! } : {}),
+      };
       let result: ImageResult;
       try {
-        result = await heartbeating(context, () => imageModel.generate(request, { signal: context.signal }));
+        result = await heartbeating(context, () => imageModel.generate(sent, { signal: context.signal }));
       } catch (error) {
         await context.emit('image.failed', {
           model: request.model,

@@ -75,6 +75,7 @@ const NON_PUBLIC: readonly [string, number, 'ipv4' | 'ipv6'][] = [
   ['::', 128, 'ipv6'], // unspecified
   ['::1', 128, 'ipv6'],
   ['::', 96, 'ipv6'], // IPv4-compatible (deprecated)
+  ['::ffff:0:0:0', 96, 'ipv6'], // IPv4-translated (SIIT, RFC 2765): ::ffff:0:a.b.c.d
   ['64:ff9b:1::', 48, 'ipv6'], // local-use NAT64
   ['100::', 64, 'ipv6'], // discard
   ['2001::', 32, 'ipv6'], // Teredo (embeds an obfuscated IPv4 address)
@@ -341,4 +342,39 @@ export async function publicFetch(
       throw new UrlRefused('a redirect to something that is not a URL');
     }
   }
+}
+
+/**
+ * A response's body, read only up to one byte past `maxBytes` (a server that lies about its
+ * size, or sends none, cannot fill memory); `tooLarge` builds the error for a bigger body.
+ */
+export async function readCapped(
+  response: FetchedResponse,
+  maxBytes: number,
+  tooLarge: () => Error,
+): Promise<Uint8Array> {
+  const length = Number(response.headers.get('content-length') ?? NaN);
+  if (Number.isFinite(length) && length > maxBytes) {
+    await response.body?.cancel().catch(() => undefined);
+    throw tooLarge();
+  }
+  if (!response.body) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (bytes.byteLength > maxBytes) throw tooLarge();
+    return bytes;
+  }
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return new Uint8Array(Buffer.concat(chunks));
 }

@@ -18,7 +18,7 @@ import type { ModelClient, ModelRequest, ModelResult } from '../models/types.js'
 import type { JsonObject } from '../store/types.js';
 import { heartbeating } from './image-tool.js';
 import type { FetchedResponse, NetworkPolicyOptions } from './public-fetch.js';
-import { networkPolicy, publicFetch, UrlRefused } from './public-fetch.js';
+import { networkPolicy, publicFetch, readCapped, UrlRefused } from './public-fetch.js';
 import type { ToolContext, ToolDefinition } from './tool.js';
 import { defineTool } from './tool.js';
 
@@ -123,35 +123,15 @@ async function fromUrl(
     });
     throw new ToolError(UNFETCHABLE);
   }
-  const length = Number(response.headers.get('content-length') ?? NaN);
-  if (Number.isFinite(length) && length > limits.maxBytes) {
-    await response.body?.cancel().catch(() => undefined);
-    throw new ToolError(`media is larger than ${limits.maxBytes} bytes`);
-  }
   const mimeType = response.headers.get('content-type') ?? '';
-  const bytes = await readCapped(response, limits.maxBytes);
+  const bytes = await readCapped(
+    response,
+    limits.maxBytes,
+    () => new ToolError(`media is larger than ${limits.maxBytes} bytes`),
+  );
   const filename = decodeURIComponent(new URL(url).pathname.split('/').pop() ?? '') || undefined;
   const media: MediaInput = { data: bytes, mimeType, ...(filename ? { filename } : {}) };
   return { ...mediaPart(media, (message) => new ToolError(message), limits), url };
-}
-
-/** The body, read only up to one byte past the limit: a server that lies about its size cannot fill memory. */
-async function readCapped(response: FetchedResponse, maxBytes: number): Promise<Uint8Array> {
-  if (!response.body) return new Uint8Array(await response.arrayBuffer());
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => undefined);
-      throw new ToolError(`media is larger than ${maxBytes} bytes`);
-    }
-    chunks.push(value);
-  }
-  return new Uint8Array(Buffer.concat(chunks));
 }
 
 const resultText = (result: ModelResult) =>

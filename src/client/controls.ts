@@ -12,7 +12,7 @@ import {
 import { ApplicationFailure } from '@temporalio/common';
 import type { ControlAction } from '../engine/control-request.js';
 import { parseControlRequest, signedParams } from '../engine/control-request.js';
-import { signPrincipal } from '../engine/principal-signature.js';
+import { asSent, signPrincipal } from '../engine/principal-signature.js';
 import { ArgumentError, AuthorizationError, ControlError } from '../errors.js';
 import type { Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 import { subtreeOf } from '../store/tree.js';
@@ -99,8 +99,9 @@ export async function sendControl(
   const turn = await sender.store.loadTurn(turnId);
   if (TERMINAL_TURN_STATUSES.includes(turn.status))
     throw new ControlError(`turn ${turnId} is finished (${turn.status})`, { code: 'finished' });
-  const principal = fields.principal ?? null;
-  const payload: JsonObject = { ...fields, principal };
+  // The JSON copy the workflow will read: what is authorized and signed here is exactly that.
+  const payload = asSent<JsonObject>({ ...fields, principal: fields.principal ?? null });
+  const principal = payload['principal'] ?? null;
   // Checked here as the workflow's validator will, so that what is signed is what it reads.
   const parsed = parseControlRequest(action, payload);
   if (!parsed.ok) throw new ArgumentError(parsed.reason);

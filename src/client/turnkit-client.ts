@@ -62,7 +62,7 @@ import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
 import { RunHandle, sumCost, sumUsage } from './run-handle.js';
 import { sendControl } from './controls.js';
-import { signPrincipal } from '../engine/principal-signature.js';
+import { asSent, signPrincipal } from '../engine/principal-signature.js';
 import { buildTurn, taskOf } from '../engine/build-turn.js';
 import { sendMessage } from '../engine/messaging.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
@@ -454,7 +454,8 @@ export class TurnKitClient {
     turnId: string,
     request: { descendants?: CancelDescendants; principal?: Json } = {},
   ): Promise<void> {
-    const principal = request.principal ?? null;
+    // The JSON copy the workflow's signal carries: the policy here and the signature see that.
+    const principal = asSent(request.principal ?? null);
     const key = this.#runtime.signingKey;
     const parsed = parseCancelRequest({ descendants: request.descendants ?? 'retain', principal });
     if (!parsed.ok) throw new ArgumentError(parsed.reason);

@@ -352,30 +352,34 @@ export interface RunSseOptions {
   logger?: StreamErrorLogger;
 }
 
+/**
+ * A run that does not exist and one the caller may not stream are the same answer (like
+ * `parentRun` and `send_message`): telling them apart would let a client probe for run ids.
+ */
+const unknownRun = (error: unknown) => error instanceof RecordNotFound || error instanceof AuthorizationError;
+const UNKNOWN_RUN = { class: 'RecordNotFound', message: 'no such run' } as const;
+
 /** The HTTP status of a run that cannot be streamed. */
 function statusOf(error: unknown): number {
-  if (error instanceof RecordNotFound) return 404;
+  if (unknownRun(error)) return 404;
   if (error instanceof StoreError) return 503;
-  if (error instanceof AuthorizationError) return 403;
   if (error instanceof ArgumentError || error instanceof InputError) return 400;
   return 500;
 }
 
 /**
- * What an HTTP client reads of an error. Its own mistakes (an unknown run, a refused one, a bad
- * cursor) are told as they are; anything else (a store that is down names its host, a bug names
- * internals) is a generic text with an id, and the detail goes to the log under that id.
+ * What an HTTP client reads of an error. An unknown run and a refused one are one fixed answer;
+ * its other mistakes (a bad cursor, bad input) are told as they are; anything else (a store
+ * that is down names its host, a bug names internals) is a generic text with an id, and the
+ * detail goes to the log under that id.
  */
 function clientError(
   error: unknown,
   logger: StreamErrorLogger = console,
 ): { class: string; message: string; id?: string } {
-  const told =
-    error instanceof RecordNotFound ||
-    error instanceof AuthorizationError ||
-    error instanceof ArgumentError ||
-    error instanceof InputError;
-  if (told) return { class: error.name, message: error.message };
+  if (unknownRun(error)) return { ...UNKNOWN_RUN };
+  if (error instanceof ArgumentError || error instanceof InputError)
+    return { class: error.name, message: error.message };
   const id = `err_${randomBytes(6).toString('hex')}`;
   logger.error(`turnkit: stream error ${id}:`, error);
   const retry = error instanceof StoreError;

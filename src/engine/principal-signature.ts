@@ -6,7 +6,7 @@
  * Node only (never workflow code).
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { ConfigError } from '../errors.js';
+import { ArgumentError, ConfigError } from '../errors.js';
 import type { Json, JsonObject } from '../store/types.js';
 import type { PrincipalSignature } from './control-request.js';
 
@@ -35,13 +35,30 @@ export interface SignedRequest {
   params?: JsonObject;
 }
 
+/**
+ * `value` as it will arrive through Temporal's JSON payload: `undefined` fields dropped, a
+ * `Date` its ISO string, anything with `toJSON` its JSON. Sign and send this copy, so that the
+ * worker verifies the same bytes the client signed. An ArgumentError for what JSON cannot
+ * carry (a cycle, a BigInt).
+ */
+export function asSent<T>(value: T): T {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    throw new ArgumentError(`a principal and control fields must be JSON: ${(error as Error).message}`);
+  }
+  return (text === undefined ? null : JSON.parse(text)) as T;
+}
+
 function mac(key: string | Buffer, request: SignedRequest, expiresAt: string, nonce: string | null): Buffer {
+  // Both sides canonicalize the JSON form: a Date or an undefined field signs as it travels.
   const message = canonical({
     v: 'turnkit-request-2',
     turn: request.turnId,
     action: request.action,
-    principal: request.principal,
-    params: request.params ?? {},
+    principal: asSent(request.principal) ?? null,
+    params: asSent(request.params ?? {}),
     expires_at: expiresAt,
     nonce,
   });

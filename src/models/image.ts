@@ -13,7 +13,11 @@ export interface ImageRequest {
   /** Id of the image model that will serve the request (what an application gate checks). */
   model: string;
   prompt: string;
-  /** Reference images: https URLs, data URLs or base64 strings. */
+  /**
+   * Reference images. The image tool's gate sees them as the model gave them (https URLs or
+   * base64 `data:` URLs); the image model gets each as a base64 `data:` URL (URLs fetched by
+   * the tool), never a URL to fetch.
+   */
   referenceImages: string[];
   /** Mask for inpainting, in the same forms as a reference image. */
   mask?: string;
@@ -101,6 +105,9 @@ export interface AiSdkImageModelOptions {
   maxRetries?: number;
 }
 
+/** A base64 `data:` URL and nothing else (no URL a provider would fetch, no control characters). */
+const INLINE_IMAGE = /^data:[\w.+-]+\/[\w.+-]+(?:;[\w-]+=[\w.+%-]*)*;base64,[A-Za-z0-9+/]*={0,2}$/;
+
 function dimension<T extends string>(value: unknown, pattern: RegExp, name: string): T | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string' || !pattern.test(value))
@@ -135,6 +142,12 @@ export class AiSdkImageModel implements ImageModel {
     const n = typeof params['n'] === 'number' ? params['n'] : undefined;
     const providerOptions = params['provider_options'];
     const withImages = request.referenceImages.length > 0 || request.mask !== undefined;
+    // The SDK hands any string starting with "http" to the provider as a URL to fetch from this
+    // worker: only inline `data:` content goes through (the image tool fetches URLs itself).
+    for (const image of [...request.referenceImages, ...(request.mask !== undefined ? [request.mask] : [])]) {
+      if (typeof image !== 'string' || !INLINE_IMAGE.test(image))
+        throw new ArgumentError('AiSdkImageModel takes reference images and masks only as base64 data: URLs');
+    }
     let result: Awaited<ReturnType<typeof generateImage>>;
     try {
       result = await generateImage({

@@ -18,6 +18,7 @@ import { imageTool, validateImageModel } from '../agents/image-tool.js';
 import type { NetworkPolicyOptions } from '../agents/public-fetch.js';
 import { networkOptionsOf } from '../agents/public-fetch.js';
 import type { ToolDefinition } from '../agents/tool.js';
+import type { MediaFetch } from '../agents/view-media-tool.js';
 import { ArgumentError } from '../errors.js';
 import type { ImageModel } from '../models/image.js';
 import type { SpecialistAgentOptions } from './read-only.js';
@@ -28,7 +29,7 @@ export type PaintGate = ImageGate;
 export type { ImagePart };
 export type PaintResult = ImageToolResult;
 
-/** Reference image and mask URLs: public https only, unless the network options say more. */
+/** Reference image and mask URLs: fetched here, public https only, unless the network options say more. */
 export interface PaintToolOptions extends NetworkPolicyOptions {
   imageModel: ImageModel;
   gate: PaintGate;
@@ -36,6 +37,8 @@ export interface PaintToolOptions extends NetworkPolicyOptions {
   maxReferenceImages?: number;
   /** Largest decoded image stored, in bytes (default 20 MiB). */
   maxImageBytes?: number;
+  /** Replaces the transport that fetches reference images and masks, one hop at a time (a proxy). */
+  fetch?: MediaFetch;
 }
 
 /** `paint_image`: gate, one generation, an `image` message, and a JSON result that ends the turn. */
@@ -51,6 +54,7 @@ export function paintImageTool(options: PaintToolOptions): ToolDefinition {
     gate: options.gate,
     ...(options.maxReferenceImages !== undefined ? { maxReferenceImages: options.maxReferenceImages } : {}),
     ...(options.maxImageBytes !== undefined ? { maxImageBytes: options.maxImageBytes } : {}),
+    ...(options.fetch !== undefined ? { fetch: options.fetch } : {}),
     ...networkOptionsOf(options),
     terminal: true,
   });
@@ -76,6 +80,7 @@ export function painter(options: PainterOptions): Agent {
     gate,
     maxReferenceImages,
     maxImageBytes,
+    fetch,
     tools,
     instructions,
     name,
@@ -92,6 +97,7 @@ export function painter(options: PainterOptions): Agent {
     gate,
     ...(maxReferenceImages !== undefined ? { maxReferenceImages } : {}),
     ...(maxImageBytes !== undefined ? { maxImageBytes } : {}),
+    ...(fetch !== undefined ? { fetch } : {}),
   });
   return defineAgent({
     ...agentOptions,

@@ -81,7 +81,8 @@ beforeAll(async () => {
       // "Verified only": the cfo's word counts only when the app that holds the key sent it.
       authorization: (request) => {
         asked.push(request);
-        if (request.principal === 'cfo') return request['verified'] === true;
+        const role = (request.principal as JsonObject | null)?.['role'];
+        if (request.principal === 'cfo' || role === 'cfo') return request['verified'] === true;
         if (request['verification'] === 'temporal') return nativeCancel;
         return true;
       },
@@ -211,6 +212,34 @@ describe('signatures cover the whole request, once', () => {
     await (await signed.handle(run.turnId)).cancel({ principal: 'cfo' });
     expect((await run.result()).status).toBe('cancelled');
     expect(paid).not.toContain(11);
+  });
+
+  it('security: a principal with a Date and an undefined field is signed as it travels (its JSON form): a signed approve and a signed cancel verify, and the policy sees the JSON form', async () => {
+    const principal = {
+      role: 'cfo',
+      id: 'ann',
+      since: new Date('2026-01-02T03:04:05.000Z'),
+      team: undefined,
+    } as unknown as Json;
+    const asJson = { role: 'cfo', id: 'ann', since: '2026-01-02T03:04:05.000Z' };
+    const run = await kit.client.run('payer', 'PAY 23 29');
+    await awaiting(run, ['call_23', 'call_29']);
+    const approver = await signed.handle(run.turnId);
+    expect(await approver.approve('call_23', { principal, note: undefined } as never)).toMatchObject({
+      verified: true,
+    });
+    expect(await denials(run)).toEqual([]);
+    await approver.cancel({ principal });
+    expect((await run.result()).status).toBe('cancelled');
+    const decided = asked.filter(
+      (r) => r['turn'] === run.turnId && (r.action === 'approve' || r.action === 'cancel'),
+    );
+    expect(decided.map((r) => [r.action, r['verified'], r.principal])).toEqual([
+      ['approve', true, asJson],
+      ['cancel', true, asJson],
+    ]);
+    expect(paid).toContain(23);
+    expect(paid).not.toContain(29);
   });
 });
 

@@ -17,13 +17,16 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { isPublicAddress } from '../../src/agents/public-fetch.js';
 import type { ViewMediaToolOptions } from '../../src/agents/view-media-tool.js';
 import { viewMediaTool } from '../../src/agents/view-media-tool.js';
-import { ToolError } from '../../src/errors.js';
+import { ToolError, ToolValidationError } from '../../src/errors.js';
 import type { JsonObject } from '../../src/store/types.js';
 import { ScriptedImageModel, TINY_PNG_BASE64 } from '../../src/models/image.js';
 import { paintImageTool } from '../../src/specialists/painter.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { call, emitted, toolContext } from '../specialists/context.js';
+
+/** What the model reads for any refused or failed reference image or mask URL. */
+const UNUSABLE = 'a reference image or mask URL could not be used (only public https URLs are fetched)';
 
 const requests = { secret: [] as string[], cdn: [] as string[] };
 const secret = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -150,9 +153,22 @@ describe('view_media: no server-side request forgery', () => {
 
   it('security: a name resolving to a private address is refused at connect time, also when only one of its addresses is private (no second lookup to rebind)', async () => {
     const open = { allowHttp: true };
-    expect(await view(`http://mixed.example.com:${secretPort}/`, open)).not.toBeNull();
-    expect(await view(`http://metadata.example.com:${secretPort}/`, open)).not.toBeNull();
+    const from = emitted.length;
+    for (const name of ['mixed.example.com', 'metadata.example.com'])
+      expect(await view(`http://${name}:${secretPort}/`, open)).toBe(
+        'media URL could not be fetched (only public https URLs are fetched)',
+      );
     expect(requests.secret).toEqual([]);
+    // Refused by the address check (not merely a failed connection), for both names.
+    expect(
+      emitted
+        .slice(from)
+        .filter((event) => event.type === 'media.failed')
+        .map((event) => [event.payload['refused'], event.payload['error']]),
+    ).toEqual([
+      [true, 'mixed.example.com resolves to 127.0.0.1, which is not public'],
+      [true, 'metadata.example.com resolves to ::ffff:169.254.169.254, which is not public'],
+    ]);
     // One resolution per connection: the address checked is the address connected to.
     expect(resolved).toEqual(['mixed.example.com', 'metadata.example.com']);
   });
@@ -217,16 +233,79 @@ describe('view_media: no server-side request forgery', () => {
         (e: unknown) => e,
       );
       expect(error).toBeInstanceOf(ToolError);
-      expect((error as Error).message).toBe(
-        'a reference image or mask URL was refused (only public https URLs are used)',
-      );
+      expect((error as Error).message).toBe(UNUSABLE);
     }
     expect(gated).toBe(0);
     expect(imageModel.calls).toHaveLength(0);
     expect(requests.secret).toEqual([]);
   });
 
-  it('security: the address classes: loopback, private, link-local, CGNAT, multicast, unspecified and IPv4 inside IPv6 (mapped, NAT64, 6to4) are not public', () => {
+  it('security: image tools: a reference or mask with control characters ("http\\t://…", which a URL parser reads as http://) or in no accepted form is a ToolValidationError; nothing is resolved or fetched, the image model is not called', async () => {
+    const imageModel = new ScriptedImageModel({ modelId: 'img-1' });
+    const paint = paintImageTool({ imageModel, gate: () => true, resolveHost, allowHttp: true });
+    for (const args of <JsonObject[]>[
+      { reference_images: ['http\t://169.254.169.254.nip.io/latest/meta-data'] },
+      { reference_images: [`http\n://127.0.0.1:${secretPort}/`] },
+      { mask: `http\r://localhost:${secretPort}/mask.png` },
+      { reference_images: [`httpx://127.0.0.1:${secretPort}/`] },
+      { reference_images: [` http://127.0.0.1:${secretPort}/`] },
+      { reference_images: ['data:text/plain;base64,AAAA'] },
+    ]) {
+      const error = await call(paint, { prompt: 'a cat', ...args }, await toolContext(store)).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ToolValidationError);
+    }
+    expect(resolved).toEqual([]);
+    expect(requests.secret).toEqual([]);
+    expect(imageModel.calls).toHaveLength(0);
+  });
+
+  it('security: image tools fetch references themselves: a redirect to loopback and a name that rebinds to loopback after the check are refused, the local server receives nothing and the image model never gets a URL', async () => {
+    const imageModel = new ScriptedImageModel({ modelId: 'img-1' });
+    let lookups = 0;
+    // Public for the check by name, loopback for the connection: DNS rebinding.
+    const rebinding = async (hostname: string): Promise<readonly LookupAddress[]> =>
+      hostname === 'rebind.example.com'
+        ? [{ address: lookups++ === 0 ? '93.184.215.14' : '127.0.0.1', family: 4 }]
+        : resolveHost(hostname);
+    const open = { allowHttp: true, allowPrivateNetwork: ['127.0.0.2/32'], resolveHost: rebinding };
+    const paint = paintImageTool({ imageModel, gate: () => true, ...open });
+    const bounce = `http://cdn.example.com:${cdnPort}/go?to=${encodeURIComponent(`http://127.0.0.1:${secretPort}/`)}`;
+    const from = emitted.length;
+    for (const args of <JsonObject[]>[
+      { reference_images: [bounce] },
+      { mask: `http://rebind.example.com:${secretPort}/mask.png` },
+    ]) {
+      const error = await call(paint, { prompt: 'a cat', ...args }, await toolContext(store)).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ToolError);
+      expect((error as Error).message).toBe(UNUSABLE);
+    }
+    expect(requests.secret).toEqual([]);
+    expect(requests.cdn).toEqual(['/go']);
+    expect(lookups).toBe(2);
+    expect(imageModel.calls).toHaveLength(0);
+    expect(
+      emitted
+        .slice(from)
+        .filter((event) => event.type === 'image.failed')
+        .map((event) => event.payload['refused']),
+    ).toEqual([true, true]);
+    // An allowed image is fetched here and handed over as bytes: the image model sees no URL.
+    await call(
+      paint,
+      { prompt: 'a cat', reference_images: [`http://cdn.example.com:${cdnPort}/cat.png`] },
+      await toolContext(store),
+    );
+    expect(requests.cdn).toEqual(['/go', '/cat.png']);
+    expect(imageModel.calls.map((request) => request.referenceImages)).toEqual([
+      [`data:image/png;base64,${TINY_PNG_BASE64}`],
+    ]);
+  });
+
+  it('security: the address classes: loopback, private, link-local, CGNAT, multicast, unspecified and IPv4 inside IPv6 (mapped, SIIT-translated, NAT64, 6to4) are not public', () => {
     const refused = [
       '127.0.0.1',
       '10.1.2.3',
@@ -249,6 +328,8 @@ describe('view_media: no server-side request forgery', () => {
       'fd12:3456::1',
       'ff02::1',
       '::127.0.0.1',
+      '::ffff:0:127.0.0.1',
+      '::ffff:0:a9fe:a9fe',
       'not-an-ip',
     ];
     const allowed = [

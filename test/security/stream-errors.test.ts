@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import type { StreamableRun } from '../../src/client/ui-stream.js';
 import { runSseHandler, toUIMessageChunks } from '../../src/client/ui-stream.js';
-import { AuthorizationError, StoreError, StreamCursorError } from '../../src/errors.js';
+import { AuthorizationError, RecordNotFound, StoreError, StreamCursorError } from '../../src/errors.js';
 
 const INTERNAL =
   'PostgreSQL at db.internal:5432 is unreachable (password authentication failed for user "app")';
@@ -73,7 +73,7 @@ describe('stream handlers: no internal error text to HTTP clients', () => {
     expect(logger.lines).toHaveLength(1);
   });
 
-  it('security: the UI message stream reports a store failure without its text; a refused run and a bad cursor still say what they are', async () => {
+  it('security: the UI message stream reports a store failure without its text; a bad cursor still says what it is', async () => {
     const logger = recordingLogger();
     const reader = toUIMessageChunks(failingRun(new StoreError(INTERNAL)), { logger }).getReader();
     const chunks: unknown[] = [];
@@ -86,17 +86,41 @@ describe('stream handlers: no internal error text to HTTP clients', () => {
     expect(logger.lines[0]).toContain('db.internal');
 
     const quiet = recordingLogger();
-    const refused = await get(() => {
-      throw new AuthorizationError('not allowed to stream this run');
-    }, quiet);
-    expect(refused.status).toBe(403);
-    expect(refused.body).toContain('not allowed to stream this run');
     const cursor = await get(
       () => failingRun(new StreamCursorError('cursor 99 is not from this run')),
       quiet,
     );
     expect(cursor.status).toBe(400);
     expect(cursor.body).toContain('cursor 99 is not from this run');
+    expect(quiet.lines).toEqual([]);
+  });
+
+  it('security: an unknown run and a refused one get the same answer from the SSE handler and the UI message stream (404, one fixed body): no existence oracle', async () => {
+    const quiet = recordingLogger();
+    const missing = new RecordNotFound('turn', 'turn_000000000000000000000042');
+    const refused = new AuthorizationError('not allowed to stream run turn_000000000000000000000001');
+    const answers = [];
+    for (const error of [missing, refused]) {
+      answers.push(
+        await get(() => {
+          throw error;
+        }, quiet),
+      );
+    }
+    expect(answers[0]).toEqual({
+      status: 404,
+      body: JSON.stringify({ error: { class: 'RecordNotFound', message: 'no such run' } }),
+    });
+    expect(answers[1]).toEqual(answers[0]);
+    const chunks = [];
+    for (const error of [missing, refused]) {
+      const reader = toUIMessageChunks(failingRun(error), { logger: quiet }).getReader();
+      const read: unknown[] = [];
+      for (let next = await reader.read(); !next.done; next = await reader.read()) read.push(next.value);
+      chunks.push(JSON.stringify(read));
+    }
+    expect(chunks[0]).toContain('no such run');
+    expect(chunks[1]).toBe(chunks[0]);
     expect(quiet.lines).toEqual([]);
   });
 });

@@ -1,5 +1,7 @@
 import { MockImageModelV3 } from 'ai/test';
-import { describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ToolContext } from '../../src/agents/tool.js';
 import { validateToolArguments } from '../../src/agents/tool.js';
 import { ArgumentError, ToolError, ToolValidationError } from '../../src/errors.js';
@@ -12,6 +14,21 @@ import type { JsonObject } from '../../src/store/types.js';
 import { toolContext } from './context.js';
 
 const allow: PaintGate = () => true;
+
+/** `ref.example` stands for a public image host; it serves a PNG at any path and counts requests. */
+const served: string[] = [];
+const refServer = createServer((req, res) => {
+  served.push(req.url ?? '');
+  res.writeHead(200, { 'content-type': 'image/png' });
+  res.end(Buffer.from(TINY_PNG_BASE64, 'base64'));
+});
+let ref = '';
+beforeAll(async () => {
+  await new Promise<void>((resolve) => refServer.listen(0, '127.0.0.1', resolve));
+  ref = `http://ref.example:${(refServer.address() as AddressInfo).port}`;
+});
+afterAll(() => new Promise<void>((resolve) => refServer.close(() => resolve())));
+const PNG_DATA_URL = `data:image/png;base64,${TINY_PNG_BASE64}`;
 
 function setup(
   options: { gate?: PaintGate; maxReferenceImages?: number; imageModel?: ScriptedImageModel } = {},
@@ -30,8 +47,10 @@ function setup(
     imageModel,
     gate: options.gate ?? allow,
     maxReferenceImages: options.maxReferenceImages,
-    // ref.example stands for a public host: reference URLs must resolve to public addresses.
-    resolveHost: async () => [{ address: '93.184.215.14', family: 4 }],
+    // ref.example is the local server, let through as a deployment's own image host would be.
+    resolveHost: async () => [{ address: '127.0.0.1', family: 4 }],
+    allowHttp: true,
+    allowPrivateNetwork: ['127.0.0.1/32'],
   });
   const tool = agent.tools[0]!;
   const paint = async (args: JsonObject, context?: ToolContext) =>
@@ -40,7 +59,8 @@ function setup(
 }
 
 describe('painter', () => {
-  it('SP-03 painter: the gate receives the request with the image model; references, mask and params are forwarded; returns the URL and image message id', async () => {
+  it('SP-03 painter: the gate receives the request with the image model; references and mask are fetched by the tool and forwarded as data: URLs, params as given; returns the URL and image message id', async () => {
+    served.length = 0;
     const seen: { request: ImageRequest; context: ToolContext }[] = [];
     const { paint, imageModel } = setup({
       gate: (request, { context }) => {
@@ -52,8 +72,8 @@ describe('painter', () => {
     const result = await paint(
       {
         prompt: 'a cat in a hat',
-        reference_images: ['https://ref.example/1.png', 'data:image/png;base64,AAAA'],
-        mask: 'https://ref.example/mask.png',
+        reference_images: [`${ref}/1.png`, 'data:image/png;base64,AAAA'],
+        mask: `${ref}/mask.png`,
         params: { size: '1024x1024', seed: 7 },
       },
       context,
@@ -61,14 +81,21 @@ describe('painter', () => {
     const expected: ImageRequest = {
       model: 'img-1',
       prompt: 'a cat in a hat',
-      referenceImages: ['https://ref.example/1.png', 'data:image/png;base64,AAAA'],
-      mask: 'https://ref.example/mask.png',
+      referenceImages: [`${ref}/1.png`, 'data:image/png;base64,AAAA'],
+      mask: `${ref}/mask.png`,
       params: { size: '1024x1024', seed: 7 },
     };
     expect(seen).toHaveLength(1);
     expect(seen[0]!.request).toEqual(expected);
     expect(seen[0]!.context).toBe(context);
-    expect(imageModel.calls).toEqual([expected]);
+    expect(served).toEqual(['/1.png', '/mask.png']);
+    expect(imageModel.calls).toEqual([
+      {
+        ...expected,
+        referenceImages: [PNG_DATA_URL, 'data:image/png;base64,AAAA'],
+        mask: PNG_DATA_URL,
+      },
+    ]);
     expect(result.conversation_id).toBe(context.turn.conversationId);
     expect(result.image).toEqual({
       type: 'image',
@@ -115,10 +142,12 @@ describe('painter', () => {
   it('SP-03 painter: too many reference images is a ToolValidationError before the gate runs', async () => {
     let gated = 0;
     const { paint, imageModel } = setup({ maxReferenceImages: 1, gate: () => ++gated > 0 });
-    await expect(paint({ prompt: 'x', reference_images: ['a', 'b'] })).rejects.toThrow(ToolValidationError);
+    await expect(paint({ prompt: 'x', reference_images: [PNG_DATA_URL, PNG_DATA_URL] })).rejects.toThrow(
+      ToolValidationError,
+    );
     expect(gated).toBe(0);
     expect(imageModel.calls).toHaveLength(0);
-    await expect(paint({ prompt: 'x', reference_images: ['a'] })).resolves.toBeDefined();
+    await expect(paint({ prompt: 'x', reference_images: [PNG_DATA_URL] })).resolves.toBeDefined();
   });
 
   it('SP-03 painter: only one paint call is made per tool call; a terminal tool whose completion text is the JSON result', async () => {
@@ -162,7 +191,7 @@ describe('painter', () => {
     expect(turn.usage).toMatchObject({ input_tokens: 12, total_tokens: 12 });
   });
 
-  it('SP-03 AiSdkImageModel maps the request onto generateImage and returns base64 images', async () => {
+  it('SP-03 AiSdkImageModel maps the request onto generateImage and returns base64 images; references reach the SDK as bytes, a URL is refused', async () => {
     const calls: unknown[] = [];
     const sdk = new MockImageModelV3({
       provider: 'mock-provider',
@@ -183,7 +212,7 @@ describe('painter', () => {
       {
         model: 'mock-image',
         prompt: 'p',
-        referenceImages: ['https://ref.example/1.png'],
+        referenceImages: [PNG_DATA_URL],
         params: { size: '512x512', seed: 3, provider_options: { mock: { style: 'vivid' } } },
       },
       { signal: new AbortController().signal },
@@ -195,9 +224,51 @@ describe('painter', () => {
       size: '512x512',
       seed: 3,
       n: 1,
-      files: [{ type: 'url', url: 'https://ref.example/1.png' }],
+      files: [
+        {
+          type: 'file',
+          mediaType: 'image/png',
+          data: new Uint8Array(Buffer.from(TINY_PNG_BASE64, 'base64')),
+        },
+      ],
       providerOptions: { mock: { style: 'vivid' } },
     });
+    // A URL (or anything but inline data) never reaches the SDK, which would hand it to the provider.
+    for (const reference of ['https://ref.example/1.png', 'http\t://169.254.169.254/', 'iVBORw0KGgo=']) {
+      await expect(
+        model.generate(
+          { model: 'mock-image', prompt: 'p', referenceImages: [reference], params: {} },
+          { signal: new AbortController().signal },
+        ),
+      ).rejects.toThrow(ArgumentError);
+    }
+    expect(calls).toHaveLength(1);
+  });
+
+  it('SP-03 painter: a custom fetch (a proxy) gets each reference hop; the image model still gets data: content', async () => {
+    served.length = 0;
+    const hops: string[] = [];
+    const imageModel = new ScriptedImageModel({ modelId: 'img-1' });
+    const agent = painter({
+      imageModel,
+      gate: allow,
+      allowHttp: true,
+      allowPrivateNetwork: ['127.0.0.1/32'],
+      resolveHost: async () => [{ address: '127.0.0.1', family: 4 }],
+      fetch: (url, init) => {
+        hops.push(url);
+        return fetch(url.replace('ref.example', '127.0.0.1'), init);
+      },
+    });
+    const tool = agent.tools[0]!;
+    await tool.execute(
+      validateToolArguments(tool, { prompt: 'x', reference_images: [`${ref}/via-proxy.png`] }),
+      await toolContext(),
+    );
+    expect(hops).toEqual([`${ref}/via-proxy.png`]);
+    expect(served).toEqual(['/via-proxy.png']);
+    expect(imageModel.calls.map((request) => request.referenceImages)).toEqual([[PNG_DATA_URL]]);
+    expect(agent).not.toHaveProperty('fetch');
   });
 
   it('SP-03 painter takes its text model and client like any agent', () => {
