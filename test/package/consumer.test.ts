@@ -101,6 +101,8 @@ const PUBLIC_API: Record<string, string[]> = {
     'TurnKitClient',
     'TurnKitError',
     'UPDATES',
+    'WorkflowClosed',
+    'WorkflowStartError',
     'addUsage',
     'assertReadOnly',
     'checkModelSpecification',
