@@ -2,7 +2,7 @@ import { nowIso } from '../store/records.js';
 import { claimInLane, rootConversationId } from '../store/tree.js';
 import { waitsReady } from '../store/wait-graph.js';
 import { isFinished, subAgentResult } from './delegation.js';
-import { checkTaskMark } from '../store/fenced-store.js';
+import { checkTaskMark, taskMarkOf } from '../store/fenced-store.js';
 import type { Store, TurnRecord, TurnStatus } from '../store/types.js';
 import { Budget } from './budget.js';
 import type { ClaimDigest, OwnerInput } from './digest.js';
@@ -94,12 +94,15 @@ export interface ClaimOptions {
 /**
  * Takes over a turn that a superseded run of its workflow left `running` under another
  * token, suspended (`waiting`, token cleared) in its tools phase, or paused. Under the same locks as
- * the lane claim; null when the turn is in neither state.
+ * the lane claim; null when the turn is in neither state. A row this run's own tasks last
+ * moved is not taken over: a stale task of the run gets StaleTask (a newer task moved it on),
+ * and the live one resumes such a row the way it left it (review finding 20).
  */
 async function supersedeClaim(
   store: Store,
   turn: TurnRecord,
   claimToken: string,
+  taskHistoryLength: number | undefined,
 ): Promise<TurnRecord | null> {
   const heldByEndedRun = (row: TurnRecord) =>
     (row.status === 'running' && row.claimToken !== claimToken) ||
@@ -110,6 +113,8 @@ async function supersedeClaim(
     store.atomic(turn.conversationId, async () => {
       const fresh = await store.loadTurn(turn.id);
       if (!heldByEndedRun(fresh)) return null;
+      if (taskHistoryLength !== undefined) checkTaskMark(fresh, claimToken, taskHistoryLength);
+      if (taskMarkOf(fresh)?.token === claimToken) return null;
       return store.claimTurn(turn.id, {
         from: fresh.status,
         to: 'running',
@@ -156,7 +161,9 @@ export async function claimTurn(
       );
     }
   }
-  const taken = options.supersede ? await supersedeClaim(store, initial, claimToken) : null;
+  const taken = options.supersede
+    ? await supersedeClaim(store, initial, claimToken, options.taskHistoryLength)
+    : null;
   if (taken) {
     await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
     await validateModel(runtime, agent, taken);

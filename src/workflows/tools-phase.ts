@@ -5,7 +5,6 @@
 import {
   CancellationScope,
   condition,
-  patched,
   sleep,
   startChild,
   upsertSearchAttributes,
@@ -14,7 +13,7 @@ import {
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { TurnDigest } from '../engine/digest.js';
 import { TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS, turnStartOptions } from './contract.js';
-import { PATCH_COORDINATION } from './patches.js';
+import { PATCH_COORDINATION, releasedPatch } from './patches.js';
 import { pauseAtBoundary, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, runStoreStep, settingsOf } from './turn-run.js';
@@ -182,7 +181,8 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
       continue;
     }
     controls?.noteSettled(call.id);
-    if (outcome.launched && patched(PATCH_COORDINATION)) await launchChild(run, outcome.launched);
+    if (outcome.launched && releasedPatch(run.features, PATCH_COORDINATION))
+      await launchChild(run, outcome.launched);
     for (const lane of outcome.wakeLanes ?? []) pass.lanes.add(lane);
     if (outcome.waiting && outcome.childTurnId) {
       pass.subAgents.push({
@@ -212,7 +212,7 @@ export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<T
   if (run.controls) run.controls.phaseCalls = new Set(digest.toolCalls.map((call) => call.id));
   for (;;) {
     const pass = await dispatchCalls(run, digest);
-    if (pass.lanes.size > 0 && patched(PATCH_COORDINATION)) {
+    if (pass.lanes.size > 0 && releasedPatch(run.features, PATCH_COORDINATION)) {
       await store.wakeLanes({ conversationIds: [...pass.lanes], ...settingsOf(run) });
     }
     if (pass.steered) return (await steerAtBoundary(run))!;

@@ -2,12 +2,12 @@
  * How a turn workflow ends when its phases did not finish the turn: cancelled (a signal or
  * Temporal's own request) or failed; then who must hear about it.
  */
-import { CancellationScope, getExternalWorkflowHandle, patched, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, getExternalWorkflowHandle, workflowInfo } from '@temporalio/workflow';
 import type { CancelRequest } from '../engine/cancel-request.js';
 import type { TerminalNotice, TurnErrorDigest } from '../engine/digest.js';
 import type { TurnWorkflowResult } from './contract.js';
 import { cancelSignal, targetFinishedSignal, turnWorkflowId } from './contract.js';
-import { PATCH_FAIL_ACTIVITY, PATCH_NOTIFY } from './patches.js';
+import { PATCH_FAIL_ACTIVITY, PATCH_NOTIFY, releasedPatch } from './patches.js';
 import type { TurnRun } from './turn-run.js';
 import { settingsOf, turnError } from './turn-run.js';
 
@@ -46,7 +46,10 @@ export async function failTurn(run: TurnRun, error: unknown, timedOut: boolean):
     : turnError(error);
   const { terminal, store } = run.activities;
   const failed = await CancellationScope.nonCancellable(() =>
-    (patched(PATCH_FAIL_ACTIVITY) ? terminal : store).failTurn({ ...run.owner(), error: failure }),
+    (releasedPatch(run.features, PATCH_FAIL_ACTIVITY) ? terminal : store).failTurn({
+      ...run.owner(),
+      error: failure,
+    }),
   );
   return {
     result: { turnId: run.turnId, status: failed.status, claimed: true, error: failure },
@@ -56,7 +59,12 @@ export async function failTurn(run: TurnRun, error: unknown, timedOut: boolean):
 
 /** Tells waiters that this turn finished and wakes the lanes that have work. */
 export async function notify(run: TurnRun, notice: TerminalNotice | undefined): Promise<void> {
-  if (!notice || (notice.waiters.length === 0 && notice.lanes.length === 0) || !patched(PATCH_NOTIFY)) return;
+  if (
+    !notice ||
+    (notice.waiters.length === 0 && notice.lanes.length === 0) ||
+    !releasedPatch(run.features, PATCH_NOTIFY)
+  )
+    return;
   await CancellationScope.nonCancellable(async () => {
     for (const waiter of notice.waiters) {
       await getExternalWorkflowHandle(turnWorkflowId(waiter))

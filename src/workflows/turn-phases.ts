@@ -2,10 +2,10 @@
  * The claimed life of a turn workflow: claim (waiting for the lane or a join), then the
  * model → tools → output loop, taking the turn back after a reset.
  */
-import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
-import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
+import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS, releasedPatch } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
 import { commitToOutput, pauseAtBoundary, reopenControls, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
@@ -24,7 +24,7 @@ export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
     !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
     wait = Math.min(wait * 2, 30)
   ) {
-    if (patched(PATCH_SIGNALLED_WAITS)) {
+    if (releasedPatch(run.features, PATCH_SIGNALLED_WAITS)) {
       // Woken by the lane (its predecessor finished) or by a join target; a timer backs it up.
       await awaitNudge(run, claim.reason === 'waiting' && claim.deadline ? Date.parse(claim.deadline) : null);
     } else {
@@ -121,7 +121,8 @@ export async function runClaimedPhases(run: TurnRun, claimed: TurnDigest): Promi
     try {
       return await runPhases(run, digest);
     } catch (error) {
-      if (!isLostClaim(error) || reclaims >= MAX_RECLAIMS || !patched(PATCH_RECLAIM)) throw error;
+      if (!isLostClaim(error) || reclaims >= MAX_RECLAIMS || !releasedPatch(run.features, PATCH_RECLAIM))
+        throw error;
       const again = await runStoreStep(() => run.activities.store.claimTurn(run.owner()));
       if (!again.claimed) throw error;
       digest = again;
