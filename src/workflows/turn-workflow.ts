@@ -28,7 +28,7 @@ import {
   TURNKIT_STATUS,
 } from './contract.js';
 import type { TurnEnd } from './turn-end.js';
-import { cancelTurn, failTurn, notify } from './turn-end.js';
+import { cancelTurn, continueTurn, failTurn, notify, wakeParent } from './turn-end.js';
 import { claimWhenFree, runClaimedPhases } from './turn-phases.js';
 import type { TurnRun } from './turn-run.js';
 import { isLostClaim, isStaleTask } from './turn-run.js';
@@ -44,7 +44,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   let timedOut = false;
   let nudges = 0;
   // Approvals and turn controls (Updates), on runs that started with them.
-  const controls = features.controls ? new TurnControls() : null;
+  const controls = features.controls ? new TurnControls(input.continued) : null;
   const nudge = () => {
     nudges += 1;
   };
@@ -75,13 +75,14 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     turnId,
     claimToken,
     settings: input.settings,
-    children: new Set(),
+    children: new Set(input.continued?.children),
     nudges: () => nudges,
-    modelCalls: 0,
+    modelCalls: input.continued?.modelCalls ?? 0,
     console: new TurnConsole(turnId),
     features,
     controls,
     owner: () => ({ turnId, claimToken, taskHistoryLength: workflowInfo().historyLength }),
+    continued: input.continued,
   };
   if (controls) registerControls(run, controls);
   let end: TurnEnd;
@@ -98,6 +99,13 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         });
       }
       const done = await runClaimedPhases(run, claim);
+      if (done.continueAsNew) {
+        // Handlers drained first: a cancel that arrived with the switch ends the turn below.
+        await condition(allHandlersFinished);
+        const current = CancellationScope.current();
+        if (current.consideredCancelled) await current.cancelRequested;
+        return { result: { turnId, status: done.status, claimed: true }, continueAsNew: true };
+      }
       return { result: { turnId, status: done.status, claimed: true }, notice: done.notice };
     });
   } catch (error) {
@@ -109,10 +117,13 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         ? await cancelTurn(run, cancel ?? { descendants: 'retain', principal: null })
         : await failTurn(run, error, timedOut);
   }
+  // Outside the try: continue-as-new is thrown, and ends this run.
+  if (end.continueAsNew) return continueTurn(run, input);
   if (controls) controls.finished = true;
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: end.result.status }]);
   run.console.update({ status: end.result.status, runningTools: [] });
   await notify(run, end.notice);
+  if (features.v0_5 && end.result.claimed) await wakeParent();
   // Controls still being handled are refused now; the run ends after they answered.
   if (controls) await condition(allHandlersFinished);
   return end.result;
