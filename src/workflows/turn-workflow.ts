@@ -85,6 +85,12 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     continued: input.continued,
   };
   if (controls) registerControls(run, controls);
+  // The UI's current details of a continued run (its static summary stays on the first run).
+  if (input.continued)
+    run.console.update({
+      modelCalls: run.modelCalls,
+      lastStep: `continued as new: run ${input.continued.runs + 1} of the turn's workflow`,
+    });
   let end: TurnEnd;
   try {
     end = await scope.run(async (): Promise<TurnEnd> => {

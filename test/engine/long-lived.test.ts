@@ -10,7 +10,7 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
-import { turnWorkflowId } from '../../src/workflows/contract.js';
+import { stateQuery, turnWorkflowId } from '../../src/workflows/contract.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
 import { waitUntil } from '../helpers/wait.js';
@@ -112,6 +112,9 @@ describe('continue-as-new', () => {
     await waitUntil(async () => (await approvalTimer(childNow!.runId)).length === 1, 30_000);
     expect(await approvalTimer(childFirst!.runId)).toEqual([600]);
     expect((await approvalTimer(childNow!.runId))[0]).toBeLessThan(600);
+    // The continued run's console counts the chain's model calls.
+    const state = await temporal.workflow.getHandle(run.workflowId).query(stateQuery);
+    expect([state.status, state.modelCalls]).toEqual(['waiting', 1]);
     // The person's decision goes to the running run of the child's workflow.
     await run.approve(pending!.toolCallId, { principal: 'ops' });
     const result = await run.result();
