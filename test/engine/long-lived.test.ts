@@ -3,6 +3,9 @@
  * SQLite store (only the model is scripted): the turn workflow continues as new at a safe
  * point (a threshold of one event forces it at the first one), and a wait adds no history.
  */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -11,10 +14,12 @@ import { defineTool } from '../../src/agents/tool.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { stateQuery, turnWorkflowId } from '../../src/workflows/contract.js';
+import { temporalAddress } from '../helpers/temporal.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
 import { waitUntil } from '../helpers/wait.js';
 
+const exec = promisify(execFile);
 const wired: string[] = [];
 const wire = defineTool({
   name: 'wire',
@@ -59,6 +64,18 @@ const model = new ScriptedModel({
 });
 
 let temporal: Client;
+/** `turnkit --json ls …` in a process of its own, against this dev server. */
+async function turnkitLs(args: string[]): Promise<string> {
+  const bin = fileURLToPath(new URL('../../src/cli/bin.ts', import.meta.url));
+  const { stdout } = await exec(
+    process.execPath,
+    ['--import', import.meta.resolve('tsx'), bin, '--json', 'ls', ...args],
+    {
+      env: { ...process.env, TEMPORAL_ADDRESS: temporalAddress() },
+    },
+  );
+  return stdout;
+}
 /** Every run of a turn's workflow, oldest first. */
 async function runsOf(turnId: string) {
   const runs = [];
@@ -131,6 +148,17 @@ describe('continue-as-new', () => {
       expect(runs.map((r) => r.status.name)).toEqual(['CONTINUED_AS_NEW', 'COMPLETED']);
       expect(runs[1]!.searchAttributes?.['TurnKitStatus']).toEqual(['completed']);
     }
+    // `turnkit ls` lists the chain once, with its last status (visibility may lag a little).
+    let listed: [string, string][] = [];
+    await waitUntil(async () => {
+      const rows = JSON.parse(await turnkitLs(['--conversation', run.conversationId])) as {
+        turnId: string;
+        status: string;
+      }[];
+      listed = rows.map((row) => [row.turnId, row.status]);
+      return listed.length > 0 && listed.every(([, status]) => status === 'completed');
+    }, 30_000);
+    expect(listed).toEqual([[run.turnId, 'completed']]);
   });
 
   it('long-lived: a cancel that arrives with the switch cancels the turn, and no further run starts', async () => {
