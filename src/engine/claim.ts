@@ -2,7 +2,7 @@ import { nowIso } from '../store/records.js';
 import { claimInLane, rootConversationId } from '../store/tree.js';
 import { waitsReady } from '../store/wait-graph.js';
 import { isFinished, subAgentResult } from './delegation.js';
-import { checkTaskMark, taskMarkOf } from '../store/fenced-store.js';
+import { checkTaskMark } from '../store/fenced-store.js';
 import type { Store, TurnRecord, TurnStatus } from '../store/types.js';
 import { Budget } from './budget.js';
 import type { ClaimDigest, OwnerInput } from './digest.js';
@@ -94,9 +94,9 @@ export interface ClaimOptions {
 /**
  * Takes over a turn that a superseded run of its workflow left `running` under another
  * token, suspended (`waiting`, token cleared) in its tools phase, or paused. Under the same locks as
- * the lane claim; null when the turn is in neither state. A row this run's own tasks last
- * moved is not taken over: a stale task of the run gets StaleTask (a newer task moved it on),
- * and the live one resumes such a row the way it left it (review finding 20).
+ * the lane claim; null when the turn is in neither state. A stale workflow task of the run
+ * that last moved the row gets StaleTask (review finding 20); that run's live task may take
+ * its own row back (its pause step ran again after a lost worker and met the row it paused).
  */
 async function supersedeClaim(
   store: Store,
@@ -114,7 +114,6 @@ async function supersedeClaim(
       const fresh = await store.loadTurn(turn.id);
       if (!heldByEndedRun(fresh)) return null;
       if (taskHistoryLength !== undefined) checkTaskMark(fresh, claimToken, taskHistoryLength);
-      if (taskMarkOf(fresh)?.token === claimToken) return null;
       return store.claimTurn(turn.id, {
         from: fresh.status,
         to: 'running',

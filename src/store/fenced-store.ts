@@ -41,7 +41,7 @@ interface TaskMark {
   taskHistoryLength: number;
 }
 
-export function taskMarkOf(turn: TurnRecord): TaskMark | null {
+function taskMarkOf(turn: TurnRecord): TaskMark | null {
   const state = turn.options['state'];
   const mark = state && typeof state === 'object' && !Array.isArray(state) ? state['task_mark'] : null;
   if (!mark || typeof mark !== 'object' || Array.isArray(mark)) return null;
