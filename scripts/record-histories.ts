@@ -282,5 +282,32 @@ for (const name of ['lane', 'lane-0.5'].filter(wanted)) {
   await until(async () => (await lane.describe()).status.name !== 'RUNNING');
   await save(name, lane.workflowId);
 }
+if (wanted('querybusy')) {
+  // Release 0.5: the same slow lane_busy claim, with a query every 50 ms while it is out (the
+  // Temporal UI's current details, `temporal workflow query --type state`): the queries are
+  // answered in the workflow tasks that heartbeat while the local activity runs, which split
+  // its marker from the commands after it. Nothing is asked with `patched()` there any more.
+  const conversation = await kit.client.conversation('slowbusy');
+  const first = await conversation.ask('occupy the lane');
+  await until(async () => (await first.toolExecutions()).some((e) => e.status === 'running'));
+  const second = await conversation.ask('wait for the lane', { start: false });
+  slowClaims.add(second.turnId);
+  await second.start();
+  const handle = kit.client.temporal.workflow.getHandle(second.workflowId);
+  let answered = 0;
+  const storm = setInterval(() => {
+    void Promise.all([handle.query('__temporal_workflow_metadata'), handle.query('state')]).then(
+      () => (answered += 1),
+      () => undefined,
+    );
+  }, 50);
+  await new Promise((resolve) => setTimeout(resolve, 20_000));
+  busy.open();
+  await first.result();
+  await second.result();
+  clearInterval(storm);
+  console.log(`querybusy: ${answered} query pairs answered`);
+  await save('querybusy', second.workflowId);
+}
 await kit.stop();
 await plain.close();

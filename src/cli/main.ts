@@ -363,6 +363,8 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
           const quote = (value: string) => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
           const query = [
             `WorkflowType = 'turnWorkflow'`,
+            // A turn whose workflow continued as new is listed once, by its open (or last) run.
+            `ExecutionStatus != 'ContinuedAsNew'`,
             ...(opts.agent ? [`${TURNKIT_AGENT.name} = ${quote(opts.agent)}`] : []),
             ...(opts.status ? [`${TURNKIT_STATUS.name} = ${quote(opts.status)}`] : []),
             ...(opts.conversation ? [`${TURNKIT_CONVERSATION_ID.name} = ${quote(opts.conversation)}`] : []),

@@ -94,12 +94,15 @@ export interface ClaimOptions {
 /**
  * Takes over a turn that a superseded run of its workflow left `running` under another
  * token, suspended (`waiting`, token cleared) in its tools phase, or paused. Under the same locks as
- * the lane claim; null when the turn is in neither state.
+ * the lane claim; null when the turn is in neither state. A stale workflow task of the run
+ * that last moved the row gets StaleTask (review finding 20); that run's live task may take
+ * its own row back (its pause step ran again after a lost worker and met the row it paused).
  */
 async function supersedeClaim(
   store: Store,
   turn: TurnRecord,
   claimToken: string,
+  taskHistoryLength: number | undefined,
 ): Promise<TurnRecord | null> {
   const heldByEndedRun = (row: TurnRecord) =>
     (row.status === 'running' && row.claimToken !== claimToken) ||
@@ -110,6 +113,7 @@ async function supersedeClaim(
     store.atomic(turn.conversationId, async () => {
       const fresh = await store.loadTurn(turn.id);
       if (!heldByEndedRun(fresh)) return null;
+      if (taskHistoryLength !== undefined) checkTaskMark(fresh, claimToken, taskHistoryLength);
       return store.claimTurn(turn.id, {
         from: fresh.status,
         to: 'running',
@@ -156,7 +160,9 @@ export async function claimTurn(
       );
     }
   }
-  const taken = options.supersede ? await supersedeClaim(store, initial, claimToken) : null;
+  const taken = options.supersede
+    ? await supersedeClaim(store, initial, claimToken, options.taskHistoryLength)
+    : null;
   if (taken) {
     await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
     await validateModel(runtime, agent, taken);

@@ -22,7 +22,7 @@ import type {
 import type { CompactionDigest, CompactionStepInput } from '../engine/compaction.js';
 import type { ModelStepInput } from '../engine/model-step.js';
 import type { OutputAuditDigest } from '../engine/output-checks.js';
-import type { ToolCallInput } from '../engine/tool-runner.js';
+import type { ApprovalDecision, ToolCallInput } from '../engine/tool-runner.js';
 import type { ControlRequest } from '../engine/control-request.js';
 import type { ControlVerdict, Steer } from '../engine/controls.js';
 
@@ -60,7 +60,20 @@ export interface TurnSettings {
   output?: ActivitySettings;
   /** Runs of the output checks that threw, per candidate, before the turn fails with that error. */
   maxOutputAttempts?: number;
+  /**
+   * When one run of the turn workflow continues as new (decision 32): at its next safe point
+   * once its history holds `events` events or `bytes` bytes, or Temporal suggests it, whichever
+   * comes first. Defaults: `CONTINUE_AS_NEW_AFTER`.
+   */
+  continueAsNewAfter?: { events?: number; bytes?: number };
 }
+
+/**
+ * A run continues as new past 8,000 events or 16 MB of history (Temporal warns at 10,240
+ * events and terminates at 51,200 or 50 MB); Temporal's own suggestion (about 4,000 events
+ * on a default server) usually comes first.
+ */
+export const CONTINUE_AS_NEW_AFTER = { events: 8_000, bytes: 16 * 1024 * 1024 } as const;
 
 /**
  * Heartbeats are sent every 100–500 ms (src/activities/heartbeat.ts; never rarer than 500 ms,
@@ -107,6 +120,27 @@ export const DEFAULT_TURN_SETTINGS = {
 export interface TurnWorkflowInput {
   turnId: string;
   settings?: TurnSettings;
+  /** Set on a run that continues its predecessor's (continue-as-new, decision 32). */
+  continued?: TurnContinuation;
+}
+
+/**
+ * What a continued run needs that the store does not hold: the turn's state is in the store,
+ * so this is workflow memory only (ids, counts, a person's controls not yet applied).
+ */
+export interface TurnContinuation {
+  /** Runs of this turn's workflow before this one (1 on the first continued run). */
+  runs: number;
+  /** Model calls of the runs before (the console's count; step keys also carry the run's token). */
+  modelCalls: number;
+  /** Child turns the earlier runs started, for a cascading cancel. */
+  children: string[];
+  /** A person's controls accepted and not yet applied. */
+  pauseRequested: boolean;
+  steers: Steer[];
+  decisions: [string, ApprovalDecision][];
+  /** Approval timeouts still running: tool-call id → when it fires (ms since the epoch). */
+  approvalDeadlines: [string, number][];
 }
 
 export interface TurnWorkflowResult {

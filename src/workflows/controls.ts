@@ -20,7 +20,7 @@ import { APPROVAL_TIMED_OUT, parseControlRequest } from '../engine/control-reque
 import type { Steer } from '../engine/controls.js';
 import type { TurnDigest } from '../engine/digest.js';
 import type { ApprovalDecision } from '../engine/tool-runner.js';
-import type { ApprovalResult, ControlState } from './contract.js';
+import type { ApprovalResult, ControlState, TurnContinuation } from './contract.js';
 import {
   approveUpdate,
   controlStateQuery,
@@ -58,8 +58,30 @@ export class TurnControls {
   readonly awaiting = new Set<string>();
   readonly settled = new Set<string>();
   readonly #timers = new Set<string>();
+  /** When each approval timeout fires (ms since the epoch): a continued run keeps them. */
+  readonly #deadlines = new Map<string, number>();
   /** Calls whose approval timeout fired while a person's decision was being authorized. */
   readonly #expired = new Set<string>();
+
+  /** On a continued run, with what its predecessor accepted and had not applied yet. */
+  constructor(continued?: TurnContinuation) {
+    if (!continued) return;
+    this.pauseRequested = continued.pauseRequested;
+    this.steers = [...continued.steers];
+    for (const [id, decision] of continued.decisions) this.decisions.set(id, decision);
+    for (const [id, at] of continued.approvalDeadlines) this.#deadlines.set(id, at);
+  }
+
+  /** What the next run needs of these controls (continue-as-new). */
+  handOver(): Pick<TurnContinuation, 'pauseRequested' | 'steers' | 'decisions' | 'approvalDeadlines'> {
+    const open = (id: string) => this.awaiting.has(id) && !this.decisions.has(id);
+    return {
+      pauseRequested: this.pauseRequested,
+      steers: [...this.steers],
+      decisions: [...this.decisions].filter(([id]) => this.awaiting.has(id)),
+      approvalDeadlines: [...this.#deadlines].filter(([id]) => open(id)),
+    };
+  }
 
   state(): ControlState {
     return {
@@ -77,10 +99,14 @@ export class TurnControls {
     this.awaiting.add(id);
     if (!timeoutMs || this.#timers.has(id)) return;
     this.#timers.add(id);
+    // A deadline handed over by the run this one continued stands: the wait does not restart.
+    const at = this.#deadlines.get(id) ?? Date.now() + timeoutMs;
+    this.#deadlines.set(id, at);
+    const left = Math.max(at - Date.now(), 1);
     // A durable timer; cancelled with the turn's scope (then nothing is decided). A decision
     // accepted before it fired and still being authorized goes first: its event is already
     // written, so the timeout applies only if that decision is refused (`decisionDone`).
-    sleep(timeoutMs).then(
+    sleep(left).then(
       () => {
         if (this.deciding.has(id)) this.#expired.add(id);
         else this.#timeOut(id);

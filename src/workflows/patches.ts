@@ -48,6 +48,15 @@ export interface RunFeatures {
   closeInToolCall: boolean;
 }
 
+/**
+ * A patch released before 0.5 and asked where its change is (often right after a local
+ * activity). A 0.5 run has it without asking: no `patched()` call a query can split from its
+ * commands (decision 32). A run without the 0.5 marker asks as its history recorded.
+ */
+export function releasedPatch(features: RunFeatures, id: string): boolean {
+  return features.v0_5 || patched(id);
+}
+
 /** Call first thing in the workflow, before any command. */
 export function runFeatures(): RunFeatures {
   // A 0.4 run has 0.3's changes too, so it records only the newer marker (each costs a turn

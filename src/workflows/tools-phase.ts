@@ -5,7 +5,6 @@
 import {
   CancellationScope,
   condition,
-  patched,
   sleep,
   startChild,
   upsertSearchAttributes,
@@ -14,10 +13,10 @@ import {
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { TurnDigest } from '../engine/digest.js';
 import { TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS, turnStartOptions } from './contract.js';
-import { PATCH_COORDINATION } from './patches.js';
+import { PATCH_COORDINATION, releasedPatch } from './patches.js';
 import { pauseAtBoundary, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
-import { awaitNudge, runStoreStep, settingsOf } from './turn-run.js';
+import { awaitNudge, continueDue, nudgeMark, runStoreStep, settingsOf } from './turn-run.js';
 import type { turnWorkflow } from './turn-workflow.js';
 
 /** A child turn to start: a sub-agent call, or an agent launched by `launch_agent`. */
@@ -60,24 +59,31 @@ async function launchChild(run: TurnRun, launched: ChildTurn) {
 
 const FINISHED = new Set(['completed', 'failed', 'cancelled']);
 
-/** Follows a child that an earlier run of this turn started, through the store. */
+/**
+ * Follows a child that an earlier run of this turn started (a reset's, or the run this one
+ * continued), through the store. On 0.5 runs the child signals its parent's workflow when it
+ * ends (`targetFinished`), so this waits for that instead of polling.
+ */
 async function childFinished(run: TurnRun, childTurnId: string): Promise<void> {
-  for (
-    let wait = 1;
-    !FINISHED.has((await run.activities.store.turnStatus({ turnId: childTurnId })).status);
-  ) {
+  const status = () => run.activities.store.turnStatus({ turnId: childTurnId });
+  if (run.features.v0_5) {
+    for (let seen = run.nudges(); !FINISHED.has((await status()).status); seen = run.nudges())
+      await awaitNudge(run, null, seen);
+    return;
+  }
+  for (let wait = 1; !FINISHED.has((await status()).status);) {
     await sleep(`${wait} seconds`);
     wait = Math.min(wait * 2, 30);
   }
 }
 
 /**
- * Runs the children of a sub-agent group as child workflows, in parallel, and waits for all
- * of them. They are started outside the cancellable scope: a `retain` cancel leaves them
- * running, a `cascade` cancel signals each one.
+ * Starts the children of a sub-agent group as child workflows, in parallel; returns when all
+ * of them started, with what each one's end is awaited by. They are started outside the
+ * cancellable scope: a `retain` cancel leaves them running, a `cascade` cancel signals each one.
  */
-async function runSubAgents(run: TurnRun, children: ChildTurn[]) {
-  const started = await CancellationScope.nonCancellable(() =>
+async function startSubAgents(run: TurnRun, children: ChildTurn[]) {
+  return CancellationScope.nonCancellable(() =>
     Promise.all(
       children.map(async (child) => {
         try {
@@ -92,6 +98,10 @@ async function runSubAgents(run: TurnRun, children: ChildTurn[]) {
       }),
     ),
   );
+}
+
+/** Waits for all the started children (a cancel interrupts it). */
+async function joinSubAgents(started: { done: Promise<void> }[]) {
   await Promise.race([
     Promise.all(started.map((child) => child.done)),
     CancellationScope.current().cancelRequested,
@@ -100,8 +110,12 @@ async function runSubAgents(run: TurnRun, children: ChildTurn[]) {
 
 /** Waits, without holding a worker, until every `wait_for` target of the turn is finished. */
 async function awaitWaitTargets(run: TurnRun): Promise<void> {
-  while (!(await runStoreStep(() => run.activities.store.waitsReady({ turnId: run.turnId }))).ready)
-    await awaitNudge(run);
+  for (
+    let seen = nudgeMark(run);
+    !(await runStoreStep(() => run.activities.store.waitsReady({ turnId: run.turnId }))).ready;
+    seen = nudgeMark(run)
+  )
+    await awaitNudge(run, null, seen);
 }
 
 /**
@@ -182,7 +196,8 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
       continue;
     }
     controls?.noteSettled(call.id);
-    if (outcome.launched && patched(PATCH_COORDINATION)) await launchChild(run, outcome.launched);
+    if (outcome.launched && releasedPatch(run.features, PATCH_COORDINATION))
+      await launchChild(run, outcome.launched);
     for (const lane of outcome.wakeLanes ?? []) pass.lanes.add(lane);
     if (outcome.waiting && outcome.childTurnId) {
       pass.subAgents.push({
@@ -204,15 +219,43 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
 }
 
 /**
- * The tools phase: dispatch, and while a group or a join is open, suspend the turn (no
- * worker held), wait, resume and dispatch again, which appends results in call order.
+ * Waits for `waits`, or until the run should continue as new (true): the turn is suspended,
+ * so the next run takes it over and dispatches the calls again (the finished ones return
+ * their results, the awaited ones await again, a started child is followed).
  */
-export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<TurnDigest> {
+async function continueOrWait(
+  run: TurnRun,
+  waits: Promise<unknown>,
+  starting: Promise<unknown> | null,
+): Promise<boolean> {
+  let settled: { error: unknown } | null = null;
+  let started = !starting;
+  waits.then(
+    () => (settled = { error: null }),
+    (error: unknown) => (settled = { error }),
+  );
+  starting?.then(
+    () => (started = true),
+    () => undefined,
+  );
+  await condition(() => settled !== null || (started && continueDue(run)));
+  if (!settled) return true;
+  const { error } = settled as { error: unknown };
+  if (error) throw error;
+  return false;
+}
+
+/**
+ * The tools phase: dispatch, and while a group or a join is open, suspend the turn (no
+ * worker held), wait, resume and dispatch again, which appends results in call order. Null:
+ * the run stopped while suspended, to continue as new.
+ */
+export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<TurnDigest | null> {
   const { store } = run.activities;
   if (run.controls) run.controls.phaseCalls = new Set(digest.toolCalls.map((call) => call.id));
   for (;;) {
     const pass = await dispatchCalls(run, digest);
-    if (pass.lanes.size > 0 && patched(PATCH_COORDINATION)) {
+    if (pass.lanes.size > 0 && releasedPatch(run.features, PATCH_COORDINATION)) {
       await store.wakeLanes({ conversationIds: [...pass.lanes], ...settingsOf(run) });
     }
     if (pass.steered) return (await steerAtBoundary(run))!;
@@ -235,11 +278,20 @@ export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<T
             ? 'waiting for wait_for targets'
             : `waiting for approval of ${pass.awaiting.join(', ')}`,
     });
-    await Promise.all([
-      pass.subAgents.length > 0 ? runSubAgents(run, pass.subAgents) : undefined,
+    // The children start, the join and the decisions are awaited together, as recorded.
+    const starting = pass.subAgents.length > 0 ? startSubAgents(run, pass.subAgents) : null;
+    const waits = Promise.all([
+      starting ? (async () => joinSubAgents(await starting))() : undefined,
       pass.joining ? awaitWaitTargets(run) : undefined,
       pass.awaiting.length > 0 ? awaitDecision(run, pass.awaiting) : undefined,
     ]);
+    // Suspended, children started: a safe point to continue as new while the children run and
+    // approvals are awaited (not while a join's store check may be in flight).
+    if (run.features.v0_5 && !pass.joining) {
+      if (await continueOrWait(run, waits, starting)) return null;
+    } else {
+      await waits;
+    }
     digest = await runStoreStep(() => store.resumeTurn(run.owner()));
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
     run.console.digest(digest);

@@ -2,18 +2,82 @@
  * How a turn workflow ends when its phases did not finish the turn: cancelled (a signal or
  * Temporal's own request) or failed; then who must hear about it.
  */
-import { CancellationScope, getExternalWorkflowHandle, patched, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  getExternalWorkflowHandle,
+  makeContinueAsNewFunc,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { CancelRequest } from '../engine/cancel-request.js';
 import type { TerminalNotice, TurnErrorDigest } from '../engine/digest.js';
-import type { TurnWorkflowResult } from './contract.js';
-import { cancelSignal, targetFinishedSignal, turnWorkflowId } from './contract.js';
-import { PATCH_FAIL_ACTIVITY, PATCH_NOTIFY } from './patches.js';
+import type { TurnContinuation, TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
+import {
+  cancelSignal,
+  targetFinishedSignal,
+  TURNKIT_AGENT,
+  TURNKIT_CONVERSATION_ID,
+  TURNKIT_ROOT_TURN_ID,
+  TURNKIT_STATUS,
+  turnWorkflowId,
+} from './contract.js';
+import { PATCH_FAIL_ACTIVITY, PATCH_NOTIFY, releasedPatch } from './patches.js';
 import type { TurnRun } from './turn-run.js';
 import { settingsOf, turnError } from './turn-run.js';
+import type { turnWorkflow } from './turn-workflow.js';
 
 export interface TurnEnd {
   result: TurnWorkflowResult;
   notice?: TerminalNotice | undefined;
+  /** The phases stopped at a safe point: the run continues as new (`continueTurn`). */
+  continueAsNew?: true;
+}
+
+/**
+ * Continues the turn in a new run of its workflow (decision 32). The store holds the turn,
+ * so the next run gets ids and what only this run's memory knows: a person's controls not
+ * yet applied, the approval deadlines, the children started. It claims the turn by takeover
+ * (its own run id is its token; the takeover needs the turn's own workflow and a row this run
+ * left), so every write of this run after the switch fails with LostClaim.
+ */
+export async function continueTurn(run: TurnRun, input: TurnWorkflowInput): Promise<never> {
+  const info = workflowInfo();
+  const continued: TurnContinuation = {
+    runs: (input.continued?.runs ?? 0) + 1,
+    modelCalls: run.modelCalls,
+    children: [...run.children],
+    pauseRequested: false,
+    steers: [],
+    decisions: [],
+    approvalDeadlines: [],
+    ...run.controls?.handOver(),
+  };
+  const keys = [TURNKIT_AGENT, TURNKIT_CONVERSATION_ID, TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS];
+  const next = makeContinueAsNewFunc<typeof turnWorkflow>({
+    // The search attributes as upserted (TurnKitStatus included); static summary and details
+    // are start options that continue-as-new cannot carry (SDK 1.24).
+    typedSearchAttributes: keys.flatMap((key) => {
+      const value = info.typedSearchAttributes.get(key);
+      return value === undefined ? [] : [{ key, value }];
+    }),
+    ...(run.settings?.workflowTaskTimeout !== undefined
+      ? { workflowTaskTimeout: run.settings.workflowTaskTimeout }
+      : {}),
+  });
+  return next({ turnId: run.turnId, ...settingsOf(run), continued });
+}
+
+/**
+ * A child turn (a sub-agent, a launched agent) tells its parent's workflow that it ended: a
+ * parent whose run continued as new while the child ran follows it by this signal.
+ */
+export async function wakeParent(): Promise<void> {
+  const parent = workflowInfo().parent;
+  if (!parent) return;
+  await CancellationScope.nonCancellable(() =>
+    getExternalWorkflowHandle(parent.workflowId)
+      .signal(targetFinishedSignal, workflowInfo().workflowId)
+      .catch(() => undefined),
+  );
 }
 
 /** Cancels the turn in the store; a cascade also signals each child this run started. */
@@ -46,7 +110,10 @@ export async function failTurn(run: TurnRun, error: unknown, timedOut: boolean):
     : turnError(error);
   const { terminal, store } = run.activities;
   const failed = await CancellationScope.nonCancellable(() =>
-    (patched(PATCH_FAIL_ACTIVITY) ? terminal : store).failTurn({ ...run.owner(), error: failure }),
+    (releasedPatch(run.features, PATCH_FAIL_ACTIVITY) ? terminal : store).failTurn({
+      ...run.owner(),
+      error: failure,
+    }),
   );
   return {
     result: { turnId: run.turnId, status: failed.status, claimed: true, error: failure },
@@ -56,7 +123,12 @@ export async function failTurn(run: TurnRun, error: unknown, timedOut: boolean):
 
 /** Tells waiters that this turn finished and wakes the lanes that have work. */
 export async function notify(run: TurnRun, notice: TerminalNotice | undefined): Promise<void> {
-  if (!notice || (notice.waiters.length === 0 && notice.lanes.length === 0) || !patched(PATCH_NOTIFY)) return;
+  if (
+    !notice ||
+    (notice.waiters.length === 0 && notice.lanes.length === 0) ||
+    !releasedPatch(run.features, PATCH_NOTIFY)
+  )
+    return;
   await CancellationScope.nonCancellable(async () => {
     for (const waiter of notice.waiters) {
       await getExternalWorkflowHandle(turnWorkflowId(waiter))

@@ -2,14 +2,14 @@
  * The claimed life of a turn workflow: claim (waiting for the lane or a join), then the
  * model → tools → output loop, taking the turn back after a reset.
  */
-import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
-import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS } from './patches.js';
+import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS, releasedPatch } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
 import { commitToOutput, pauseAtBoundary, reopenControls, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
-import { awaitNudge, isLostClaim, runStoreStep } from './turn-run.js';
+import { awaitNudge, continueDue, isLostClaim, nudgeMark, runStoreStep } from './turn-run.js';
 
 /** How often one run takes its turn back after a LostClaim before it lets go. */
 const MAX_RECLAIMS = 3;
@@ -18,18 +18,21 @@ const MAX_RECLAIMS = 3;
 export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
   const { store } = run.activities;
   const claimTurn = () => store.claimTurn.executeWithOptions({ summary: 'claim' }, [run.owner()]);
+  let seen = nudgeMark(run);
   let claim = await runStoreStep(claimTurn);
   for (
     let wait = 1;
     !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
     wait = Math.min(wait * 2, 30)
   ) {
-    if (patched(PATCH_SIGNALLED_WAITS)) {
+    if (releasedPatch(run.features, PATCH_SIGNALLED_WAITS)) {
       // Woken by the lane (its predecessor finished) or by a join target; a timer backs it up.
-      await awaitNudge(run, claim.reason === 'waiting' && claim.deadline ? Date.parse(claim.deadline) : null);
+      const until = claim.reason === 'waiting' && claim.deadline ? Date.parse(claim.deadline) : null;
+      await awaitNudge(run, until, seen);
     } else {
       await sleep(`${wait} seconds`);
     }
+    seen = nudgeMark(run);
     claim = await runStoreStep(claimTurn);
   }
   if (claim.claimed) {
@@ -44,7 +47,11 @@ export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
 export interface PhasesDone {
   status: string;
   notice?: TerminalNotice;
+  /** The run stopped at a safe point to continue as new (the turn goes on in the next run). */
+  continueAsNew?: true;
 }
+
+const CONTINUE: PhasesDone = { status: 'running', continueAsNew: true };
 
 /** Model → tools → output until the output phase says the turn is done. */
 async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
@@ -52,6 +59,8 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
   let digest = start;
   for (;;) {
     if (digest.phase === 'model') {
+      // Between phases, nothing in flight: the safe point to continue as new (decision 32).
+      if (continueDue(run)) return CONTINUE;
       // A control boundary before the model call: a requested pause, then steering.
       if (run.controls) {
         await pauseAtBoundary(run);
@@ -86,7 +95,9 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
         lastStep: `${summary} → ${calls === 0 ? 'output' : `${calls} tool call${calls === 1 ? '' : 's'}`}`,
       });
     } else if (digest.phase === 'tools') {
-      digest = await runToolsPhase(run, digest);
+      const next = await runToolsPhase(run, digest);
+      if (!next) return CONTINUE;
+      digest = next;
       run.console.digest(digest);
     } else if (run.controls && (await commitToOutput(run))) {
       // Steering that arrived during the last model call: the model answers again, with it.
@@ -121,7 +132,8 @@ export async function runClaimedPhases(run: TurnRun, claimed: TurnDigest): Promi
     try {
       return await runPhases(run, digest);
     } catch (error) {
-      if (!isLostClaim(error) || reclaims >= MAX_RECLAIMS || !patched(PATCH_RECLAIM)) throw error;
+      if (!isLostClaim(error) || reclaims >= MAX_RECLAIMS || !releasedPatch(run.features, PATCH_RECLAIM))
+        throw error;
       const again = await runStoreStep(() => run.activities.store.claimTurn(run.owner()));
       if (!again.claimed) throw error;
       digest = again;

@@ -4,17 +4,20 @@
  */
 import {
   ActivityFailure,
+  allHandlersFinished,
   ApplicationFailure,
   CancellationScope,
   condition,
   TimeoutFailure,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { OwnerInput, TurnErrorDigest } from '../engine/digest.js';
 import type { TurnActivityProxies } from './activity-options.js';
 import type { TurnConsole } from './console.js';
 import type { RunFeatures } from './patches.js';
 import type { TurnControls } from './controls.js';
-import type { TurnSettings } from './contract.js';
+import type { TurnContinuation, TurnSettings } from './contract.js';
+import { CONTINUE_AS_NEW_AFTER } from './contract.js';
 
 export interface TurnRun {
   activities: TurnActivityProxies;
@@ -38,6 +41,8 @@ export interface TurnRun {
    * stale task of this run still has the claim token, and this fences it (StaleTask).
    */
   owner: () => OwnerInput;
+  /** What the run before this one handed over (continue-as-new); absent on a chain's first run. */
+  continued: TurnContinuation | undefined;
 }
 
 /** `{ settings }` when the run has any, for the inputs that pass them on. */
@@ -45,14 +50,48 @@ export function settingsOf(run: TurnRun): { settings?: TurnSettings } {
   return run.settings ? { settings: run.settings } : {};
 }
 
-/** Backstop re-check while waiting on signals, should one be lost. */
+/** Backstop re-check while waiting on signals, should one be lost: runs before 0.5. */
 const RECHECK_MS = 30_000;
 
-/** Waits for a nudge signal, or the backstop re-check, or `until` (ms since epoch). */
-export async function awaitNudge(run: TurnRun, until?: number | null): Promise<void> {
-  const seen = run.nudges();
-  const timeout = until ? Math.min(Math.max(until - Date.now(), 0), RECHECK_MS) : '30 seconds';
+/**
+ * 0.5: whoever frees a wait signals it (`laneFree` from the lane, `targetFinished` from a
+ * finished target or child), so the timer is only a safety net should a signal be lost:
+ * one check (6 history events) per 6 hours, 1 event an hour (decision 32).
+ */
+export const SAFETY_NET_MS = 6 * 60 * 60 * 1000;
+
+/**
+ * The nudges seen so far, taken before the check a wait follows: on 0.5 runs a nudge that
+ * arrives while that check runs still wakes the wait (with a rare safety net it must not be
+ * missed). Earlier runs take it when the wait starts, as their histories recorded.
+ */
+export function nudgeMark(run: TurnRun): number | undefined {
+  return run.features.v0_5 ? run.nudges() : undefined;
+}
+
+/** Waits for a nudge signal (since `seen`), or the safety net, or `until` (ms since epoch). */
+export async function awaitNudge(run: TurnRun, until?: number | null, seen = run.nudges()): Promise<void> {
+  const net = run.features.v0_5 ? SAFETY_NET_MS : RECHECK_MS;
+  const timeout = until
+    ? Math.min(Math.max(until - Date.now(), 0), net)
+    : run.features.v0_5
+      ? net
+      : '30 seconds';
   await condition(() => run.nudges() !== seen, timeout);
+}
+
+/**
+ * Whether this run should continue as new at a safe point (decision 32): Temporal suggests
+ * it, or its history passed the turn's threshold. Only 0.5 runs, and only a run that made a
+ * model call itself (a continued run never continues again before doing any work), with no
+ * Update or signal handler still running.
+ */
+export function continueDue(run: TurnRun): boolean {
+  if (!run.features.v0_5 || run.modelCalls <= (run.continued?.modelCalls ?? 0)) return false;
+  if (!allHandlersFinished()) return false;
+  const info = workflowInfo();
+  const limit = { ...CONTINUE_AS_NEW_AFTER, ...run.settings?.continueAsNewAfter };
+  return info.continueAsNewSuggested || info.historyLength >= limit.events || info.historySize >= limit.bytes;
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   CancellationScope,
   condition,
   isCancellation,
+  log,
   setHandler,
   sleep,
   upsertSearchAttributes,
@@ -28,7 +29,7 @@ import {
   TURNKIT_STATUS,
 } from './contract.js';
 import type { TurnEnd } from './turn-end.js';
-import { cancelTurn, failTurn, notify } from './turn-end.js';
+import { cancelTurn, continueTurn, failTurn, notify, wakeParent } from './turn-end.js';
 import { claimWhenFree, runClaimedPhases } from './turn-phases.js';
 import type { TurnRun } from './turn-run.js';
 import { isLostClaim, isStaleTask } from './turn-run.js';
@@ -47,7 +48,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   let timedOut = false;
   let nudges = 0;
   // Approvals and turn controls (Updates), on runs that started with them.
-  const controls = features.controls ? new TurnControls() : null;
+  const controls = features.controls ? new TurnControls(input.continued) : null;
   const nudge = () => {
     nudges += 1;
   };
@@ -77,9 +78,17 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   if (shield)
     void shield.cancelRequested.catch(async () => {
       const native = { descendants: 'retain' as const, principal: null };
+      // An authorization that fails for good (the policy threw something else, the store stayed
+      // down) is a refusal: an unhandled rejection here would fail every workflow task.
       const verdict = await CancellationScope.nonCancellable(() =>
         cancelChecks.authorizeCancel({ turnId, ...native, native: true }),
-      );
+      ).catch((error: unknown) => {
+        log.warn('turnkit native cancel: authorization failed, the cancel is refused', {
+          turnId,
+          error: error instanceof Error ? error.message : String(error),
+        });
+        return { allowed: false };
+      });
       if (!verdict.allowed || cancel) return;
       cancel = native;
       if (controls) controls.finished = true;
@@ -94,15 +103,22 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     turnId,
     claimToken,
     settings: input.settings,
-    children: new Set(),
+    children: new Set(input.continued?.children),
     nudges: () => nudges,
-    modelCalls: 0,
+    modelCalls: input.continued?.modelCalls ?? 0,
     console: new TurnConsole(turnId),
     features,
     controls,
     owner: () => ({ turnId, claimToken, taskHistoryLength: workflowInfo().historyLength }),
+    continued: input.continued,
   };
   if (controls) registerControls(run, controls, shield);
+  // The UI's current details of a continued run (its static summary stays on the first run).
+  if (input.continued)
+    run.console.update({
+      modelCalls: run.modelCalls,
+      lastStep: `continued as new: run ${input.continued.runs + 1} of the turn's workflow`,
+    });
   let end: TurnEnd;
   try {
     end = await scope.run(async (): Promise<TurnEnd> => {
@@ -117,6 +133,13 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         });
       }
       const done = await runClaimedPhases(run, claim);
+      if (done.continueAsNew) {
+        // Handlers drained first: a cancel that arrived with the switch ends the turn below.
+        await condition(allHandlersFinished);
+        const current = CancellationScope.current();
+        if (current.consideredCancelled) await current.cancelRequested;
+        return { result: { turnId, status: done.status, claimed: true }, continueAsNew: true };
+      }
       return { result: { turnId, status: done.status, claimed: true }, notice: done.notice };
     });
   } catch (error) {
@@ -129,10 +152,13 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
         ? await cancelTurn(run, cancel ?? { descendants: 'retain', principal: null })
         : await failTurn(run, error, timedOut);
   }
+  // Outside the try: continue-as-new is thrown, and ends this run.
+  if (end.continueAsNew) return continueTurn(run, input);
   if (controls) controls.finished = true;
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: end.result.status }]);
   run.console.update({ status: end.result.status, runningTools: [] });
   await notify(run, end.notice);
+  if (features.v0_5 && end.result.claimed) await wakeParent();
   // Controls still being handled are refused now; the run ends after they answered.
   if (controls)
     await (shield ? shield.run(() => condition(allHandlersFinished)) : condition(allHandlersFinished));

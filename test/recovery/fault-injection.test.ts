@@ -8,6 +8,7 @@
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunHandle } from '../../src/client/run-handle.js';
 import { iterationsOf, phaseOf } from '../../src/engine/turn-state.js';
@@ -69,6 +70,11 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
     wake?: 'after' | 'mid-run';
     /** Runs once the replacement polls (e.g. resumes a paused turn). */
     afterFault?: (run: RunHandle) => Promise<void>;
+    /**
+     * Queries the turn's workflow every 50 ms from its start to its end, as the Temporal UI
+     * and `temporal workflow query --type state` do (issue 26); counts the answers.
+     */
+    queryStorm?: { answered: number };
   }): Promise<CaseResult> {
     const mode = options.mode ?? 'kill';
     const name = `${options.faultAt}-${mode}-${++counter}`;
@@ -110,6 +116,9 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
     await first.ready;
     expect(first.alive(), first.output()).toBe(true);
     const run = await client.run(options.agent, `Fault case ${name}`);
+    const storm =
+      options.queryStorm &&
+      queryStorm(client.temporal.workflow.getHandle(run.workflowId), options.queryStorm);
     await options.duringRun?.(run);
     await waitUntil(`the ${options.faultAt} fault`, () => existsSync(marker) || !first.alive());
     expect(existsSync(marker), first.output()).toBe(true);
@@ -144,6 +153,7 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
         `replacement:\n${replacement.output()}`,
       ].join('\n'),
     );
+    if (storm) clearInterval(storm);
     if (mode === 'stop' && options.wake !== 'mid-run') {
       // The zombie wakes up with its attempt still in hand; whatever it tries must not land.
       first.child.kill('SIGCONT');
@@ -159,6 +169,23 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
   }
 
   const count = (lines: string[], prefix: string) => lines.filter((l) => l.startsWith(prefix)).length;
+
+  /** A query every 50 ms (at most four in flight: a killed worker's queries wait for the next). */
+  function queryStorm(handle: WorkflowHandle, tally: { answered: number }) {
+    let inFlight = 0;
+    return setInterval(() => {
+      if (inFlight >= 4) return;
+      inFlight += 1;
+      const type = tally.answered % 2 === 0 ? 'state' : '__temporal_workflow_metadata';
+      handle
+        .query(type)
+        .then(
+          () => (tally.answered += 1),
+          () => undefined,
+        )
+        .finally(() => (inFlight -= 1));
+    }, 50);
+  }
 
   const cancelWhileHolding = async (run: RunHandle) => {
     await waitUntil('the hold tool to run', async () =>
@@ -242,6 +269,23 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       expect(count(lines, 'attempt:upsert:')).toBe(1);
       expect(count(lines, 'model:ledger:')).toBe(2);
       expect(tree.messages.filter((m) => m.kind === 'tool_result')).toHaveLength(2);
+    }, 120_000);
+
+    it('long-lived: FI after-tool-commit under a query storm (a query every 50 ms throughout): the replacement replays the history the queries were answered in; no workflow task fails', async () => {
+      const storm = { answered: 0 };
+      const { run, turn, lines, tree } = await faultCase({
+        agent: 'ledger',
+        faultAt: 'after-tool-commit',
+        queryStorm: storm,
+      });
+      expect(turn.status).toBe('completed');
+      expect(tree.executions.map((e) => e.status)).toEqual(['completed', 'completed']);
+      expect(count(lines, 'attempt:charge:')).toBe(1);
+      expect(storm.answered).toBeGreaterThan(10);
+      const { client: temporal } = await temporalConnections();
+      const history = (await temporal.workflow.getHandle(run.workflowId).fetchHistory()).events ?? [];
+      const failed = history.filter((e) => e.workflowTaskFailedEventAttributes);
+      expect(failed.map((e) => e.workflowTaskFailedEventAttributes?.failure?.message)).toEqual([]);
     }, 120_000);
 
     it('FI fan-out BG-11 BG-12: killed while the children run, the group finishes with exactly two children and the parent completes after them', async () => {

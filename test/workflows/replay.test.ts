@@ -35,3 +35,21 @@ describe('turn workflow replays its recorded histories deterministically', () =>
     });
   }
 });
+
+describe('replay under queries (issue 26)', () => {
+  it('long-lived: replays querybusy.json, where queries were answered while a slow claim was out past workflow-task heartbeats', async () => {
+    const json = JSON.parse(readFileSync(new URL('querybusy.json', dir), 'utf8')) as {
+      events: { eventType: string; markerRecordedEventAttributes?: { markerName: string } }[];
+    };
+    const types = json.events.map((e) => e.eventType.replace('EVENT_TYPE_', ''));
+    // What the recording holds: the 0.5 marker only, and the claim's marker after heartbeats
+    // (workflow tasks completed with nothing while the local activity was out).
+    const markers = json.events.flatMap((e) => e.markerRecordedEventAttributes?.markerName ?? []);
+    expect(markers.filter((name) => name === 'core_patch')).toHaveLength(1);
+    const claimMarker = types.indexOf('MARKER_RECORDED', types.indexOf('MARKER_RECORDED') + 1);
+    const heartbeats = types.slice(0, claimMarker).filter((t) => t === 'WORKFLOW_TASK_COMPLETED').length;
+    expect(heartbeats).toBeGreaterThanOrEqual(3);
+    const history = historyFromJSON(json);
+    await Worker.runReplayHistory({ workflowBundle: await bundleTurnWorkflows() }, history);
+  });
+});
