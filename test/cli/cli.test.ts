@@ -369,5 +369,6 @@ describe('turnkit command line', () => {
     const debug = await turnkit(['--debug', 'show', 'turn_000000000000000000000000']);
     expect(debug.code).toBe(1);
     expect(debug.stderr).toMatch(/CliError: no turn .*\n\s+at /);
-  });
+    // Nine CLI processes one after another: each loads the agents module, slow on a loaded machine.
+  }, 180_000);
 });
