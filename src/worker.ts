@@ -1,7 +1,9 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { WorkerOptions } from '@temporalio/worker';
 import { bundleWorkflowCode, NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
+import { ArgumentError } from './errors.js';
 import type { CancelDelivery } from './activities/heartbeat.js';
 import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
 import { createTurnActivities } from './activities/turn-activities.js';
@@ -41,6 +43,60 @@ export function bundleTurnWorkflows(options: { traced?: boolean } = {}): Promise
   return bundled;
 }
 
+/** The prebuilt bundles' file names, in `dist/` of the package (`npm run build` writes them). */
+export const WORKFLOW_BUNDLE_FILES = {
+  plain: 'workflow-bundle.js',
+  traced: 'workflow-bundle-traced.js',
+} as const;
+
+/**
+ * Writes both workflow bundles, plain and traced, into `dir` (`npm run build` does this for
+ * `dist/`, see scripts/build-workflow-bundles.mjs); returns their paths.
+ */
+export async function writeTurnWorkflowBundles(dir: string): Promise<{ plain: string; traced: string }> {
+  mkdirSync(dir, { recursive: true });
+  const plain = join(dir, WORKFLOW_BUNDLE_FILES.plain);
+  const traced = join(dir, WORKFLOW_BUNDLE_FILES.traced);
+  writeFileSync(plain, (await bundleTurnWorkflows()).code);
+  writeFileSync(traced, (await bundleTurnWorkflows({ traced: true })).code);
+  return { plain, traced };
+}
+
+/**
+ * Where a worker looks for prebuilt bundles: the option, else TURNKIT_WORKFLOW_BUNDLES, else
+ * the directory of this module when it is the compiled package (a bundle there was built from
+ * the same files). From source (tsx, tests) there is none unless one is named.
+ */
+function workflowBundleDir(option: string | false | undefined): { dir: string; named: boolean } | undefined {
+  if (option === false) return undefined;
+  const named = option ?? process.env['TURNKIT_WORKFLOW_BUNDLES'];
+  if (named) return { dir: resolve(named), named: true };
+  const here = fileURLToPath(import.meta.url);
+  return here.endsWith('.js') ? { dir: dirname(here), named: false } : undefined;
+}
+
+/**
+ * The workflow code a worker runs: a prebuilt bundle when one is found (loading it takes
+ * milliseconds), else bundled now from source (seconds of CPU at every start). A directory
+ * named by the option or the environment must hold the bundle.
+ */
+export async function turnWorkflowBundle(options: {
+  traced?: boolean;
+  dir?: string | false;
+}): Promise<{ codePath: string } | { code: string }> {
+  const found = workflowBundleDir(options.dir);
+  if (found) {
+    const codePath = join(found.dir, WORKFLOW_BUNDLE_FILES[options.traced ? 'traced' : 'plain']);
+    if (existsSync(codePath)) return { codePath };
+    if (found.named) {
+      throw new ArgumentError(
+        `workflowBundles: ${codePath} does not exist (build it with writeTurnWorkflowBundles, or unset TURNKIT_WORKFLOW_BUNDLES)`,
+      );
+    }
+  }
+  return bundleTurnWorkflows({ traced: options.traced ?? false });
+}
+
 const quietBundlerLogger = {
   log: () => undefined,
   trace: () => undefined,
@@ -62,10 +118,56 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
    * the AI SDK's provider registry; a prefix not given loads the installed `@ai-sdk/<prefix>`.
    */
   providers?: ProviderMap;
+  /**
+   * A directory with prebuilt workflow bundles (WORKFLOW_BUNDLE_FILES), default
+   * TURNKIT_WORKFLOW_BUNDLES or the package's own `dist/`; `false` bundles at boot from source.
+   */
+  workflowBundles?: string | false;
+  /**
+   * Opt in to Temporal's Worker Versioning (Worker Deployments): this worker serves build
+   * `buildId` of deployment `name`. Turns are pinned to the build they started on, lanes move
+   * to the current build (docs/operations.md has the roll-out procedure).
+   */
+  deployment?: WorkerDeployment;
   /** Extra Worker options (concurrency limits, identity, …). */
   worker?: Partial<
     Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
   >;
+}
+
+export interface WorkerDeployment {
+  /** The Worker Deployment's name, e.g. the application's (one per task queue set). */
+  name: string;
+  /** This build's id, e.g. a release tag or a commit; a new id for every roll-out. */
+  buildId: string;
+}
+
+const DEPLOYMENT_PART = /^[\w.:+@/-]{1,255}$/;
+
+/**
+ * The Worker options of a deployment: versioning on, and AUTO_UPGRADE for workflows that do
+ * not declare a behaviour (TurnKit's two both do: turn-workflow.ts, lane-workflow.ts).
+ */
+export function deploymentWorkerOptions(
+  deployment: WorkerDeployment,
+): Pick<WorkerOptions, 'workerDeploymentOptions'> {
+  for (const [key, value] of [
+    ['name', deployment.name],
+    ['buildId', deployment.buildId],
+  ] as const) {
+    if (typeof value !== 'string' || !DEPLOYMENT_PART.test(value)) {
+      throw new ArgumentError(
+        `deployment.${key} must be 1–255 letters, digits or . _ - : + @ / (got ${JSON.stringify(value)})`,
+      );
+    }
+  }
+  return {
+    workerDeploymentOptions: {
+      version: { deploymentName: deployment.name, buildId: deployment.buildId },
+      useWorkerVersioning: true,
+      defaultVersioningBehavior: 'AUTO_UPGRADE',
+    },
+  };
 }
 
 export interface TurnKitWorker {
@@ -102,6 +204,9 @@ async function cancelDelivery(connection: NativeConnection, namespace: string): 
  * process's store, agents and model clients. Add more of these to scale out.
  */
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
+  if (options.deployment && options.worker?.workerDeploymentOptions)
+    throw new ArgumentError('pass deployment or worker.workerDeploymentOptions, not both');
+  const deployment = options.deployment ? deploymentWorkerOptions(options.deployment) : {};
   const runtime = new Runtime({ ...options, model: await registryModelFor(options) });
   // Every worker of a store must list the same MCP tools: a different list is refused at boot.
   await checkMcpManifests(runtime.store, runtime.agents);
@@ -117,7 +222,10 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     connection,
     namespace,
     taskQueue: options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE),
-    workflowBundle: await bundleTurnWorkflows({ traced: runtime.telemetry.enabled }),
+    workflowBundle: await turnWorkflowBundle({
+      traced: runtime.telemetry.enabled,
+      dir: options.workflowBundles,
+    }),
     activities: createTurnActivities(runtime, heartbeats),
     // OpenTelemetry, only when a tracer provider was passed (options.tracing).
     ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
@@ -128,6 +236,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
     // only costs a replay from history on another worker (docs/architecture.md, decision 20).
     stickyQueueScheduleToStartTimeout: '3 seconds',
+    ...deployment,
     ...options.worker,
   });
   return {

@@ -14,6 +14,7 @@ import {
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  setWorkflowOptions,
 } from '@temporalio/workflow';
 import type { LaneWorkflowInput, TurnActivities } from './contract.js';
 import { wakeSignal } from './contract.js';
@@ -69,3 +70,7 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
   }
   await continueAsNew<typeof laneWorkflow>(input);
 }
+
+// Worker Versioning (createWorker's `deployment`): a lane moves to the current build at its
+// next workflow task, so a roll-out never waits for lanes (decision 34).
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, laneWorkflow);

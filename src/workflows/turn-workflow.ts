@@ -9,6 +9,7 @@ import {
   condition,
   isCancellation,
   setHandler,
+  setWorkflowOptions,
   sleep,
   upsertSearchAttributes,
   workflowInfo,
@@ -117,3 +118,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   if (controls) await condition(allHandlersFinished);
   return end.result;
 }
+
+// Worker Versioning (createWorker's `deployment`): a turn runs to its end on the build it
+// started on, its continuations too; workers without a deployment ignore this (decision 34).
+setWorkflowOptions({ versioningBehavior: 'PINNED' }, turnWorkflow);
