@@ -85,47 +85,75 @@ const median = (values: number[]) => {
 };
 
 interface PgFigures {
-  maxSessions: number;
-  maxIdleInTransaction: number;
-  maxLockWaits: number;
-  maxActive: number;
   samples: number;
+  maxSessions: number;
+  maxActive: number;
+  maxIdleInTransaction: number;
+  /** The longest a session sat idle inside a transaction, and its last statement. */
+  longestIdleInTransactionMs: number;
+  longestIdleInTransactionQuery: string;
+  /** Sessions waiting for a lock (advisory locks: the store's conversation and graph locks). */
+  maxLockWaits: number;
+  lockWaitSamples: number;
+  longestLockWaitMs: number;
+  longestLockWaitQuery: string;
 }
 
-/** Samples pg_stat_activity of the bench's database until stopped. */
+/** Samples pg_stat_activity of the bench's database every 250 ms until stopped. */
 function samplePg(database: string): { stop(): Promise<PgFigures> } {
   const client = new pg.Client({ connectionString: PG_URL });
   const figures: PgFigures = {
-    maxSessions: 0,
-    maxIdleInTransaction: 0,
-    maxLockWaits: 0,
-    maxActive: 0,
     samples: 0,
+    maxSessions: 0,
+    maxActive: 0,
+    maxIdleInTransaction: 0,
+    longestIdleInTransactionMs: 0,
+    longestIdleInTransactionQuery: '',
+    maxLockWaits: 0,
+    lockWaitSamples: 0,
+    longestLockWaitMs: 0,
+    longestLockWaitQuery: '',
   };
   let stopped = false;
   const loop = (async () => {
     await client.connect();
     while (!stopped) {
-      const { rows } = await client.query<{ state: string | null; wait: string | null; n: string }>(
-        `SELECT state, wait_event_type AS wait, count(*) AS n FROM pg_stat_activity
-          WHERE datname = $1 AND pid <> pg_backend_pid() GROUP BY 1, 2`,
+      const { rows } = await client.query<{
+        state: string | null;
+        wait: string | null;
+        idle_ms: number;
+        query_ms: number;
+        query: string;
+      }>(
+        `SELECT state, wait_event_type AS wait, query,
+                extract(epoch FROM now() - state_change) * 1000 AS idle_ms,
+                extract(epoch FROM now() - query_start) * 1000 AS query_ms
+           FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
         [database],
       );
-      let sessions = 0;
       let idleTx = 0;
       let lockWaits = 0;
-      let active = 0;
       for (const row of rows) {
-        const n = Number(row.n);
-        sessions += n;
-        if (row.state?.startsWith('idle in transaction')) idleTx += n;
-        if (row.state === 'active') active += n;
-        if (row.wait === 'Lock') lockWaits += n;
+        if (row.state?.startsWith('idle in transaction')) {
+          idleTx += 1;
+          if (Number(row.idle_ms) > figures.longestIdleInTransactionMs) {
+            figures.longestIdleInTransactionMs = Math.round(Number(row.idle_ms));
+            figures.longestIdleInTransactionQuery = row.query.slice(0, 160);
+          }
+        }
+        if (row.wait === 'Lock') {
+          lockWaits += 1;
+          if (Number(row.query_ms) > figures.longestLockWaitMs) {
+            figures.longestLockWaitMs = Math.round(Number(row.query_ms));
+            figures.longestLockWaitQuery = row.query.slice(0, 160);
+          }
+        }
       }
-      figures.maxSessions = Math.max(figures.maxSessions, sessions);
+      figures.maxSessions = Math.max(figures.maxSessions, rows.length);
+      figures.maxActive = Math.max(figures.maxActive, rows.filter((r) => r.state === 'active').length);
       figures.maxIdleInTransaction = Math.max(figures.maxIdleInTransaction, idleTx);
       figures.maxLockWaits = Math.max(figures.maxLockWaits, lockWaits);
-      figures.maxActive = Math.max(figures.maxActive, active);
+      if (lockWaits) figures.lockWaitSamples += 1;
       figures.samples += 1;
       await sleep(250);
     }
@@ -161,6 +189,7 @@ async function chaos(backend: string, temporal: Client): Promise<Record<string, 
     TURNKIT_TEST_LOG: log,
     TURNKIT_TEST_TASK_QUEUE: taskQueue,
     TURNKIT_CHAOS_MODEL_MS: String(MODEL_MS),
+    ...bundles,
   };
   let spawned = 0;
   const spawnOne = () => spawnWorker({ ...env, TURNKIT_TEST_FLAVOR: `w${++spawned}` });
@@ -239,6 +268,25 @@ async function chaos(backend: string, temporal: Client): Promise<Record<string, 
   }
   return figures;
 }
+
+/**
+ * Prebuilt workflow bundles for the workers, where this checkout has them (decision 34); an
+ * older checkout's workers bundle at boot, as they did.
+ */
+async function prebuiltBundles(): Promise<Record<string, string>> {
+  const worker: Record<string, unknown> = await import('../src/worker.js');
+  const write = worker['writeTurnWorkflowBundles'];
+  if (typeof write !== 'function') return {};
+  const dir = mkdtempSync(join(tmpdir(), 'turnkit-chaos-bundles-'));
+  await (write as (dir: string) => Promise<unknown>)(dir);
+  return { TURNKIT_WORKFLOW_BUNDLES: dir };
+}
+const bundles = await prebuiltBundles();
+console.log(
+  `chaos: workers ${bundles['TURNKIT_WORKFLOW_BUNDLES'] ? 'load prebuilt bundles' : 'bundle at boot'}; load ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
 
 const connection = await Connection.connect({ address });
 const temporal = new Client({ connection });

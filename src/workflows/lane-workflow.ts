@@ -18,6 +18,7 @@ import {
 } from '@temporalio/workflow';
 import type { LaneWorkflowInput, TurnActivities } from './contract.js';
 import { wakeSignal } from './contract.js';
+import { whenVersioned } from './versioning.js';
 
 /** How long an idle lane stays open for the next wake before it closes. */
 const IDLE = '30 seconds';
@@ -73,4 +74,4 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
 
 // Worker Versioning (createWorker's `deployment`): a lane moves to the current build at its
 // next workflow task, so a roll-out never waits for lanes (decision 34).
-setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, laneWorkflow);
+setWorkflowOptions(whenVersioned('AUTO_UPGRADE'), laneWorkflow);

@@ -33,6 +33,7 @@ import { cancelTurn, failTurn, notify } from './turn-end.js';
 import { claimWhenFree, runClaimedPhases } from './turn-phases.js';
 import type { TurnRun } from './turn-run.js';
 import { isLostClaim, isStaleTask } from './turn-run.js';
+import { whenVersioned } from './versioning.js';
 
 export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkflowResult> {
   const { turnId } = input;
@@ -121,4 +122,4 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
 
 // Worker Versioning (createWorker's `deployment`): a turn runs to its end on the build it
 // started on, its continuations too; workers without a deployment ignore this (decision 34).
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, turnWorkflow);
+setWorkflowOptions(whenVersioned('PINNED'), turnWorkflow);
