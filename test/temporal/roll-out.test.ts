@@ -3,9 +3,11 @@
  * the real dev server with a real SQLite store, and the prebuilt workflow bundles. Only the
  * model is scripted: one ScriptedModel per build, so each model call shows which build ran it.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,9 +29,32 @@ import {
   WORKFLOW_BUNDLE_FILES,
   writeTurnWorkflowBundles,
 } from '../../src/worker.js';
-import { requireTemporal, temporalNamespace, uniqueTaskQueue } from '../helpers/temporal.js';
+import { requireTemporal, temporalAddress, temporalNamespace, uniqueTaskQueue } from '../helpers/temporal.js';
 import { temporalConnections, tempSqliteUrl } from '../helpers/turnkit.js';
 import { gate, waitUntil } from '../helpers/wait.js';
+import { agents as cliAgents } from '../fixtures/cli-agents.js';
+
+const bin = fileURLToPath(new URL('../../src/cli/bin.ts', import.meta.url));
+const cliAgentsModule = fileURLToPath(new URL('../fixtures/cli-agents.ts', import.meta.url));
+
+/** `turnkit worker …` as a process; `output()` is what it printed so far. */
+function turnkitWorker(args: string[], env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), bin, 'worker', ...args], {
+    env: {
+      ...process.env,
+      TURNKIT_AGENTS: cliAgentsModule,
+      TEMPORAL_ADDRESS: temporalAddress(),
+      NO_COLOR: '1',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, output: () => output };
+}
 
 const temporalUp = await requireTemporal();
 
@@ -89,12 +114,12 @@ describe.skipIf(!temporalUp)('roll-out', () => {
   };
 
   /** `temporal worker deployment set-current-version`: accepted once the build's workers poll. */
-  const makeCurrent = async (buildId: string) => {
+  const makeCurrent = async (buildId: string, deployment = deploymentName) => {
     await waitUntil(async () => {
       try {
         await temporal.workflowService.setWorkerDeploymentCurrentVersion({
           namespace: temporalNamespace(),
-          deploymentName,
+          deploymentName: deployment,
           buildId,
           identity: 'roll-out test',
         });
@@ -202,6 +227,42 @@ describe.skipIf(!temporalUp)('roll-out', () => {
       }),
     ).rejects.toThrow(ArgumentError);
   });
+
+  it('roll-out: turnkit worker --deployment without --build-id is refused before it connects', async () => {
+    const worker = turnkitWorker(['--deployment', 'app'], {
+      TURNKIT_DATABASE_URL: tempSqliteUrl('cli-refused'),
+    });
+    expect(await worker.exited).not.toBe(0);
+    expect(worker.output()).toContain('--deployment and --build-id go together');
+  }, 60_000);
+
+  it('roll-out: turnkit worker --deployment --build-id serves that build: it can be made current and runs the turns', async () => {
+    const cliDeployment = `${deploymentName}-cli`;
+    const queue = uniqueTaskQueue('turnkit-roll-out-cli');
+    const url = tempSqliteUrl('cli-worker');
+    const worker = turnkitWorker(['--deployment', cliDeployment, '--build-id', 'b3'], {
+      TURNKIT_DATABASE_URL: url,
+      TURNKIT_TASK_QUEUE: queue,
+    });
+    const cliStore = await openStore(url);
+    try {
+      await waitUntil(async () => worker.output().includes(`deployment ${cliDeployment} build b3`), 60_000);
+      await makeCurrent('b3', cliDeployment);
+      const cliClient = new TurnKitClient({
+        store: cliStore,
+        agents: new AgentRegistry(cliAgents),
+        temporal,
+        taskQueue: queue,
+      });
+      const run = await cliClient.run('helper', 'Define durable');
+      expect((await run.result()).status).toBe('completed');
+      expect(await versioning(run)).toEqual({ buildId: 'b3', behavior: 1 });
+    } finally {
+      worker.child.kill('SIGTERM');
+      await worker.exited;
+      await cliStore.close();
+    }
+  }, 120_000);
 
   it('roll-out: a worker runs turns from a prebuilt workflow bundle; a named directory without one is an ArgumentError', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'turnkit-bundles-'));
