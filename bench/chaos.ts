@@ -168,6 +168,43 @@ function samplePg(database: string): { stop(): Promise<PgFigures> } {
   };
 }
 
+/**
+ * Where a turn workflow's time went, from its Temporal history: waiting for workflow tasks to
+ * be picked up, running them, waiting for activity tasks, running them (seconds), and how many
+ * workflow tasks timed out; averaged over `sample` random turns of the run.
+ */
+async function historyBreakdown(temporal: Client, runs: RunHandle[], sample = 25) {
+  const picked = [...runs].sort(() => Math.random() - 0.5).slice(0, sample);
+  const sum = { wall: 0, wftWait: 0, wftRun: 0, actWait: 0, actRun: 0, wftTimeouts: 0 };
+  const seconds = (a: unknown, b: unknown) =>
+    Number((a as { seconds?: unknown })?.seconds ?? 0) -
+    Number((b as { seconds?: unknown })?.seconds ?? 0) +
+    (Number((a as { nanos?: number })?.nanos ?? 0) - Number((b as { nanos?: number })?.nanos ?? 0)) / 1e9;
+  for (const run of picked) {
+    const events = (await temporal.workflow.getHandle(run.workflowId).fetchHistory()).events ?? [];
+    const byId = new Map(events.map((e) => [Number(e.eventId), e]));
+    const at = (id: unknown) => byId.get(Number(id))?.eventTime;
+    sum.wall += seconds(events.at(-1)?.eventTime, events[0]?.eventTime);
+    for (const e of events) {
+      if (e.workflowTaskStartedEventAttributes)
+        sum.wftWait += seconds(e.eventTime, at(e.workflowTaskStartedEventAttributes.scheduledEventId));
+      if (e.workflowTaskCompletedEventAttributes)
+        sum.wftRun += seconds(e.eventTime, at(e.workflowTaskCompletedEventAttributes.startedEventId));
+      if (e.workflowTaskTimedOutEventAttributes) sum.wftTimeouts += 1;
+      if (e.activityTaskStartedEventAttributes)
+        sum.actWait += seconds(e.eventTime, at(e.activityTaskStartedEventAttributes.scheduledEventId));
+      if (e.activityTaskCompletedEventAttributes)
+        sum.actRun += seconds(e.eventTime, at(e.activityTaskCompletedEventAttributes.startedEventId));
+    }
+  }
+  return Object.fromEntries(
+    Object.entries(sum).map(([key, value]) => [
+      key,
+      Math.round((value / Math.max(1, picked.length)) * 10) / 10,
+    ]),
+  );
+}
+
 async function chaos(backend: string, temporal: Client): Promise<Record<string, unknown>> {
   const started = performance.now();
   const load = loadavg()[0]!;
@@ -257,6 +294,7 @@ async function chaos(backend: string, temporal: Client): Promise<Record<string, 
     load1AtStart: load,
     load1AtEnd: loadavg()[0],
     ...(sampler ? { pg: await sampler.stop() } : {}),
+    rootHistories: await historyBreakdown(temporal, runs),
     errors: Object.fromEntries(errors),
   };
   await store.close();
