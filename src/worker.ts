@@ -1,8 +1,5 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { WorkerOptions } from '@temporalio/worker';
-import { bundleWorkflowCode, NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
 import { ArgumentError } from './errors.js';
 import type { CancelDelivery } from './activities/heartbeat.js';
 import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
@@ -12,99 +9,20 @@ import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
 import type { ProviderMap } from './models/provider-registry.js';
 import { registryModelFor } from './models/provider-registry.js';
-import { OTEL_WORKFLOW_INTERCEPTORS, tracingWorkerOptions } from './worker-tracing.js';
+import { tracingWorkerOptions } from './worker-tracing.js';
+import { turnWorkflowBundle } from './worker-bundles.js';
+import type { WorkerDeployment } from './worker-deployment.js';
+import { deploymentWorkerOptions } from './worker-deployment.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 
 export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
-
-/** The workflow entry point, whether running from compiled JavaScript or from source. */
-export function turnWorkflowsPath(): string {
-  const js = fileURLToPath(new URL('./workflows/index.js', import.meta.url));
-  return existsSync(js) ? js : fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
-}
-
-let bundled: Promise<{ code: string }> | undefined;
-let bundledTraced: Promise<{ code: string }> | undefined;
-
-/**
- * Bundles TurnKit's workflows once per process (bundling takes seconds); `traced`: with
- * Temporal's OpenTelemetry workflow interceptors (a bundle of its own).
- */
-export function bundleTurnWorkflows(options: { traced?: boolean } = {}): Promise<{ code: string }> {
-  if (options.traced) {
-    bundledTraced ??= bundleWorkflowCode({
-      workflowsPath: turnWorkflowsPath(),
-      workflowInterceptorModules: [OTEL_WORKFLOW_INTERCEPTORS],
-      logger: quietBundlerLogger,
-    });
-    return bundledTraced;
-  }
-  bundled ??= bundleWorkflowCode({ workflowsPath: turnWorkflowsPath(), logger: quietBundlerLogger });
-  return bundled;
-}
-
-/** The prebuilt bundles' file names, in `dist/` of the package (`npm run build` writes them). */
-export const WORKFLOW_BUNDLE_FILES = {
-  plain: 'workflow-bundle.js',
-  traced: 'workflow-bundle-traced.js',
-} as const;
-
-/**
- * Writes both workflow bundles, plain and traced, into `dir` (`npm run build` does this for
- * `dist/`, see scripts/build-workflow-bundles.mjs); returns their paths.
- */
-export async function writeTurnWorkflowBundles(dir: string): Promise<{ plain: string; traced: string }> {
-  mkdirSync(dir, { recursive: true });
-  const plain = join(dir, WORKFLOW_BUNDLE_FILES.plain);
-  const traced = join(dir, WORKFLOW_BUNDLE_FILES.traced);
-  writeFileSync(plain, (await bundleTurnWorkflows()).code);
-  writeFileSync(traced, (await bundleTurnWorkflows({ traced: true })).code);
-  return { plain, traced };
-}
-
-/**
- * Where a worker looks for prebuilt bundles: the option, else TURNKIT_WORKFLOW_BUNDLES, else
- * the directory of this module when it is the compiled package (a bundle there was built from
- * the same files). From source (tsx, tests) there is none unless one is named.
- */
-function workflowBundleDir(option: string | false | undefined): { dir: string; named: boolean } | undefined {
-  if (option === false) return undefined;
-  const named = option ?? process.env['TURNKIT_WORKFLOW_BUNDLES'];
-  if (named) return { dir: resolve(named), named: true };
-  const here = fileURLToPath(import.meta.url);
-  return here.endsWith('.js') ? { dir: dirname(here), named: false } : undefined;
-}
-
-/**
- * The workflow code a worker runs: a prebuilt bundle when one is found (loading it takes
- * milliseconds), else bundled now from source (seconds of CPU at every start). A directory
- * named by the option or the environment must hold the bundle.
- */
-export async function turnWorkflowBundle(options: {
-  traced?: boolean;
-  dir?: string | false;
-}): Promise<{ codePath: string } | { code: string }> {
-  const found = workflowBundleDir(options.dir);
-  if (found) {
-    const codePath = join(found.dir, WORKFLOW_BUNDLE_FILES[options.traced ? 'traced' : 'plain']);
-    if (existsSync(codePath)) return { codePath };
-    if (found.named) {
-      throw new ArgumentError(
-        `workflowBundles: ${codePath} does not exist (build it with writeTurnWorkflowBundles, or unset TURNKIT_WORKFLOW_BUNDLES)`,
-      );
-    }
-  }
-  return bundleTurnWorkflows({ traced: options.traced ?? false });
-}
-
-const quietBundlerLogger = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: (message: string) => console.warn(message),
-  error: (message: string) => console.error(message),
-};
+export {
+  bundleTurnWorkflows,
+  turnWorkflowsPath,
+  WORKFLOW_BUNDLE_FILES,
+  writeTurnWorkflowBundles,
+} from './worker-bundles.js';
+export type { WorkerDeployment } from './worker-deployment.js';
 
 export interface TurnKitWorkerOptions extends RuntimeOptions {
   /** An existing connection; otherwise one is opened to `address`. */
@@ -133,41 +51,6 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
   worker?: Partial<
     Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
   >;
-}
-
-export interface WorkerDeployment {
-  /** The Worker Deployment's name, e.g. the application's (one per task queue set). */
-  name: string;
-  /** This build's id, e.g. a release tag or a commit; a new id for every roll-out. */
-  buildId: string;
-}
-
-const DEPLOYMENT_PART = /^[\w.:+@/-]{1,255}$/;
-
-/**
- * The Worker options of a deployment: versioning on, and AUTO_UPGRADE for workflows that do
- * not declare a behaviour (TurnKit's two both do: turn-workflow.ts, lane-workflow.ts).
- */
-export function deploymentWorkerOptions(
-  deployment: WorkerDeployment,
-): Pick<WorkerOptions, 'workerDeploymentOptions'> {
-  for (const [key, value] of [
-    ['name', deployment.name],
-    ['buildId', deployment.buildId],
-  ] as const) {
-    if (typeof value !== 'string' || !DEPLOYMENT_PART.test(value)) {
-      throw new ArgumentError(
-        `deployment.${key} must be 1–255 letters, digits or . _ - : + @ / (got ${JSON.stringify(value)})`,
-      );
-    }
-  }
-  return {
-    workerDeploymentOptions: {
-      version: { deploymentName: deployment.name, buildId: deployment.buildId },
-      useWorkerVersioning: true,
-      defaultVersioningBehavior: 'AUTO_UPGRADE',
-    },
-  };
 }
 
 export interface TurnKitWorker {

@@ -22,13 +22,13 @@ import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import type { TurnKitWorker } from '../../src/worker.js';
+import { createWorker } from '../../src/worker.js';
 import {
-  createWorker,
-  deploymentWorkerOptions,
   turnWorkflowBundle,
   WORKFLOW_BUNDLE_FILES,
   writeTurnWorkflowBundles,
-} from '../../src/worker.js';
+} from '../../src/worker-bundles.js';
+import { deploymentWorkerOptions } from '../../src/worker-deployment.js';
 import { requireTemporal, temporalAddress, temporalNamespace, uniqueTaskQueue } from '../helpers/temporal.js';
 import { temporalConnections, tempSqliteUrl } from '../helpers/turnkit.js';
 import { gate, waitUntil } from '../helpers/wait.js';
