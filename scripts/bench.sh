@@ -7,6 +7,8 @@ ensure_node_modules
 ensure_temporal
 ensure_postgres
 echo "turnkit: benchmarks on Node $(node -v)"
+npm run build # the compiled package and its prebuilt workflow bundles (bench/worker-start-bench.ts)
+npx tsx bench/worker-start-bench.ts
 npx tsx bench/turn-bench.ts
 npx tsx bench/cancel-bench.ts
 npx tsx bench/approval-bench.ts

@@ -1,7 +1,6 @@
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { WorkerOptions } from '@temporalio/worker';
-import { bundleWorkflowCode, NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
+import { ArgumentError } from './errors.js';
 import type { CancelDelivery } from './activities/heartbeat.js';
 import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
 import { createTurnActivities } from './activities/turn-activities.js';
@@ -10,55 +9,20 @@ import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
 import type { ProviderMap } from './models/provider-registry.js';
 import { registryModelFor } from './models/provider-registry.js';
-import { OTEL_WORKFLOW_INTERCEPTORS, tracingWorkerOptions } from './worker-tracing.js';
+import { tracingWorkerOptions } from './worker-tracing.js';
+import { turnWorkflowBundle } from './worker-bundles.js';
+import type { WorkerDeployment } from './worker-deployment.js';
+import { deploymentWorkerOptions } from './worker-deployment.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 
 export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
-
-/** The workflow entry point, whether running from compiled JavaScript or from source. */
-export function turnWorkflowsPath(): string {
-  const js = fileURLToPath(new URL('./workflows/index.js', import.meta.url));
-  return existsSync(js) ? js : fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
-}
-
-let bundled: Promise<{ code: string }> | undefined;
-let bundledTraced: Promise<{ code: string }> | undefined;
-
-/**
- * Bundles TurnKit's workflows once per process (bundling takes seconds); `traced`: with
- * Temporal's OpenTelemetry workflow interceptors (a bundle of its own).
- */
-export function bundleTurnWorkflows(options: { traced?: boolean } = {}): Promise<{ code: string }> {
-  if (options.traced) {
-    bundledTraced ??= bundleWorkflowCode({
-      workflowsPath: turnWorkflowsPath(),
-      workflowInterceptorModules: [OTEL_WORKFLOW_INTERCEPTORS],
-      logger: quietBundlerLogger,
-    }).catch(forget(() => (bundledTraced = undefined)));
-    return bundledTraced;
-  }
-  bundled ??= bundleWorkflowCode({ workflowsPath: turnWorkflowsPath(), logger: quietBundlerLogger }).catch(
-    forget(() => (bundled = undefined)),
-  );
-  return bundled;
-}
-
-/** A failed bundle is not cached: the next worker bundles again. */
-const forget =
-  (clear: () => void) =>
-  (error: unknown): never => {
-    clear();
-    throw error;
-  };
-
-const quietBundlerLogger = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: (message: string) => console.warn(message),
-  error: (message: string) => console.error(message),
-};
+export {
+  bundleTurnWorkflows,
+  turnWorkflowsPath,
+  WORKFLOW_BUNDLE_FILES,
+  writeTurnWorkflowBundles,
+} from './worker-bundles.js';
+export type { WorkerDeployment } from './worker-deployment.js';
 
 export interface TurnKitWorkerOptions extends RuntimeOptions {
   /** An existing connection; otherwise one is opened to `address`. */
@@ -72,6 +36,17 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
    * the AI SDK's provider registry; a prefix not given loads the installed `@ai-sdk/<prefix>`.
    */
   providers?: ProviderMap;
+  /**
+   * A directory with prebuilt workflow bundles (WORKFLOW_BUNDLE_FILES), default
+   * TURNKIT_WORKFLOW_BUNDLES or the package's own `dist/`; `false` bundles at boot from source.
+   */
+  workflowBundles?: string | false;
+  /**
+   * Opt in to Temporal's Worker Versioning (Worker Deployments): this worker serves build
+   * `buildId` of deployment `name`. Turns are pinned to the build they started on, lanes move
+   * to the current build (docs/operations.md has the roll-out procedure).
+   */
+  deployment?: WorkerDeployment;
   /** Extra Worker options (concurrency limits, identity, …). */
   worker?: Partial<
     Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
@@ -112,6 +87,9 @@ async function cancelDelivery(connection: NativeConnection, namespace: string): 
  * process's store, agents and model clients. Add more of these to scale out.
  */
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
+  if (options.deployment && options.worker?.workerDeploymentOptions)
+    throw new ArgumentError('pass deployment or worker.workerDeploymentOptions, not both');
+  const deployment = options.deployment ? deploymentWorkerOptions(options.deployment) : {};
   const runtime = new Runtime({ ...options, model: await registryModelFor(options) });
   // Every worker of a store must list the same MCP tools: a different list is refused at boot.
   await checkMcpManifests(runtime.store, runtime.agents);
@@ -132,7 +110,10 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     connection,
     namespace,
     taskQueue: options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE),
-    workflowBundle: await bundleTurnWorkflows({ traced: runtime.telemetry.enabled }).catch(closeOwned),
+    workflowBundle: await turnWorkflowBundle({
+      traced: runtime.telemetry.enabled,
+      dir: options.workflowBundles,
+    }).catch(closeOwned),
     activities: createTurnActivities(runtime, heartbeats),
     // OpenTelemetry, only when a tracer provider was passed (options.tracing).
     ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
@@ -143,6 +124,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
     // only costs a replay from history on another worker (docs/architecture.md, decision 20).
     stickyQueueScheduleToStartTimeout: '3 seconds',
+    ...deployment,
     ...options.worker,
   }).catch(closeOwned);
   return {

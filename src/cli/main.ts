@@ -286,8 +286,16 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
   program
     .command('worker')
     .description('run a worker for the agents module until interrupted')
+    .option('--deployment <name>', 'Worker Versioning: the Worker Deployment this worker belongs to')
+    .option('--build-id <id>', 'Worker Versioning: this build of the deployment (with --deployment)')
     .action(
-      action(async (session) => {
+      action(async (session, command: { deployment?: string; buildId?: string }) => {
+        if (Boolean(command.deployment) !== Boolean(command.buildId))
+          throw new CliError('--deployment and --build-id go together: pass both, or neither');
+        const deployment =
+          command.deployment && command.buildId
+            ? { deployment: { name: command.deployment, buildId: command.buildId } }
+            : {};
         const module = (await session.module(true))!;
         const store = await session.store(module);
         const options = globals();
@@ -301,6 +309,7 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...(module.authorization ? { authorization: module.authorization } : {}),
           ...(module.defaultModel ? { defaultModel: module.defaultModel } : {}),
           ...signingKey(),
+          ...deployment,
         }).catch((error: unknown) => {
           const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
           throw new CliError(`the worker cannot start against ${temporalAddress(options)}: ${reason}`);
@@ -311,7 +320,9 @@ export function buildProgram(io: Io, setExit: (code: number) => void): Command {
         write(
           io.err,
           `turnkit worker: agents ${module.agents.names.join(', ')} on task queue ` +
-            `${worker.worker.options.taskQueue}, ${temporalAddress(options)}\n`,
+            `${worker.worker.options.taskQueue}, ${temporalAddress(options)}` +
+            (command.deployment ? `, deployment ${command.deployment} build ${command.buildId}` : '') +
+            '\n',
         );
         await worker.run();
       }),

@@ -15,10 +15,12 @@ import {
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  setWorkflowOptions,
   sleep,
 } from '@temporalio/workflow';
 import type { LaneWorkflowInput, TurnActivities } from './contract.js';
 import { wakeSignal } from './contract.js';
+import { whenVersioned } from './versioning.js';
 
 /** How long an idle lane stays open for the next wake before it closes. */
 const IDLE = '30 seconds';
@@ -136,3 +138,7 @@ function withoutCarry(input: LaneWorkflowInput): LaneWorkflowInput {
   const { pendingWake: _carried, failedSteps: _failed, ...rest } = input;
   return rest;
 }
+
+// Worker Versioning (createWorker's `deployment`): a lane moves to the current build at its
+// next workflow task, so a roll-out never waits for lanes (decision 34).
+setWorkflowOptions(whenVersioned('AUTO_UPGRADE'), laneWorkflow);

@@ -10,6 +10,7 @@ import {
   isCancellation,
   log,
   setHandler,
+  setWorkflowOptions,
   sleep,
   upsertSearchAttributes,
   workflowInfo,
@@ -33,6 +34,7 @@ import { cancelTurn, continueTurn, failTurn, notify, wakeParent } from './turn-e
 import { claimWhenFree, runClaimedPhases } from './turn-phases.js';
 import type { TurnRun } from './turn-run.js';
 import { isLostClaim, isStaleTask } from './turn-run.js';
+import { whenVersioned } from './versioning.js';
 
 export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkflowResult> {
   const { turnId } = input;
@@ -164,3 +166,7 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     await (shield ? shield.run(() => condition(allHandlersFinished)) : condition(allHandlersFinished));
   return end.result;
 }
+
+// Worker Versioning (createWorker's `deployment`): a turn runs to its end on the build it
+// started on, its continuations too; workers without a deployment ignore this (decision 34).
+setWorkflowOptions(whenVersioned('PINNED'), turnWorkflow);

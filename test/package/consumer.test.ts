@@ -148,7 +148,14 @@ const PUBLIC_API: Record<string, string[]> = {
     'viewMediaTool',
     'waitForTool',
   ],
-  'turnkit/worker': ['DEFAULT_TASK_QUEUE', 'bundleTurnWorkflows', 'createWorker', 'turnWorkflowsPath'],
+  'turnkit/worker': [
+    'DEFAULT_TASK_QUEUE',
+    'WORKFLOW_BUNDLE_FILES',
+    'bundleTurnWorkflows',
+    'createWorker',
+    'turnWorkflowsPath',
+    'writeTurnWorkflowBundles',
+  ],
   'turnkit/store': [
     'DEFAULT_DATABASE_PATH',
     'LATEST_SCHEMA_VERSION',
