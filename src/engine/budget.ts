@@ -1,6 +1,6 @@
 import type { BudgetLimits } from '../agents/agent.js';
 import { limitsFromJson } from '../agents/agent.js';
-import { BudgetError } from '../errors.js';
+import { BudgetError, RecordNotFound } from '../errors.js';
 import type { Store, ToolExecutionRecord } from '../store/types.js';
 import { iterationsOf } from './turn-state.js';
 
@@ -24,19 +24,22 @@ export class Budget {
     iterations?: number;
     cost?: number;
     toolExecutions?: readonly Pick<ToolExecutionRecord, 'toolName'>[];
+    /** Counts per tool name, added to `toolExecutions`. */
+    toolExecutionCounts?: Readonly<Record<string, number>>;
   }) {
     this.limits = init.limits;
     this.rootStartedAt = init.rootStartedAt;
     this.iterations = init.iterations ?? 0;
     this.cost = init.cost ?? 0;
-    this.toolExecutions = init.toolExecutions?.length ?? 0;
+    this.toolExecutions = 0;
     this.toolExecutionsByName = new Map();
-    for (const execution of init.toolExecutions ?? []) {
-      this.toolExecutionsByName.set(
-        execution.toolName,
-        (this.toolExecutionsByName.get(execution.toolName) ?? 0) + 1,
-      );
-    }
+    const add = (name: string, count: number) => {
+      if (count <= 0) return;
+      this.toolExecutions += count;
+      this.toolExecutionsByName.set(name, (this.toolExecutionsByName.get(name) ?? 0) + count);
+    };
+    for (const execution of init.toolExecutions ?? []) add(execution.toolName, 1);
+    for (const [name, count] of Object.entries(init.toolExecutionCounts ?? {})) add(name, count);
   }
 
   /**
@@ -52,21 +55,42 @@ export class Budget {
   ): Promise<Budget> {
     const root = await store.loadTurn(rootTurnId);
     const turns = await store.listTurns({ rootTurnId });
-    const executions = turns.length
-      ? await store.listToolExecutions({ turnIds: turns.map((turn) => turn.id) })
-      : [];
-    const counted = executions.filter(
+    // Counted in the store, not read whole: a long turn holds thousands of executions. Only
+    // those with an error are read, to leave the budget-denied ones out.
+    const turnIds = turns.map((turn) => turn.id);
+    const exceptStatuses = ['cancelled'] as const;
+    const counts = turnIds.length
+      ? await store.countToolExecutions({ turnIds, hasError: false, exceptStatuses })
+      : {};
+    const errored = turnIds.length ? await store.listToolExecutions({ turnIds, hasError: true }) : [];
+    const counted = errored.filter(
       (execution) =>
         execution.id !== options.excludingExecutionId &&
         execution.status !== 'cancelled' &&
         execution.error?.details?.['budget_denied'] !== true,
     );
+    const excluded = options.excludingExecutionId
+      ? await store.loadToolExecution(options.excludingExecutionId).catch((error: unknown) => {
+          if (error instanceof RecordNotFound) return null;
+          throw error;
+        })
+      : null;
+    if (
+      excluded &&
+      excluded.error == null &&
+      excluded.status !== 'cancelled' &&
+      turnIds.includes(excluded.turnId) &&
+      (counts[excluded.toolName] ?? 0) > 0
+    ) {
+      counts[excluded.toolName] = (counts[excluded.toolName] ?? 0) - 1;
+    }
     return new Budget({
       limits: limitsFromJson(root.options['budget_limits'], fallback),
       rootStartedAt: new Date(root.submittedAt ?? root.startedAt ?? new Date().toISOString()),
       iterations: turns.reduce((sum, turn) => sum + iterationsOf(turn), 0),
       cost: turns.reduce((sum, turn) => sum + (turn.cost ?? 0), 0),
       toolExecutions: counted,
+      toolExecutionCounts: counts,
     });
   }
 

@@ -16,6 +16,7 @@ import { turnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { verifyOnce } from './signature-use.js';
 import { appendToolResultOnce } from './terminal.js';
+import { executionsOfCalls, findToolExecution } from './tool-executions.js';
 import { toolCallParts, turnState, updateState } from './turn-state.js';
 
 /** The event each authorized control leaves in the turn's log. */
@@ -51,9 +52,7 @@ export async function authorizeControl(
   const { request } = input;
   const turn = await runtime.store.loadTurn(input.turnId);
   const call = request.toolCallId
-    ? (await runtime.store.listToolExecutions({ turnId: turn.id })).find(
-        (row) => row.toolCallId === request.toolCallId,
-      )
+    ? await findToolExecution(runtime.store, turn.id, request.toolCallId)
     : undefined;
   const signed = { turnId: turn.id, action: request.action, principal: request.principal };
   let details: JsonObject = {};
@@ -140,8 +139,9 @@ export async function steerTurn(
     if (steers.length === 0) return fresh;
     const written: MessageRecord[] = [];
     if (state.phase === 'tools') {
-      const executions = await store.listToolExecutions({ turnId: turn.id });
-      for (const call of toolCallParts(state.parts)) {
+      const calls = toolCallParts(state.parts);
+      const executions = await executionsOfCalls(store, turn.id, calls);
+      for (const call of calls) {
         let row = executions.find((execution) => execution.toolCallId === call.id);
         if (
           row &&

@@ -233,7 +233,15 @@ export async function streamPartsForEvents(
 ): Promise<NewStreamPart[]> {
   const base = { rootTurnId: turn.rootTurnId, turnId: turn.id };
   const parts: NewStreamPart[] = [];
-  let executions: Awaited<ReturnType<Store['listToolExecutions']>> | null = null;
+  const callIdOf = (payload: JsonObject) => (typeof payload['id'] === 'string' ? payload['id'] : null);
+  // Only the executions these events report on, read once (a long turn has thousands).
+  const reported = events.flatMap(([type, payload]) => {
+    const id = TOOL_RESULT_EVENTS[type] ? callIdOf(payload) : null;
+    return id === null ? [] : [id];
+  });
+  const executions = reported.length
+    ? await store.listToolExecutions({ turnId: turn.id, toolCallIds: reported })
+    : [];
   for (const [type, payload] of events) {
     const status = STATUS_EVENTS[type];
     if (status) {
@@ -246,8 +254,7 @@ export async function streamPartsForEvents(
     }
     const outcome = TOOL_RESULT_EVENTS[type];
     if (!outcome) continue;
-    const id = typeof payload['id'] === 'string' ? payload['id'] : null;
-    executions ??= await store.listToolExecutions({ turnId: turn.id });
+    const id = callIdOf(payload);
     const execution = executions.find((row) => row.toolCallId === id);
     const error = execution?.error?.message ?? (outcome === 'completed' ? null : outcome);
     parts.push({

@@ -258,8 +258,15 @@ async function persistResponse(
   result: ModelResult,
   deltas: readonly NewStreamPart[],
 ): Promise<{ committed: TurnRecord; cost: number | null } | null> {
-  const taken = new Set((await store.listToolExecutions({ turnId: turn.id })).map((row) => row.toolCallId));
-  const { parts, renamed } = uniqueToolCallIds(Array.isArray(result?.parts) ? result.parts : [], taken);
+  const responseParts = Array.isArray(result?.parts) ? result.parts : [];
+  // Only this response's ids can collide: read those executions, not the whole turn's.
+  const proposed = responseParts.flatMap((part) =>
+    part.type === 'tool_call' && typeof part.id === 'string' && part.id.trim() !== '' ? [part.id.trim()] : [],
+  );
+  const taken = new Set(
+    (await store.listToolExecutions({ turnId: turn.id, toolCallIds: proposed })).map((row) => row.toolCallId),
+  );
+  const { parts, renamed } = uniqueToolCallIds(responseParts, taken);
   const calls = toolCallParts(parts);
   const text = responseText(parts);
   if (

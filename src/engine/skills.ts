@@ -1,12 +1,12 @@
 import type { Agent } from '../agents/agent.js';
 import { offeredTools } from '../agents/agent.js';
-import { loadedSkillKeys } from '../agents/skill.js';
+import { LOAD_SKILL, loadedSkillKeys } from '../agents/skill.js';
 import type { ToolDefinition } from '../agents/tool.js';
 import type { Store, TurnRecord } from '../store/types.js';
 
 /** The skills this turn loaded, from its completed `load_skill` executions in the store. */
 export async function loadedSkillsOf(store: Store, turnId: string): Promise<Set<string>> {
-  return loadedSkillKeys(await store.listToolExecutions({ turnId }));
+  return loadedSkillKeys(await store.listToolExecutions({ turnId, toolName: LOAD_SKILL }));
 }
 
 /**

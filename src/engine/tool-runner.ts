@@ -28,6 +28,7 @@ import type { ToolCallOutcome } from './digest.js';
 import { turnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { toolForTurn } from './skills.js';
+import { findToolExecution } from './tool-executions.js';
 import { retryWhileStoreDown } from './store-outage.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from './terminal.js';
 import { newId } from '../ids.js';
@@ -104,9 +105,7 @@ class ToolRun {
   ) {}
 
   async findExecution(): Promise<ToolExecutionRecord | undefined> {
-    return (await this.store.listToolExecutions({ turnId: this.turn.id })).find(
-      (row) => row.toolCallId === this.call.id,
-    );
+    return findToolExecution(this.store, this.turn.id, this.call.id);
   }
 
   outcome(execution: ToolExecutionRecord): ToolCallOutcome {
@@ -215,9 +214,7 @@ async function closedEarlier(
   turn: TurnRecord,
   toolCallId: string,
 ): Promise<ToolCallOutcome> {
-  const execution = (await runtime.store.listToolExecutions({ turnId: turn.id })).find(
-    (row) => row.toolCallId === toolCallId,
-  );
+  const execution = await findToolExecution(runtime.store, turn.id, toolCallId);
   if (!execution) throw new TurnKitError(`turn ${turn.id} has no tool call ${toolCallId}`);
   const tool = agent.effectiveTools.find((candidate) => candidate.name === execution.toolName);
   return {

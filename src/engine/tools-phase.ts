@@ -11,6 +11,7 @@ import { turnDigest } from './digest.js';
 import type { Runtime } from './runtime.js';
 import { appendAfterResults } from './after-results.js';
 import { appendToolResultOnce } from './terminal.js';
+import { executionsOfCalls, findToolExecution } from './tool-executions.js';
 import { toolCallParts, turnState, updateState } from './turn-state.js';
 
 type ToolCall = ReturnType<typeof toolCallParts>[number];
@@ -26,8 +27,7 @@ async function skipRemaining(
   const later = calls.slice(calls.findIndex((call) => call.id === terminal.id) + 1);
   for (const call of later) {
     const skipped = await store.atomic(null, async () => {
-      const rows = await store.listToolExecutions({ turnId: turn.id });
-      if (rows.some((row) => row.toolCallId === call.id)) return null;
+      if (await findToolExecution(store, turn.id, call.id)) return null;
       const payload = { skipped: true, message: `not executed: turn ended by ${terminal.name}` };
       const row = await store.createToolExecution({
         turnId: turn.id,
@@ -85,7 +85,7 @@ export async function finishToolsPhase(
   // behind a live task that is still working through the phase: it must stop, not fail.
   const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
   const finished = new Set(
-    (await store.listToolExecutions({ turnId: turn.id }))
+    (await executionsOfCalls(store, turn.id, ran))
       .filter(
         (row) => row.status !== 'pending' && row.status !== 'running' && row.status !== 'awaiting_approval',
       )
@@ -106,9 +106,7 @@ export async function finishToolsPhase(
     return turnDigest(agent, updated);
   }
   await skipRemaining(runtime, store, turn, terminal);
-  const execution = (await store.listToolExecutions({ turnId: turn.id })).find(
-    (row) => row.toolCallId === terminal.id,
-  );
+  const execution = await findToolExecution(store, turn.id, terminal.id);
   const tool = agent.effectiveTools.find((candidate) => candidate.name === terminal.name);
   const candidate = tool?.completionMessage(execution?.result ?? null) ?? `Completed via ${terminal.name}.`;
   const { updated, message, appended } = await store.atomic(null, async () => {

@@ -18,6 +18,8 @@ import type {
   NewTurn,
   Store,
   StoreBackend,
+  ToolExecutionFilter,
+  ToolExecutionStatus,
   ToolExecutionRecord,
   TurnRecord,
   TurnUpdate,
@@ -230,8 +232,11 @@ export class FencedStore implements Store {
   claimToolExecution(id: string, options?: ClaimToolExecutionOptions): Promise<ToolExecutionRecord | null> {
     return this.#write(() => this.base.claimToolExecution(id, options));
   }
-  listToolExecutions(filter: { turnId: string } | { turnIds: readonly string[] }) {
+  listToolExecutions(filter: ToolExecutionFilter) {
     return this.base.listToolExecutions(filter);
+  }
+  countToolExecutions(filter: ToolExecutionFilter & { exceptStatuses?: readonly ToolExecutionStatus[] }) {
+    return this.base.countToolExecutions(filter);
   }
   appendEvent(attrs: { turnId: string; conversationId: string; type: string; payload?: JsonObject }) {
     return this.base.appendEvent(attrs);

@@ -38,6 +38,7 @@ import type {
   NewTurn,
   Store,
   StoreBackend,
+  ToolExecutionFilter,
   ToolExecutionRecord,
   ToolExecutionStatus,
   ToolExecutionUpdate,
@@ -461,12 +462,32 @@ export class MemoryStore implements Store {
     });
   }
 
-  async listToolExecutions(
-    filter: { turnId: string } | { turnIds: readonly string[] },
-  ): Promise<ToolExecutionRecord[]> {
+  async listToolExecutions(filter: ToolExecutionFilter): Promise<ToolExecutionRecord[]> {
+    return jsonCopy(this.#selectToolExecutions(filter).sort(byCreated));
+  }
+
+  async countToolExecutions(
+    filter: ToolExecutionFilter & { exceptStatuses?: readonly ToolExecutionStatus[] },
+  ): Promise<Record<string, number>> {
+    const except = new Set(filter.exceptStatuses ?? []);
+    for (const status of except) assertToolExecutionStatus(status);
+    const counts: Record<string, number> = {};
+    for (const row of this.#selectToolExecutions(filter)) {
+      if (!except.has(row.status)) counts[row.toolName] = (counts[row.toolName] ?? 0) + 1;
+    }
+    return counts;
+  }
+
+  #selectToolExecutions(filter: ToolExecutionFilter): ToolExecutionRecord[] {
     const ids = new Set('turnId' in filter ? [filter.turnId] : filter.turnIds);
-    const rows = [...this.#read.toolExecutions.values()].filter((execution) => ids.has(execution.turnId));
-    return jsonCopy(rows.sort(byCreated));
+    const callIds = filter.toolCallIds === undefined ? null : new Set(filter.toolCallIds);
+    return [...this.#read.toolExecutions.values()].filter(
+      (execution) =>
+        ids.has(execution.turnId) &&
+        (callIds === null || callIds.has(execution.toolCallId)) &&
+        (filter.toolName === undefined || execution.toolName === filter.toolName) &&
+        (filter.hasError === undefined || (execution.error != null) === filter.hasError),
+    );
   }
 
   // Events

@@ -378,6 +378,17 @@ export interface ListTurnsFilter {
   limit?: number;
 }
 
+/**
+ * Which tool executions to list: one turn's or several turns'. Optionally only those with one
+ * of `toolCallIds` (an empty list selects none), only `toolName`'s, or only those that have
+ * (`hasError: true`) or have not (`false`) an error.
+ */
+export type ToolExecutionFilter = ({ turnId: string } | { turnIds: readonly string[] }) & {
+  toolCallIds?: readonly string[];
+  toolName?: string;
+  hasError?: boolean;
+};
+
 export interface ListDeliveriesFilter {
   sourceConversationId?: string;
   destinationConversationId?: string;
@@ -456,10 +467,18 @@ export interface Store {
   loadToolExecution(id: string): Promise<ToolExecutionRecord>;
   /** Compare-and-set on status; null when the execution is not in `from`. */
   claimToolExecution(id: string, options?: ClaimToolExecutionOptions): Promise<ToolExecutionRecord | null>;
-  /** Order createdAt, id. */
-  listToolExecutions(
-    filter: { turnId: string } | { turnIds: readonly string[] },
-  ): Promise<ToolExecutionRecord[]>;
+  /**
+   * Order createdAt, id. The optional narrowing fields keep a long turn's per-step reads
+   * proportional to the step, not to the turn (decision 32).
+   */
+  listToolExecutions(filter: ToolExecutionFilter): Promise<ToolExecutionRecord[]>;
+  /**
+   * How many of the selected executions there are, per tool name (names with none are absent).
+   * `exceptStatuses` leaves those statuses out.
+   */
+  countToolExecutions(
+    filter: ToolExecutionFilter & { exceptStatuses?: readonly ToolExecutionStatus[] },
+  ): Promise<Record<string, number>>;
 
   /** Appends to the turn's durable event log; sequence is allocated per turn. */
   appendEvent(attrs: {

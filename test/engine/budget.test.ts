@@ -1,7 +1,11 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS, limitsToJson } from '../../src/agents/agent.js';
 import { Budget } from '../../src/engine/budget.js';
 import { BudgetError } from '../../src/errors.js';
+import { openStore } from '../../src/store/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
 describe('budget', () => {
@@ -77,5 +81,67 @@ describe('budget', () => {
     budget.reserveIteration();
     expect(() => budget.reserveIteration()).toThrow('maximum iterations reached');
     budget.addCost(null);
+  });
+});
+
+describe('budget on a SQLite file', () => {
+  it('long-lived: Budget.load counts in the store, per name, leaving out cancelled, budget-denied and the excluded execution', async () => {
+    const store = await openStore(join(mkdtempSync(join(tmpdir(), 'turnkit-budget-')), 'budget.sqlite'));
+    try {
+      const conversation = await store.createConversation({ agentName: 'a' });
+      const root = await store.createTurn({ conversationId: conversation.id, agentName: 'a' });
+      const child = await store.createTurn({
+        conversationId: conversation.id,
+        agentName: 'a',
+        parentTurnId: root.id,
+        rootTurnId: root.id,
+      });
+      const make = async (
+        turnId: string,
+        call: string,
+        name: string,
+        to: 'completed' | 'cancelled' | 'failed',
+        denied = false,
+      ) => {
+        const row = await store.createToolExecution({
+          turnId,
+          toolCallId: call,
+          toolName: name,
+          status: 'running',
+        });
+        await store.claimToolExecution(row.id, {
+          from: 'running',
+          to,
+          ...(to === 'failed'
+            ? { error: { message: 'x', details: denied ? { budget_denied: true } : {} } }
+            : {}),
+        });
+        return row.id;
+      };
+      const plain = await make(root.id, 'c1', 'search', 'completed');
+      await make(root.id, 'c2', 'search', 'cancelled');
+      await make(root.id, 'c3', 'search', 'failed', true);
+      const failed = await make(child.id, 'c4', 'search', 'failed');
+      await make(child.id, 'c5', 'fetch', 'completed');
+      await make(child.id, 'c6', 'fetch', 'completed');
+
+      const all = await Budget.load(store, root.id, DEFAULT_LIMITS);
+      expect(all.toolExecutions).toBe(4);
+      expect(Object.fromEntries(all.toolExecutionsByName)).toEqual({ search: 2, fetch: 2 });
+      const withoutPlain = await Budget.load(store, root.id, DEFAULT_LIMITS, { excludingExecutionId: plain });
+      expect(Object.fromEntries(withoutPlain.toolExecutionsByName)).toEqual({ search: 1, fetch: 2 });
+      expect(withoutPlain.toolExecutions).toBe(3);
+      const withoutFailed = await Budget.load(store, root.id, DEFAULT_LIMITS, {
+        excludingExecutionId: failed,
+      });
+      expect(Object.fromEntries(withoutFailed.toolExecutionsByName)).toEqual({ search: 1, fetch: 2 });
+      // An id that is not there changes nothing (as before: it matched no row).
+      const unknown = await Budget.load(store, root.id, DEFAULT_LIMITS, {
+        excludingExecutionId: 'tool_missing',
+      });
+      expect(unknown.toolExecutions).toBe(4);
+    } finally {
+      await store.close();
+    }
   });
 });

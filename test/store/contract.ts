@@ -677,6 +677,99 @@ export function describeStoreContract(
         ]);
         expect(await store.listToolExecutions({ turnIds: [] })).toEqual([]);
       });
+
+      it('long-lived: listToolExecutions narrows to call ids, a tool name, or with/without an error', async () => {
+        const c = await conversation();
+        const [t1, t2] = [await turnIn(c.id), await turnIn(c.id)];
+        const a = await store.createToolExecution({ turnId: t1.id, toolCallId: 'a', toolName: 'search' });
+        const b = await store.createToolExecution({ turnId: t1.id, toolCallId: 'b', toolName: 'load_skill' });
+        const d = await store.createToolExecution({ turnId: t1.id, toolCallId: 'd', toolName: 'search' });
+        const other = await store.createToolExecution({ turnId: t2.id, toolCallId: 'a', toolName: 'search' });
+        await store.claimToolExecution(d.id, {
+          from: 'pending',
+          to: 'failed',
+          error: { message: 'boom', details: { budget_denied: true } },
+        });
+        // Creation order is kept, whatever the order of the ids asked for; unknown ids match nothing.
+        expect(
+          ids(await store.listToolExecutions({ turnId: t1.id, toolCallIds: ['d', 'a', 'zz', 'a'] })),
+        ).toEqual([a.id, d.id]);
+        expect(await store.listToolExecutions({ turnId: t1.id, toolCallIds: [] })).toEqual([]);
+        expect(await store.listToolExecutions({ turnId: t1.id, toolCallIds: ['b'] })).toEqual([
+          await store.loadToolExecution(b.id),
+        ]);
+        expect(ids(await store.listToolExecutions({ turnIds: [t2.id, t1.id], toolCallIds: ['a'] }))).toEqual([
+          a.id,
+          other.id,
+        ]);
+        expect(ids(await store.listToolExecutions({ turnId: t1.id, toolName: 'search' }))).toEqual([
+          a.id,
+          d.id,
+        ]);
+        expect(ids(await store.listToolExecutions({ turnId: t1.id, toolName: 'missing' }))).toEqual([]);
+        expect(ids(await store.listToolExecutions({ turnIds: [t1.id, t2.id], hasError: true }))).toEqual([
+          d.id,
+        ]);
+        expect(ids(await store.listToolExecutions({ turnId: t1.id, hasError: false }))).toEqual([a.id, b.id]);
+        expect(
+          ids(
+            await store.listToolExecutions({
+              turnId: t1.id,
+              toolName: 'search',
+              toolCallIds: ['a', 'b', 'd'],
+              hasError: false,
+            }),
+          ),
+        ).toEqual([a.id]);
+      });
+
+      it('long-lived: countToolExecutions counts per tool name, leaving statuses out on request', async () => {
+        const c = await conversation();
+        const [t1, t2, t3] = [await turnIn(c.id), await turnIn(c.id), await turnIn(c.id)];
+        for (const [turn, call, name] of [
+          [t1, 'a', 'search'],
+          [t1, 'b', 'search'],
+          [t1, 'c', 'fetch'],
+          [t2, 'a', 'search'],
+          [t3, 'a', 'search'],
+        ] as const) {
+          await store.createToolExecution({ turnId: turn.id, toolCallId: call, toolName: name });
+        }
+        const [cancelled] = await store.listToolExecutions({ turnId: t1.id, toolCallIds: ['b'] });
+        await store.claimToolExecution(cancelled!.id, { from: 'pending', to: 'cancelled' });
+        const [failed] = await store.listToolExecutions({ turnId: t2.id });
+        await store.claimToolExecution(failed!.id, {
+          from: 'pending',
+          to: 'failed',
+          error: { message: 'no' },
+        });
+        expect(await store.countToolExecutions({ turnId: t1.id })).toEqual({ search: 2, fetch: 1 });
+        expect(
+          await store.countToolExecutions({ turnIds: [t1.id, t2.id], exceptStatuses: ['cancelled'] }),
+        ).toEqual({
+          search: 2,
+          fetch: 1,
+        });
+        expect(
+          await store.countToolExecutions({
+            turnIds: [t1.id, t2.id],
+            exceptStatuses: ['cancelled'],
+            hasError: false,
+          }),
+        ).toEqual({ search: 1, fetch: 1 });
+        expect(await store.countToolExecutions({ turnIds: [t1.id, t2.id], toolName: 'fetch' })).toEqual({
+          fetch: 1,
+        });
+        expect(await store.countToolExecutions({ turnIds: [t1.id], toolCallIds: ['a', 'c'] })).toEqual({
+          search: 1,
+          fetch: 1,
+        });
+        expect(await store.countToolExecutions({ turnIds: [] })).toEqual({});
+        expect(await store.countToolExecutions({ turnId: t1.id, toolCallIds: [] })).toEqual({});
+        await expect(
+          store.countToolExecutions({ turnId: t1.id, exceptStatuses: ['gone' as 'cancelled'] }),
+        ).rejects.toBeInstanceOf(ArgumentError);
+      });
     });
 
     describe('deliveries', () => {

@@ -58,6 +58,7 @@ import type {
   Store,
   StoreBackend,
   StreamPartRecord,
+  ToolExecutionFilter,
   ToolExecutionRecord,
   ToolExecutionStatus,
   ToolExecutionUpdate,
@@ -166,6 +167,26 @@ function limitClause(limit: number | undefined): string {
 const list = <S extends string>(value: S | readonly S[]): readonly S[] =>
   typeof value === 'string' ? [value as S] : (value as readonly S[]);
 const marks = (values: readonly unknown[]) => values.map(() => '?').join(', ');
+
+/** The WHERE clause of a tool-execution filter; null when it selects nothing. */
+function toolExecutionWhere(filter: ToolExecutionFilter): { sql: string; params: unknown[] } | null {
+  const turnIds = 'turnId' in filter ? [filter.turnId] : [...new Set(filter.turnIds)];
+  if (turnIds.length === 0) return null;
+  const clauses = [`turn_id IN (${marks(turnIds)})`];
+  const params: unknown[] = [...turnIds];
+  if (filter.toolCallIds !== undefined) {
+    const callIds = [...new Set(filter.toolCallIds)];
+    if (callIds.length === 0) return null;
+    clauses.push(`tool_call_id IN (${marks(callIds)})`);
+    params.push(...callIds);
+  }
+  if (filter.toolName !== undefined) {
+    clauses.push('tool_name = ?');
+    params.push(filter.toolName);
+  }
+  if (filter.hasError !== undefined) clauses.push(filter.hasError ? 'error IS NOT NULL' : 'error IS NULL');
+  return { sql: clauses.join(' AND '), params };
+}
 
 export class SqlStore implements Store {
   readonly backend: StoreBackend;
@@ -772,18 +793,35 @@ export class SqlStore implements Store {
     });
   }
 
-  async listToolExecutions(
-    filter: { turnId: string } | { turnIds: readonly string[] },
-  ): Promise<ToolExecutionRecord[]> {
-    const ids = 'turnId' in filter ? [filter.turnId] : [...new Set(filter.turnIds)];
-    if (ids.length === 0) return [];
+  async listToolExecutions(filter: ToolExecutionFilter): Promise<ToolExecutionRecord[]> {
+    const where = toolExecutionWhere(filter);
+    if (!where) return [];
     const rows = await this.#read((c) =>
       c.query(
-        `SELECT * FROM turnkit_tool_executions WHERE turn_id IN (${marks(ids)}) ORDER BY created_at, id`,
-        ids,
+        `SELECT * FROM turnkit_tool_executions WHERE ${where.sql} ORDER BY created_at, id`,
+        where.params,
       ),
     );
     return rows.map((row) => fromRow<ToolExecutionRecord>(TOOL_EXECUTIONS, row));
+  }
+
+  async countToolExecutions(
+    filter: ToolExecutionFilter & { exceptStatuses?: readonly ToolExecutionStatus[] },
+  ): Promise<Record<string, number>> {
+    const except = [...new Set(filter.exceptStatuses ?? [])];
+    for (const status of except) assertToolExecutionStatus(status);
+    const where = toolExecutionWhere(filter);
+    if (!where) return {};
+    const sql = except.length ? `${where.sql} AND status NOT IN (${marks(except)})` : where.sql;
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT tool_name, COUNT(*) AS n FROM turnkit_tool_executions WHERE ${sql} GROUP BY tool_name`,
+        [...where.params, ...except],
+      ),
+    );
+    const counts: Record<string, number> = {};
+    for (const row of rows) counts[String(row['tool_name'])] = Number(row['n']);
+    return counts;
   }
 
   // Events
