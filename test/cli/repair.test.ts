@@ -9,9 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
-import { defineTool } from '../../src/agents/tool.js';
 import type { ConversationHandle } from '../../src/client/turnkit-client.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { WorkflowStartError } from '../../src/errors.js';
@@ -21,6 +19,7 @@ import { turnWorkflowId } from '../../src/workflows/contract.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit, tempSqliteUrl } from '../helpers/turnkit.js';
 import { waitUntil } from '../helpers/wait.js';
+import { hangTool as hang } from '../helpers/tools.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = join(root, 'src/cli/bin.ts');
@@ -55,14 +54,6 @@ function turnkit(args: string[], extraEnv: Record<string, string> = {}): Promise
     child.on('exit', (code) => resolve({ code, stdout, stderr }));
   });
 }
-
-const hang = defineTool({
-  name: 'hang',
-  description: 'Runs until aborted.',
-  input: z.object({}),
-  execute: (_args, { signal }) =>
-    new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
-});
 
 beforeAll(async () => {
   kit = await startKit({

@@ -14,6 +14,7 @@ import { openStore } from '../../src/store/index.js';
 import type { ContentPart, MessageRecord, Store } from '../../src/store/types.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit, tempSqliteUrl } from '../helpers/turnkit.js';
+import { hangTool as hang } from '../helpers/tools.js';
 
 type ToolResultPart = Extract<ContentPart, { type: 'tool_result' }>;
 const callIds = (messages: MessageRecord[]) =>
@@ -26,13 +27,6 @@ const fast = defineTool({
   description: 'Returns at once.',
   input: z.object({}),
   execute: () => ({ fast: true }),
-});
-const hang = defineTool({
-  name: 'hang',
-  description: 'Runs until aborted.',
-  input: z.object({}),
-  execute: (_args, { signal }) =>
-    new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
 });
 const later = defineTool({
   name: 'later',

@@ -7,10 +7,8 @@
 import { Client, Connection } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
-import { defineTool } from '../../src/agents/tool.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { applyFinding, diagnoseTurn } from '../../src/engine/repair.js';
 import { Runtime } from '../../src/engine/runtime.js';
@@ -32,14 +30,7 @@ import type { TurnKitWorker } from '../../src/worker.js';
 import { describePostgres, openPgTestStore } from '../helpers/postgres.js';
 import { temporalConnections, tempSqliteUrl } from '../helpers/turnkit.js';
 import { gate, waitUntil } from '../helpers/wait.js';
-
-const hang = defineTool({
-  name: 'hang',
-  description: 'Runs until aborted.',
-  input: z.object({}),
-  execute: (_args, { signal }) =>
-    new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
-});
+import { hangTool as hang } from '../helpers/tools.js';
 
 /** The text of the newest user message: what the model answers to. */
 const lastUserText = (request: ModelRequest) =>
