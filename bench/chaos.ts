@@ -15,10 +15,10 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { AgentRegistry } from '../src/agents/registry.js';
@@ -46,9 +46,38 @@ interface Spawned {
   alive(): boolean;
 }
 
+/**
+ * The workers run the compiled package, as production workers do (`npm run build`, decision
+ * 34): the fixture's worker and agents are transpiled once, their `src/` imports pointed at
+ * `dist/`, so a replacement pays node's start and not tsx's (about 3 s of CPU at load). A
+ * checkout without `dist/` runs them from source through tsx, as it did.
+ */
+async function compiledWorker(): Promise<string | undefined> {
+  const dist = fileURLToPath(new URL('../dist/', import.meta.url));
+  if (!existsSync(join(dist, 'worker.js'))) return undefined;
+  const ts = (await import('typescript')).default;
+  // Inside node_modules, so the transpiled files resolve zod and the SDK as the package does.
+  const dir = mkdtempSync(fileURLToPath(new URL('../node_modules/.turnkit-chaos-', import.meta.url)));
+  for (const name of ['chaos-worker', 'chaos-agents']) {
+    const source = readFileSync(
+      fileURLToPath(new URL(`../test/fixtures/${name}.ts`, import.meta.url)),
+      'utf8',
+    );
+    const { outputText } = ts.transpileModule(source, {
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+    });
+    writeFileSync(
+      join(dir, `${name}.js`),
+      outputText.replaceAll("'../../src/", `'${pathToFileURL(dist).href}`),
+    );
+  }
+  return join(dir, 'chaos-worker.js');
+}
+const compiled = await compiledWorker();
+
 function spawnWorker(env: Record<string, string>): Spawned {
   const spawnedAt = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+  const child = spawn(process.execPath, compiled ? [compiled] : ['--import', 'tsx', script], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
@@ -321,7 +350,7 @@ async function prebuiltBundles(): Promise<Record<string, string>> {
 }
 const bundles = await prebuiltBundles();
 console.log(
-  `chaos: workers ${bundles['TURNKIT_WORKFLOW_BUNDLES'] ? 'load prebuilt bundles' : 'bundle at boot'}; load ${loadavg()
+  `chaos: workers run ${compiled ? 'the compiled package' : 'from source (tsx)'} and ${bundles['TURNKIT_WORKFLOW_BUNDLES'] ? 'load prebuilt bundles' : 'bundle at boot'}; load ${loadavg()
     .map((l) => l.toFixed(2))
     .join(' ')}`,
 );
