@@ -15,11 +15,11 @@ import {
   sleep,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { ControlAction, ControlRequest } from '../engine/control-request.js';
-import { APPROVAL_TIMED_OUT, parseControlRequest } from '../engine/control-request.js';
-import type { Steer } from '../engine/controls.js';
-import type { TurnDigest } from '../engine/digest.js';
-import type { ApprovalDecision } from '../engine/tool-runner.js';
+import type { ControlAction, ControlRequest } from '../contract/control-request.js';
+import { APPROVAL_TIMED_OUT, parseControlRequest } from '../contract/control-request.js';
+import type { Steer } from '../engine/controls/controls.js';
+import type { TurnDigest } from '../engine/step/digest.js';
+import type { ApprovalDecision } from '../engine/tools/tool-runner.js';
 import type { ApprovalResult, ControlState, TurnContinuation } from './contract.js';
 import {
   approveUpdate,

@@ -11,7 +11,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import type { TurnDigest } from '../engine/digest.js';
+import type { TurnDigest } from '../engine/step/digest.js';
 import { TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS, turnStartOptions } from './contract.js';
 import { PATCH_COORDINATION, releasedPatch } from './patches.js';
 import { pauseAtBoundary, steerAtBoundary } from './controls.js';

@@ -8,8 +8,8 @@ import {
   makeContinueAsNewFunc,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CancelRequest } from '../engine/cancel-request.js';
-import type { TerminalNotice, TurnErrorDigest } from '../engine/digest.js';
+import type { CancelRequest } from '../contract/cancel-request.js';
+import type { TerminalNotice, TurnErrorDigest } from '../engine/step/digest.js';
 import type { TurnContinuation, TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
 import {
   cancelSignal,

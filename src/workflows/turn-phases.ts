@@ -3,7 +3,7 @@
  * model → tools → output loop, taking the turn back after a reset.
  */
 import { sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
+import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/step/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
 import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS, releasedPatch } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';

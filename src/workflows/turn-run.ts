@@ -11,7 +11,7 @@ import {
   TimeoutFailure,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { OwnerInput, TurnErrorDigest } from '../engine/digest.js';
+import type { OwnerInput, TurnErrorDigest } from '../engine/step/digest.js';
 import type { TurnActivityProxies } from './activity-options.js';
 import type { TurnConsole } from './console.js';
 import type { RunFeatures } from './patches.js';
