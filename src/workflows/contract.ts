@@ -9,6 +9,7 @@ import type { SearchAttributePair } from '@temporalio/common';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CancelDescendants, CancelRequest } from '../contract/cancel-request.js';
+import type { ControlRequest } from '../contract/control-request.js';
 import type {
   ClaimDigest,
   ModelStepDigest,
@@ -18,13 +19,17 @@ import type {
   ToolCallOutcome,
   TurnDigest,
   TurnErrorDigest,
-} from '../engine/step/digest.js';
-import type { CompactionDigest, CompactionStepInput } from '../engine/model/compaction.js';
-import type { ModelStepInput } from '../engine/model/model-step.js';
-import type { OutputAuditDigest } from '../engine/output/output-checks.js';
-import type { ApprovalDecision, ToolCallInput } from '../engine/tools/tool-runner.js';
-import type { ControlRequest } from '../contract/control-request.js';
-import type { ControlVerdict, Steer } from '../engine/controls/controls.js';
+} from '../contract/digests.js';
+import type {
+  ApprovalDecision,
+  CompactionDigest,
+  CompactionStepInput,
+  ControlVerdict,
+  ModelStepInput,
+  OutputAuditDigest,
+  Steer,
+  ToolCallInput,
+} from '../contract/activities.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
 

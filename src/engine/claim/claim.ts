@@ -5,11 +5,11 @@ import { isFinished, subAgentResult } from '../tools/delegation.js';
 import { checkTaskMark } from '../../store/fenced-store.js';
 import type { Store, TurnRecord, TurnStatus } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
-import type { ClaimDigest, OwnerInput } from '../step/digest.js';
 import { turnDigest } from '../step/digest.js';
 import { validateModel } from '../model/model-step.js';
 import type { Runtime } from '../runtime.js';
 import { phaseOf, turnState, updateState } from '../step/turn-state.js';
+import type { ClaimDigest, OwnerInput } from '../../contract/digests.js';
 
 /**
  * Spec §5.3 step 2: a fresh turn with application-level waits may start only once every

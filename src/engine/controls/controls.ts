@@ -11,13 +11,14 @@ import { appendAfterResults } from '../tools/after-results.js';
 import { retakeClaim } from '../claim/claim.js';
 import type { ControlRequest } from '../../contract/control-request.js';
 import { signedParams } from '../../contract/control-request.js';
-import type { OwnerInput, TurnDigest } from '../step/digest.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { verifyOnce } from './signature-use.js';
 import { appendToolResultOnce } from '../end/terminal.js';
 import { executionsOfCalls, findToolExecution } from '../tools/tool-executions.js';
 import { toolCallParts, turnState, updateState } from '../step/turn-state.js';
+import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
+import type { ControlVerdict, Steer } from '../../contract/activities.js';
 
 /** The event each authorized control leaves in the turn's log. */
 const CONTROL_EVENTS = {
@@ -29,13 +30,6 @@ const CONTROL_EVENTS = {
 } as const;
 
 export const SUPERSEDED = 'superseded by human steering';
-
-export interface ControlVerdict {
-  allowed: boolean;
-  /** The signature checked out: the principal is who the client says. */
-  verified: boolean;
-  reason?: string;
-}
 
 /**
  * Verifies the signature of the whole request (each signature good once: signature-use.ts),
@@ -109,13 +103,6 @@ export async function resumePausedTurn(runtime: Runtime, input: OwnerInput): Pro
   }
   await runtime.emit(resumed, 'turn.resumed', {});
   return turnDigest(runtime.agents.resolve(resumed.agentName), resumed);
-}
-
-export interface Steer {
-  /** The Update's id: a retried step never appends the same message twice. */
-  id: string;
-  text: string;
-  principal: Json;
 }
 
 /**

@@ -6,7 +6,6 @@ import type { CancelDescendants, CancelRequest } from '../../contract/cancel-req
 import { signedCancelParams } from '../../contract/cancel-request.js';
 import type { Runtime } from '../runtime.js';
 import { verifyOnce } from '../controls/signature-use.js';
-import type { TerminalNotice } from '../step/digest.js';
 import type { CallbackVerdict } from '../lane/messaging.js';
 import { callbackVerdict, completionCallback, mergeNotices } from '../lane/messaging.js';
 import {
@@ -16,6 +15,7 @@ import {
   repeatedNotice,
   terminalNotice,
 } from './terminal.js';
+import type { TerminalNotice } from '../../contract/digests.js';
 
 export type { CancelDescendants, CancelRequest } from '../../contract/cancel-request.js';
 

@@ -13,11 +13,11 @@ import type {
 } from '../../store/types.js';
 import { appendAfterResults } from '../tools/after-results.js';
 import { retakeClaim } from '../claim/claim.js';
-import type { OwnerInput, TerminalNotice, TurnErrorDigest } from '../step/digest.js';
 import type { CallbackVerdict } from '../lane/messaging.js';
 import { callbackVerdict, completionCallback, laneHasWork, openWaiters } from '../lane/messaging.js';
 import type { Runtime } from '../runtime.js';
 import { toolCallParts } from '../step/turn-state.js';
+import type { OwnerInput, TerminalNotice, TurnErrorDigest } from '../../contract/digests.js';
 
 export const OUTCOME_UNKNOWN =
   'interrupted: the worker stopped while this tool was running; its outcome is unknown, do not assume either way';

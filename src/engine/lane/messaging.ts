@@ -16,9 +16,9 @@ import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '
 import type { DeliveryRecord, Json, JsonObject, Store, TurnRecord } from '../../store/types.js';
 import { buildTurn } from './build-turn.js';
 import { subAgentResult } from '../tools/delegation.js';
-import type { TerminalNotice } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { principalOf } from '../step/turn-state.js';
+import type { TerminalNotice } from '../../contract/digests.js';
 
 export interface SendMessageInput {
   sourceConversationId: string | null;

@@ -12,12 +12,12 @@ import type { ModelClient, ModelMessage, ModelRequest, ModelUsage } from '../../
 import { nowIso } from '../../store/records.js';
 import type { JsonObject, MessageRecord, Store, TurnRecord } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
-import type { OwnerInput } from '../step/digest.js';
 import { historyForTurn, projectMessages } from './model-request.js';
 import type { Runtime } from '../runtime.js';
 import type { CompactionMetadata } from './summaries.js';
 import { activeHistory, summaryMeta } from './summaries.js';
 import { depthOf, turnState, updateState } from '../step/turn-state.js';
+import type { CompactionDigest, CompactionStepInput } from '../../contract/activities.js';
 
 /** TurnKit's estimate: `ceil(chars / 4) + 8` tokens per projected message. */
 export function estimateTokens(messages: readonly ModelMessage[]): number {
@@ -185,16 +185,6 @@ export async function compactionDue(store: Store, agent: Agent, turn: TurnRecord
   if (compact === true) return true;
   const limit = policy.threshold * Math.max(policy.contextLimit - policy.reservedTokens, 1);
   return estimateTokens(projectMessages(history)) >= limit;
-}
-
-export interface CompactionStepInput extends OwnerInput {
-  step: string;
-}
-
-export interface CompactionDigest {
-  compacted: boolean;
-  /** The summary message, when one was written. */
-  messageId: string | null;
 }
 
 /**

@@ -12,7 +12,6 @@ import type {
   TurnRecord,
 } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
-import type { ModelStepDigest } from '../step/digest.js';
 import { modelSpanEnd, modelSpanStart } from '../telemetry/genai-spans.js';
 import { turnDigest } from '../step/digest.js';
 import { compactionDue } from './compaction.js';
@@ -27,21 +26,8 @@ import {
   turnState,
   updateState,
 } from '../step/turn-state.js';
-
-export interface ModelStepInput {
-  turnId: string;
-  claimToken: string;
-  /**
-   * The step key, unique per workflow run and model call (`<run>:<n>`): the unit of
-   * idempotency of this activity, so a retry reuses the reservation and the stored response,
-   * and a reset run never mistakes an older run's step for its own.
-   */
-  step: string;
-  /** Provider errors this step may see before it fails the turn (default 5). */
-  maxProviderAttempts?: number;
-  /** Check the compaction trigger first; when due, return `compactionDue` without calling the model. */
-  compaction?: boolean;
-}
+import type { ModelStepDigest } from '../../contract/digests.js';
+import type { ModelStepInput } from '../../contract/activities.js';
 
 export interface ModelStepHooks {
   signal: AbortSignal;

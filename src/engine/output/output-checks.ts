@@ -21,11 +21,12 @@ import { ArgumentError, ConfigError, StoreError, TurnKitError } from '../../erro
 import type { ModelClient, ModelRequest, ModelResult, Thinking } from '../../models/types.js';
 import type { Json, JsonObject, MessageRecord, Store, TurnRecord } from '../../store/types.js';
 import { checkTreeSpend, recordInternalCall } from '../step/charge.js';
-import type { OwnerInput } from '../step/digest.js';
 import { loadedSkillsOf } from '../tools/skills.js';
 import type { Runtime } from '../runtime.js';
 import type { TurnState } from '../step/turn-state.js';
 import { countStepError, phaseOf, turnState, updateState } from '../step/turn-state.js';
+import type { OwnerInput } from '../../contract/digests.js';
+import type { OutputAuditDigest } from '../../contract/activities.js';
 
 export interface OutputAudit {
   clean: boolean;
@@ -367,13 +368,6 @@ export async function checkTurnOutput(
     judgeHost,
     async () => (await store.listMessages(turn.conversationId)).filter((m) => m.turnId === turn.id),
   );
-}
-
-export interface OutputAuditDigest {
-  /** False when the turn was not in its output phase (nothing to audit). */
-  audited: boolean;
-  clean: boolean;
-  violationCount: number;
 }
 
 /**

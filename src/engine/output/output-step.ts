@@ -3,7 +3,6 @@ import { hasOutputChecks } from '../../agents/agent.js';
 import type { OutputViolation } from '../../agents/output-policy.js';
 import { storedErrorClass } from '../../errors.js';
 import type { JsonObject, TurnRecord } from '../../store/types.js';
-import type { OutputStepDigest, OwnerInput } from '../step/digest.js';
 import type { OutputAudit } from './output-checks.js';
 import { auditKey, checkTurnOutput, schemaViolations, storedAudit } from './output-checks.js';
 import type { Runtime } from '../runtime.js';
@@ -11,6 +10,7 @@ import { repeatedNotice, terminalNotice, writeTerminal } from '../end/terminal.j
 import { callbackVerdict } from '../lane/messaging.js';
 import type { TurnState } from '../step/turn-state.js';
 import { turnState, updateState } from '../step/turn-state.js';
+import type { OutputStepDigest, OwnerInput } from '../../contract/digests.js';
 
 export type { OutputAudit } from './output-checks.js';
 

@@ -1,6 +1,5 @@
 import type { ContentPart, Json, JsonObject, Store, TurnRecord } from '../../store/types.js';
-
-export type Phase = 'model' | 'tools' | 'output';
+import type { Phase } from '../../contract/digests.js';
 
 /**
  * The runtime state persisted in `options.state` (spec §2.3), in TurnKit's key names, plus

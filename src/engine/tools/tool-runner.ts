@@ -24,7 +24,6 @@ import { isLaunchAgentTool } from '../../agents/coordination.js';
 import type { CoordinationOutcome } from './coordination.js';
 import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
 import { delegate, isFinished, subAgentResult } from './delegation.js';
-import type { ToolCallOutcome } from '../step/digest.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { toolForTurn } from './skills.js';
@@ -43,6 +42,8 @@ import {
   updateState,
 } from '../step/turn-state.js';
 import { APPROVAL_TIMED_OUT, principalName } from '../../contract/control-request.js';
+import type { ToolCallOutcome } from '../../contract/digests.js';
+import type { ApprovalDecision, ToolCallInput } from '../../contract/activities.js';
 
 /**
  * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
@@ -53,38 +54,6 @@ class ToolRetry extends TurnKitError {
 }
 
 type ToolCall = ReturnType<typeof toolCallParts>[number];
-
-export interface ToolCallInput {
-  turnId: string;
-  claimToken: string;
-  toolCallId: string;
-  /** A sub-agent call behind a still-waiting one: its result is appended later, in order. */
-  deferResult?: boolean;
-  /** A person's decision on this call, which awaits approval (from the workflow's history). */
-  approval?: ApprovalDecision;
-  /**
-   * Whether the workflow run can wait for approvals (false for runs started before they
-   * existed): without it, a call that needs approval fails unrun rather than run unapproved.
-   */
-  approvals?: boolean;
-  /**
-   * Close the tools phase in this activity when the call settles plainly and nothing can
-   * follow it (decision 28): `last`, it is the response's last call; otherwise only a
-   * completed terminal tool closes. Given by runs that have it (release 0.4), and only when
-   * no earlier call of the pass left work for the workflow (children, joins, approvals, lanes).
-   */
-  close?: { last: boolean };
-}
-
-/** What a person decided on a call awaiting approval (or the approval timeout did). */
-export interface ApprovalDecision {
-  decision: 'approved' | 'rejected';
-  principal: Json;
-  note?: string;
-  reason?: string;
-  /** Rejected by the approval timeout, nobody having decided. */
-  timedOut?: boolean;
-}
 
 export interface ToolCallHooks {
   signal: AbortSignal;

@@ -6,13 +6,13 @@ import { LostClaim, StaleTask } from '../../errors.js';
 import { nowIso } from '../../store/records.js';
 import type { JsonObject, MessageRecord, Store, TurnRecord } from '../../store/types.js';
 import { retakeClaim } from '../claim/claim.js';
-import type { OwnerInput, TurnDigest } from '../step/digest.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { appendAfterResults } from './after-results.js';
 import { appendToolResultOnce } from '../end/terminal.js';
 import { executionsOfCalls, findToolExecution } from './tool-executions.js';
 import { toolCallParts, turnState, updateState } from '../step/turn-state.js';
+import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 
 type ToolCall = ReturnType<typeof toolCallParts>[number];
 
