@@ -12,19 +12,33 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/workflows/**/*.ts'],
+    // The workflow bundle: workflows and the contract they share with activities and clients.
+    files: ['src/workflows/**/*.ts', 'src/contract/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
         {
           patterns: [
             {
-              group: ['**/store/*', '**/models/*', 'better-sqlite3', 'pg', 'ai', '@ai-sdk/*', 'node:*'],
-              message: 'Workflow code must stay deterministic: do I/O in activities.',
+              group: [
+                '**/store/*',
+                '**/models/*',
+                '**/agents/*',
+                'better-sqlite3',
+                'pg',
+                'ai',
+                '@ai-sdk/*',
+                'node:*',
+              ],
+              allowTypeImports: true,
+              message:
+                'Workflow code must stay deterministic: do I/O in activities (types alone may be imported).',
             },
             {
-              group: ['**/activities/*'],
-              message: 'Workflows and activities meet only in src/workflows/contract.ts (no import cycle).',
+              group: ['**/engine/**', '**/activities/**', '**/client/**'],
+              allowTypeImports: false,
+              message:
+                'Workflow code imports only src/contract, src/workflows and @temporalio/workflow: the engine, activities and clients meet it in the contract.',
             },
           ],
         },

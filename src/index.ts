@@ -25,8 +25,8 @@ export type {
   OutputPolicyOption,
   OutputPolicyOptions,
 } from './agents/output-policy.js';
-export { checkOutputPolicy } from './engine/output-checks.js';
-export type { CheckOutputPolicyOptions, OutputAudit } from './engine/output-checks.js';
+export { checkOutputPolicy } from './engine/output/output-checks.js';
+export type { CheckOutputPolicyOptions, OutputAudit } from './engine/output/output-checks.js';
 export { defineTool } from './agents/tool.js';
 export { imageTool, IMAGE_MAX_BYTES } from './agents/image-tool.js';
 export { viewMediaTool } from './agents/view-media-tool.js';
@@ -53,8 +53,8 @@ export type {
   EventListener,
   RuntimeOptions,
 } from './engine/runtime.js';
-export type { TurnPreview, PromptReport } from './engine/model-request.js';
-export type { TracingOptions } from './engine/tracing.js';
+export type { TurnPreview, PromptReport } from './engine/model/model-request.js';
+export type { TracingOptions } from './engine/telemetry/tracing.js';
 export { TurnKitClient, ConversationHandle } from './client/turnkit-client.js';
 export type {
   TurnKitClientOptions,
@@ -101,4 +101,4 @@ export { defineSkill, skillFromFile, skillsFromDirectory } from './agents/skill.
 export type { Skill, SkillOptions } from './agents/skill.js';
 export { DEFAULT_COMPACTION } from './agents/compaction-policy.js';
 export type { CompactionPolicy, CompactionSetting } from './agents/compaction-policy.js';
-export type { ManualCompactionOptions } from './engine/compaction.js';
+export type { ManualCompactionOptions } from './engine/model/compaction.js';

@@ -13,8 +13,8 @@ import {
 } from '@temporalio/interceptors-opentelemetry';
 import type { WorkerOptions } from '@temporalio/worker';
 import type { Runtime } from './engine/runtime.js';
-import type { TracingOptions } from './engine/tracing.js';
-import { workflowSpanProcessor } from './engine/tracing.js';
+import type { TracingOptions } from './engine/telemetry/tracing.js';
+import { workflowSpanProcessor } from './engine/telemetry/tracing.js';
 
 /** Temporal's workflow interceptors for OpenTelemetry, made for the workflow sandbox. */
 export const OTEL_WORKFLOW_INTERCEPTORS = createRequire(import.meta.url).resolve(

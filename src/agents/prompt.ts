@@ -1,7 +1,7 @@
 /**
  * The agent-side vocabulary of TurnKit's system prompt (spec §3.7): section names, custom
  * sections, a replacement `systemPrompt`, and context contributors. Rendering lives in
- * `engine/system-prompt.ts`, and runs in the model activity, never in workflow code.
+ * `engine/model/system-prompt.ts`, and runs in the model activity, never in workflow code.
  */
 import { ArgumentError, ConfigError } from '../errors.js';
 import type { ConversationRecord, Json, JsonObject, TurnRecord } from '../store/types.js';

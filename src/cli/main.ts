@@ -9,7 +9,7 @@ import { mcpToolSetsOf } from '../agents/mcp.js';
 import { AgentRegistry } from '../agents/registry.js';
 import type { RunHandle } from '../client/run-handle.js';
 import { TurnKitClient } from '../client/turnkit-client.js';
-import type { RepairFinding } from '../engine/repair.js';
+import type { RepairFinding } from '../engine/end/repair.js';
 import { readRunStream } from '../client/run-stream.js';
 import { RecordNotFound, TurnKitError } from '../errors.js';
 import type { Json, Store, TurnRecord } from '../store/types.js';

@@ -7,7 +7,7 @@
  * the CLI's other files from writing to a stream themselves).
  */
 import { limitsFromJson, DEFAULT_LIMITS } from '../agents/agent.js';
-import { phaseOf, iterationsOf } from '../engine/turn-state.js';
+import { phaseOf, iterationsOf } from '../engine/step/turn-state.js';
 import type { ContentPart, MessageRecord, Store, ToolExecutionRecord, TurnRecord } from '../store/types.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import { turnWorkflowId } from '../workflows/contract.js';

@@ -10,9 +10,9 @@ import {
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ControlAction } from '../engine/control-request.js';
-import { parseControlRequest, signedParams } from '../engine/control-request.js';
-import { asSent, signPrincipal } from '../engine/principal-signature.js';
+import type { ControlAction } from '../contract/control-request.js';
+import { parseControlRequest, signedParams } from '../contract/control-request.js';
+import { asSent, signPrincipal } from '../engine/controls/principal-signature.js';
 import { ArgumentError, AuthorizationError, ControlError } from '../errors.js';
 import type { Json, JsonObject, Store, TurnRecord } from '../store/types.js';
 import { subtreeOf } from '../store/tree.js';

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { isGrpcServiceError, ServiceError } from '@temporalio/client';
-import type { TurnPreview } from '../engine/model-request.js';
+import type { TurnPreview } from '../engine/model/model-request.js';
 import type {
   EventRecord,
   Json,
@@ -19,7 +19,7 @@ import { toUIMessageChunks } from './ui-stream.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { ApprovalResult, ControlState } from '../workflows/contract.js';
 import { controlStateQuery, turnWorkflowId } from '../workflows/contract.js';
-import type { ControlAction } from '../engine/control-request.js';
+import type { ControlAction } from '../contract/control-request.js';
 import type { ApprovalAnswer, PendingApproval } from './controls.js';
 import { decisionTarget, pendingApprovals } from './controls.js';
 

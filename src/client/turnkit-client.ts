@@ -7,18 +7,18 @@ import {
 import type { z } from 'zod';
 import type { Agent, PromptMode } from '../agents/agent.js';
 import type { ModelClient, Thinking } from '../models/types.js';
-import type { ManualCompactionOptions } from '../engine/compaction.js';
-import { compactConversation } from '../engine/compaction.js';
+import type { ManualCompactionOptions } from '../engine/model/compaction.js';
+import { compactConversation } from '../engine/model/compaction.js';
 import type { MediaInput, MediaPart } from '../models/media.js';
 import { mediaPart } from '../models/media.js';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { AgentRegistry } from '../agents/registry.js';
-import { buildModelRequest } from '../engine/model-request.js';
-import type { TurnPreview } from '../engine/model-request.js';
+import { buildModelRequest } from '../engine/model/model-request.js';
+import type { TurnPreview } from '../engine/model/model-request.js';
 import { Runtime } from '../engine/runtime.js';
-import { depthOf } from '../engine/turn-state.js';
-import type { TracingOptions } from '../engine/tracing.js';
-import { turnAttributes } from '../engine/genai-spans.js';
+import { depthOf } from '../engine/step/turn-state.js';
+import type { TracingOptions } from '../engine/telemetry/tracing.js';
+import { turnAttributes } from '../engine/telemetry/genai-spans.js';
 import {
   ArgumentError,
   AuthorizationError,
@@ -26,9 +26,9 @@ import {
   RecordNotFound,
   WorkflowStartError,
 } from '../errors.js';
-import type { RepairFinding, RepairOptions } from '../engine/repair.js';
-import { repairTurns, unfinishedSubmittedTurns } from '../engine/repair.js';
-import { authorizeCancel, cancelTurn } from '../engine/cancel.js';
+import type { RepairFinding, RepairOptions } from '../engine/end/repair.js';
+import { repairTurns, unfinishedSubmittedTurns } from '../engine/end/repair.js';
+import { authorizeCancel, cancelTurn } from '../engine/end/cancel.js';
 import { newId } from '../ids.js';
 import { canonicalJson, jsonCopy, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
@@ -42,8 +42,8 @@ import type {
   TurnRecord,
   Usage,
 } from '../store/types.js';
-import type { CancelDescendants } from '../engine/cancel-request.js';
-import { parseCancelRequest, signedCancelParams } from '../engine/cancel-request.js';
+import type { CancelDescendants } from '../contract/cancel-request.js';
+import { parseCancelRequest, signedCancelParams } from '../contract/cancel-request.js';
 import {
   checkCallerMetadata,
   RESERVED_CONVERSATION_METADATA,
@@ -62,9 +62,9 @@ import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
 import { RunHandle, sumCost, sumUsage } from './run-handle.js';
 import { sendControl } from './controls.js';
-import { asSent, signPrincipal } from '../engine/principal-signature.js';
-import { buildTurn, taskOf } from '../engine/build-turn.js';
-import { sendMessage } from '../engine/messaging.js';
+import { asSent, signPrincipal } from '../engine/controls/principal-signature.js';
+import { buildTurn, taskOf } from '../engine/lane/build-turn.js';
+import { sendMessage } from '../engine/lane/messaging.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { rootConversationId } from '../store/tree.js';
 import { addWaits, waitsReady } from '../store/wait-graph.js';

@@ -14,12 +14,12 @@ import type {
   StreamPartRecord,
   TurnRecord,
 } from '../store/types.js';
-import type { OwnerInput } from './digest.js';
-import type { TracingOptions } from './tracing.js';
-import { Telemetry } from './tracing.js';
-import { streamPartsForEvents } from './live-stream.js';
-import { checkSigningKey } from './principal-signature.js';
+import type { TracingOptions } from './telemetry/tracing.js';
+import { Telemetry } from './telemetry/tracing.js';
+import { streamPartsForEvents } from './model/live-stream.js';
+import { checkSigningKey } from './controls/principal-signature.js';
 import { afterCommit, assertNoTransaction } from '../store/transaction-marker.js';
+import type { OwnerInput } from '../contract/digests.js';
 
 export type AuthorizationAction =
   | 'tool'

@@ -5,9 +5,9 @@
  * Neither is a command, so replays and recorded histories are unaffected.
  */
 import { setCurrentDetails, setHandler } from '@temporalio/workflow';
-import type { TurnDigest } from '../engine/digest.js';
 import type { TurnConsoleState } from './contract.js';
 import { stateQuery } from './contract.js';
+import type { TurnDigest } from '../contract/digests.js';
 
 export class TurnConsole {
   readonly #state: TurnConsoleState;

@@ -8,7 +8,8 @@
 import type { SearchAttributePair } from '@temporalio/common';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { CancelDescendants, CancelRequest } from '../engine/cancel-request.js';
+import type { CancelDescendants, CancelRequest } from '../contract/cancel-request.js';
+import type { ControlRequest } from '../contract/control-request.js';
 import type {
   ClaimDigest,
   ModelStepDigest,
@@ -18,13 +19,17 @@ import type {
   ToolCallOutcome,
   TurnDigest,
   TurnErrorDigest,
-} from '../engine/digest.js';
-import type { CompactionDigest, CompactionStepInput } from '../engine/compaction.js';
-import type { ModelStepInput } from '../engine/model-step.js';
-import type { OutputAuditDigest } from '../engine/output-checks.js';
-import type { ApprovalDecision, ToolCallInput } from '../engine/tool-runner.js';
-import type { ControlRequest } from '../engine/control-request.js';
-import type { ControlVerdict, Steer } from '../engine/controls.js';
+} from '../contract/digests.js';
+import type {
+  ApprovalDecision,
+  CompactionDigest,
+  CompactionStepInput,
+  ControlVerdict,
+  ModelStepInput,
+  OutputAuditDigest,
+  Steer,
+  ToolCallInput,
+} from '../contract/activities.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
 

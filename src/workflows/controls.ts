@@ -15,11 +15,8 @@ import {
   sleep,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { ControlAction, ControlRequest } from '../engine/control-request.js';
-import { APPROVAL_TIMED_OUT, parseControlRequest } from '../engine/control-request.js';
-import type { Steer } from '../engine/controls.js';
-import type { TurnDigest } from '../engine/digest.js';
-import type { ApprovalDecision } from '../engine/tool-runner.js';
+import type { ControlAction, ControlRequest } from '../contract/control-request.js';
+import { APPROVAL_TIMED_OUT, parseControlRequest } from '../contract/control-request.js';
 import type { ApprovalResult, ControlState, TurnContinuation } from './contract.js';
 import {
   approveUpdate,
@@ -32,6 +29,8 @@ import {
 } from './contract.js';
 import type { TurnRun } from './turn-run.js';
 import { runStoreStep } from './turn-run.js';
+import type { ApprovalDecision, Steer } from '../contract/activities.js';
+import type { TurnDigest } from '../contract/digests.js';
 
 /** What this run knows of a person's controls. Lives in workflow memory, rebuilt by replay. */
 export class TurnControls {

@@ -11,13 +11,13 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import type { TurnDigest } from '../engine/digest.js';
 import { TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS, turnStartOptions } from './contract.js';
 import { PATCH_COORDINATION, releasedPatch } from './patches.js';
 import { pauseAtBoundary, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, continueDue, nudgeMark, runStoreStep, settingsOf } from './turn-run.js';
 import type { turnWorkflow } from './turn-workflow.js';
+import type { TurnDigest } from '../contract/digests.js';
 
 /** A child turn to start: a sub-agent call, or an agent launched by `launch_agent`. */
 interface ChildTurn {

@@ -8,8 +8,7 @@ import {
   makeContinueAsNewFunc,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CancelRequest } from '../engine/cancel-request.js';
-import type { TerminalNotice, TurnErrorDigest } from '../engine/digest.js';
+import type { CancelRequest } from '../contract/cancel-request.js';
 import type { TurnContinuation, TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
 import {
   cancelSignal,
@@ -24,6 +23,7 @@ import { PATCH_FAIL_ACTIVITY, PATCH_NOTIFY, releasedPatch } from './patches.js';
 import type { TurnRun } from './turn-run.js';
 import { settingsOf, turnError } from './turn-run.js';
 import type { turnWorkflow } from './turn-workflow.js';
+import type { TerminalNotice, TurnErrorDigest } from '../contract/digests.js';
 
 export interface TurnEnd {
   result: TurnWorkflowResult;

@@ -3,13 +3,13 @@
  * model → tools → output loop, taking the turn back after a reset.
  */
 import { sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../engine/digest.js';
 import { TURNKIT_STATUS } from './contract.js';
 import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS, releasedPatch } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
 import { commitToOutput, pauseAtBoundary, reopenControls, steerAtBoundary } from './controls.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, continueDue, isLostClaim, nudgeMark, runStoreStep } from './turn-run.js';
+import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../contract/digests.js';
 
 /** How often one run takes its turn back after a LostClaim before it lets go. */
 const MAX_RECLAIMS = 3;

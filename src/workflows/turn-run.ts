@@ -11,13 +11,13 @@ import {
   TimeoutFailure,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { OwnerInput, TurnErrorDigest } from '../engine/digest.js';
 import type { TurnActivityProxies } from './activity-options.js';
 import type { TurnConsole } from './console.js';
 import type { RunFeatures } from './patches.js';
 import type { TurnControls } from './controls.js';
 import type { TurnContinuation, TurnSettings } from './contract.js';
 import { CONTINUE_AS_NEW_AFTER } from './contract.js';
+import type { OwnerInput, TurnErrorDigest } from '../contract/digests.js';
 
 export interface TurnRun {
   activities: TurnActivityProxies;

@@ -15,8 +15,8 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CancelRequest } from '../engine/cancel-request.js';
-import { parseCancelRequest } from '../engine/cancel-request.js';
+import type { CancelRequest } from '../contract/cancel-request.js';
+import { parseCancelRequest } from '../contract/cancel-request.js';
 import { turnActivities } from './activity-options.js';
 import { TurnConsole } from './console.js';
 import { runFeatures } from './patches.js';

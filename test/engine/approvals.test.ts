@@ -12,7 +12,7 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import type { RunHandle } from '../../src/client/run-handle.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
-import { signPrincipal } from '../../src/engine/principal-signature.js';
+import { signPrincipal } from '../../src/engine/controls/principal-signature.js';
 import { ArgumentError, AuthorizationError, ControlError } from '../../src/errors.js';
 import type { ModelClient, ModelRequest } from '../../src/models/types.js';
 import type { ContentPart } from '../../src/store/types.js';

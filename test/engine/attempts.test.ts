@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
-import { turnState } from '../../src/engine/turn-state.js';
+import { turnState } from '../../src/engine/step/turn-state.js';
 import { ScriptedModel, toolCall } from '../../src/testing.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';

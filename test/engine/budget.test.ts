@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS, limitsToJson } from '../../src/agents/agent.js';
-import { Budget } from '../../src/engine/budget.js';
+import { Budget } from '../../src/engine/step/budget.js';
 import { BudgetError } from '../../src/errors.js';
 import { openStore } from '../../src/store/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';

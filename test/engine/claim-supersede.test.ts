@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
-import { claimTurn } from '../../src/engine/claim.js';
+import { claimTurn } from '../../src/engine/claim/claim.js';
 import { Runtime } from '../../src/engine/runtime.js';
 import { StaleTask } from '../../src/errors.js';
 import { openStore } from '../../src/store/index.js';

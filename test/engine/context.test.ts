@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ContextContributor } from '../../src/agents/prompt.js';
 import { defineAgent } from '../../src/agents/agent.js';
 import { configure, resetConfiguration } from '../../src/config.js';
-import { contextOf } from '../../src/engine/turn-state.js';
+import { contextOf } from '../../src/engine/step/turn-state.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import type { JsonObject } from '../../src/store/types.js';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DeltaWriter } from '../../src/engine/live-stream.js';
+import { DeltaWriter } from '../../src/engine/model/live-stream.js';
 import { StoreError } from '../../src/errors.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import type { Store } from '../../src/store/types.js';

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { historyForTurn, SHORT_HISTORY } from '../../src/engine/model-request.js';
-import { activeHistory } from '../../src/engine/summaries.js';
+import { historyForTurn, SHORT_HISTORY } from '../../src/engine/model/model-request.js';
+import { activeHistory } from '../../src/engine/model/summaries.js';
 import { openStore } from '../../src/store/index.js';
 import type { MessageRecord, Store, TurnRecord } from '../../src/store/types.js';
 import { tempSqliteUrl } from '../helpers/turnkit.js';

@@ -17,7 +17,7 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
-import type { TracingOptions } from '../../src/engine/tracing.js';
+import type { TracingOptions } from '../../src/engine/telemetry/tracing.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';

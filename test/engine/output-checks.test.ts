@@ -5,7 +5,7 @@ import { defineAgent } from '../../src/agents/agent.js';
 import type { ConstraintContext } from '../../src/agents/output-policy.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
-import { checkOutputPolicy, toViolations } from '../../src/engine/output-checks.js';
+import { checkOutputPolicy, toViolations } from '../../src/engine/output/output-checks.js';
 import { ArgumentError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { Json, MessageRecord } from '../../src/store/types.js';

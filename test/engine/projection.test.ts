@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectMessages } from '../../src/engine/model-request.js';
+import { projectMessages } from '../../src/engine/model/model-request.js';
 import { openStore } from '../../src/store/index.js';
 import type { ContentPart, Store } from '../../src/store/types.js';
 import { tempSqliteUrl } from '../helpers/turnkit.js';

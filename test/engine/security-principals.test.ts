@@ -10,7 +10,7 @@ import { defineTool } from '../../src/agents/tool.js';
 import { sendMessageTool } from '../../src/agents/coordination.js';
 import type { RunHandle } from '../../src/client/run-handle.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
-import { signPrincipal } from '../../src/engine/principal-signature.js';
+import { signPrincipal } from '../../src/engine/controls/principal-signature.js';
 import type { AuthorizationRequest } from '../../src/engine/runtime.js';
 import { ArgumentError, AuthorizationError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';

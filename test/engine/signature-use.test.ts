@@ -6,10 +6,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
-import { signPrincipal } from '../../src/engine/principal-signature.js';
-import type { Verification } from '../../src/engine/principal-signature.js';
+import { signPrincipal } from '../../src/engine/controls/principal-signature.js';
+import type { Verification } from '../../src/engine/controls/principal-signature.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { verifyOnce } from '../../src/engine/signature-use.js';
+import { verifyOnce } from '../../src/engine/controls/signature-use.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store, TurnRecord } from '../../src/store/types.js';
 import { describePostgres, openPgTestStore } from '../helpers/postgres.js';

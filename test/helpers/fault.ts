@@ -13,7 +13,7 @@ import { expect } from 'vitest';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import type { TurnSettings } from '../../src/workflows/contract.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
-import { iterationsOf, toolCallParts } from '../../src/engine/turn-state.js';
+import { iterationsOf, toolCallParts } from '../../src/engine/step/turn-state.js';
 import type { MessageRecord, Store, ToolExecutionRecord, TurnRecord } from '../../src/store/types.js';
 import { TERMINAL_TURN_STATUSES } from '../../src/store/types.js';
 import { EFFECT_TOOLS, REPLAY_SAFE_TOOLS, faultFixture } from '../fixtures/fault-agents.js';

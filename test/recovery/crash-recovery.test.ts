@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
-import { phaseOf } from '../../src/engine/turn-state.js';
+import { phaseOf } from '../../src/engine/step/turn-state.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import { crashFixture } from '../fixtures/crash-agents.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunHandle } from '../../src/client/run-handle.js';
-import { iterationsOf, phaseOf } from '../../src/engine/turn-state.js';
+import { iterationsOf, phaseOf } from '../../src/engine/step/turn-state.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store, TurnRecord } from '../../src/store/types.js';
 import type { FaultMode, FaultPoint } from '../fixtures/fault-agents.js';

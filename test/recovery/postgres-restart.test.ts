@@ -6,7 +6,7 @@
  * result committed) while PostgreSQL goes down for a few seconds: during a tool, as a tool
  * returns, before a local store step, between a model response and its tools, between two
  * tools. Model and tool activities wait for the store inside their attempt
- * (src/engine/store-outage.ts), so the outage uses up none of their few retries.
+ * (src/engine/step/store-outage.ts), so the outage uses up none of their few retries.
  *
  * The shared PostgreSQL on 127.0.0.1:5432 is never touched: every run starts a private
  * cluster (initdb into a temporary directory, trust auth, a free port, its socket inside the

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { phaseOf } from '../../src/engine/turn-state.js';
+import { phaseOf } from '../../src/engine/step/turn-state.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import type { FaultWorker } from '../helpers/fault.js';

@@ -2,7 +2,7 @@
 import type { ToolContext, ToolDefinition } from '../../src/agents/tool.js';
 import { validateToolArguments } from '../../src/agents/tool.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { checkTreeSpend, recordInternalCall } from '../../src/engine/charge.js';
+import { checkTreeSpend, recordInternalCall } from '../../src/engine/step/charge.js';
 import { DEFAULT_LIMITS } from '../../src/agents/agent.js';
 import type { CostConfig } from '../../src/models/cost.js';
 import type {

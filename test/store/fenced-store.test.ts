@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LostClaim, StaleTask } from '../../src/errors.js';
-import { phaseOf, updateState } from '../../src/engine/turn-state.js';
+import { phaseOf, updateState } from '../../src/engine/step/turn-state.js';
 import { FencedStore } from '../../src/store/fenced-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { Store } from '../../src/store/types.js';

@@ -1,0 +1,187 @@
+import { nowIso } from '../../store/records.js';
+import { claimInLane, rootConversationId } from '../../store/tree.js';
+import { waitsReady } from '../../store/wait-graph.js';
+import { isFinished, subAgentResult } from '../tools/delegation.js';
+import { checkTaskMark } from '../../store/fenced-store.js';
+import type { Store, TurnRecord, TurnStatus } from '../../store/types.js';
+import { Budget } from '../step/budget.js';
+import { turnDigest } from '../step/digest.js';
+import { validateModel } from '../model/model-step.js';
+import type { Runtime } from '../runtime.js';
+import { phaseOf, turnState, updateState } from '../step/turn-state.js';
+import type { ClaimDigest, OwnerInput } from '../../contract/digests.js';
+
+/**
+ * Spec §5.3 step 2: a fresh turn with application-level waits may start only once every
+ * target is finished, or once the root deadline has passed (so it can fail "timed out").
+ */
+async function joinOpen(
+  store: Store,
+  turn: TurnRecord,
+  deadline: () => Promise<Date | null>,
+): Promise<boolean> {
+  if ((await store.listWaits({ turnId: turn.id })).length === 0) return true;
+  if (await waitsReady(store, turn.id)) return true;
+  const at = await deadline();
+  return at !== null && Date.now() >= at.getTime();
+}
+
+/**
+ * Spec §5.3 step 4: before its first model call, a joined turn gets one user message with
+ * the JSON `{"wait_results": [...]}` of its targets, once (`state.wait_input`).
+ */
+async function injectWaitResults(runtime: Runtime, turn: TurnRecord, owner: OwnerInput): Promise<TurnRecord> {
+  if (turnState(turn).phase || turnState(turn).wait_input) return turn;
+  const edges = await runtime.store.listWaits({ turnId: turn.id });
+  if (edges.length === 0) return turn;
+  const { store } = await runtime.ownTurn(owner, turn);
+  const targets = await Promise.all(edges.map((edge) => store.loadTurn(edge.targetTurnId)));
+  if (!targets.every(isFinished)) return turn;
+  const { message, updated } = await store.atomic(null, async () => {
+    const message = await store.appendMessage({
+      conversationId: turn.conversationId,
+      turnId: turn.id,
+      role: 'user',
+      kind: 'text',
+      content: JSON.stringify({ wait_results: targets.map(subAgentResult) }),
+      metadata: { wait_results: true },
+    });
+    return { message, updated: await updateState(store, turn.id, { wait_input: true }) };
+  });
+  await runtime.emit(updated, 'message.created', { message_id: message.id, role: 'user', kind: 'text' });
+  return updated;
+}
+
+/**
+ * Takes a turn its run released (suspended `waiting`, or in one of `from`) back for that run,
+ * under the root lock: running under the same token already, it is returned as is; a stale
+ * workflow task of the run may not (StaleTask); in any other state, null.
+ */
+export async function retakeClaim(
+  runtime: Runtime,
+  input: OwnerInput,
+  from: readonly TurnStatus[],
+): Promise<TurnRecord | null> {
+  const store = runtime.store;
+  const initial = await store.loadTurn(input.turnId);
+  return store.atomic(await rootConversationId(store, initial), async () => {
+    const turn = await store.loadTurn(input.turnId);
+    if (input.taskHistoryLength !== undefined) checkTaskMark(turn, input.claimToken, input.taskHistoryLength);
+    if (turn.status === 'running' && turn.claimToken === input.claimToken) return turn;
+    if (!from.includes(turn.status) || turn.claimToken !== null) return null;
+    return store.claimTurn(turn.id, {
+      from: turn.status,
+      to: 'running',
+      claimToken: input.claimToken,
+      heartbeatAt: nowIso(),
+    });
+  });
+}
+
+export interface ClaimOptions {
+  /**
+   * The caller is the current run of the turn's own workflow (`turnkit-turn-<turnId>`).
+   * Temporal keeps at most one run of a workflow id open, and only that workflow claims the
+   * turn, so a claim held under another token belongs to a run that a reset (or an operator's
+   * terminate) ended: this run takes the turn over from its committed phase, and every write
+   * of the old run fails with LostClaim from then on.
+   */
+  supersede?: boolean;
+  /** The claiming workflow task's history length (see OwnerInput). */
+  taskHistoryLength?: number;
+}
+
+/**
+ * Takes over a turn that a superseded run of its workflow left `running` under another
+ * token, suspended (`waiting`, token cleared) in its tools phase, or paused. Under the same locks as
+ * the lane claim; null when the turn is in neither state. A stale workflow task of the run
+ * that last moved the row gets StaleTask (review finding 20); that run's live task may take
+ * its own row back (its pause step ran again after a lost worker and met the row it paused).
+ */
+async function supersedeClaim(
+  store: Store,
+  turn: TurnRecord,
+  claimToken: string,
+  taskHistoryLength: number | undefined,
+): Promise<TurnRecord | null> {
+  const heldByEndedRun = (row: TurnRecord) =>
+    (row.status === 'running' && row.claimToken !== claimToken) ||
+    (row.status === 'waiting' && turnState(row).phase === 'tools') ||
+    row.status === 'paused';
+  if (!heldByEndedRun(turn)) return null;
+  return store.atomic(await rootConversationId(store, turn), () =>
+    store.atomic(turn.conversationId, async () => {
+      const fresh = await store.loadTurn(turn.id);
+      if (!heldByEndedRun(fresh)) return null;
+      if (taskHistoryLength !== undefined) checkTaskMark(fresh, claimToken, taskHistoryLength);
+      return store.claimTurn(turn.id, {
+        from: fresh.status,
+        to: 'running',
+        claimToken,
+        heartbeatAt: nowIso(),
+      });
+    }),
+  );
+}
+
+/**
+ * Claims a pending turn for the workflow run that owns `claimToken` (spec §5.3): the lane
+ * rules live in the store's `claimInLane`; a retry by the same run gets the same claim. A
+ * fresh turn whose join is still open is refused with `waiting` (and the deadline, for the
+ * workflow's timer); once the join opens, a `waiting` turn goes back to `pending` first.
+ * With `supersede`, a turn held by an ended run of the same workflow is taken over.
+ */
+export async function claimTurn(
+  runtime: Runtime,
+  turnId: string,
+  claimToken: string,
+  options: ClaimOptions = {},
+): Promise<ClaimDigest> {
+  const store = runtime.store;
+  const initial = await store.loadTurn(turnId);
+  const agent = runtime.agents.resolve(initial.agentName);
+  let budget: Promise<Budget> | undefined;
+  // The root's deadline is fixed at submission: the budget is loaded once, when first needed.
+  const deadline = async () =>
+    (await (budget ??= Budget.load(store, initial.rootTurnId, agent.limits))).deadline;
+  if (!turnState(initial).phase && (initial.status === 'waiting' || initial.status === 'pending')) {
+    if (!(await joinOpen(store, initial, deadline))) {
+      const at = await deadline();
+      return {
+        claimed: false,
+        reason: 'waiting',
+        status: initial.status,
+        deadline: at?.toISOString() ?? null,
+      };
+    }
+    if (initial.status === 'waiting') {
+      await store.atomic(await rootConversationId(store, initial), () =>
+        store.claimTurn(turnId, { from: 'waiting', to: 'pending' }),
+      );
+    }
+  }
+  const taken = options.supersede
+    ? await supersedeClaim(store, initial, claimToken, options.taskHistoryLength)
+    : null;
+  if (taken) {
+    await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
+    await validateModel(runtime, agent, taken);
+    return { claimed: true, ...turnDigest(agent, taken, await deadline()) };
+  }
+  const outcome = await claimInLane(store, turnId, claimToken);
+  if (!outcome.claimed) return { claimed: false, reason: outcome.reason, status: outcome.turn.status };
+  if (initial.status !== 'running') {
+    await runtime.emit(outcome.turn, 'turn.started', {
+      status: outcome.turn.status,
+      model: runtime.modelFor(agent, outcome.turn),
+    });
+  }
+  // Before the phase loop (spec §3.2 step 4): a model that can never work fails the turn now.
+  await validateModel(runtime, agent, outcome.turn);
+  const turn = await injectWaitResults(runtime, outcome.turn, {
+    turnId,
+    claimToken,
+    ...(options.taskHistoryLength !== undefined ? { taskHistoryLength: options.taskHistoryLength } : {}),
+  });
+  return { claimed: true, ...turnDigest(agent, turn, await deadline()) };
+}

@@ -1,0 +1,342 @@
+/**
+ * Repair of turns whose workflow is gone without the turn's terminal write (docs/architecture.md,
+ * decision 33): TurnKit's reconciler, with Temporal as the only source of truth about runs. A
+ * turn is looked at only when something waits on it — the lane step for the turns that hold
+ * its lane, a refused claim for the turn that blocks it, `turnkit repair` for a whole store —
+ * and Temporal is asked (describe `turnkit-turn-<turnId>`) whether its workflow is still open.
+ * No timer, no scan loop, no lock of our own: the store's locks fence the write.
+ *
+ * - Workflow closed (terminated, timed out, failed, or completed without writing), or not found
+ *   for a turn that ran: the turn fails with `TurnKit::WorkflowClosed` and the workflow's fate
+ *   as message; its open tool executions are interrupted, each call gets its one result; the
+ *   turns waiting on it and its lane hear of it as of any terminal write.
+ * - Never started (a root turn submitted, no workflow: its start failed after `ask()`/`start()`
+ *   committed it): its workflow is started, as `start(turnId)` would (the same idempotent
+ *   signal-with-start the lane uses). A sub-agent's workflow is its parent's to start.
+ * - `not found` proves nothing by itself: asked in the wrong namespace or cluster, every turn
+ *   is not found. It is acted on only where this namespace is known to run the store's
+ *   workflows: inside a worker (the lane or turn asking is one of them), or when Temporal
+ *   finds some other workflow of the store here; otherwise the turn is held (reported,
+ *   untouched), and only `failMissing` fails a held turn that ran.
+ */
+import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { storedErrorClass } from '../../errors.js';
+import { rootConversationId } from '../../store/tree.js';
+import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '../../store/types.js';
+import type { TurnRecord, TurnStatus } from '../../store/types.js';
+import type { TurnSettings } from '../../workflows/contract.js';
+import {
+  laneFreeSignal,
+  laneStartOptions,
+  targetFinishedSignal,
+  turnStartOptions,
+  turnWorkflowId,
+} from '../../workflows/contract.js';
+import type { laneWorkflow } from '../../workflows/lane-workflow.js';
+import type { turnWorkflow } from '../../workflows/turn-workflow.js';
+import { taskOf } from '../lane/build-turn.js';
+import type { Runtime } from '../runtime.js';
+import { callbackVerdict } from '../lane/messaging.js';
+import { announceTerminalWrite, terminalNotice, writeTerminalRows } from './terminal.js';
+import type { TerminalNotice } from '../../contract/digests.js';
+
+/** Where repair runs: a worker's activity, the client, the CLI. */
+export interface RepairContext {
+  runtime: Runtime;
+  temporal: Client;
+  /** The task queue of the workflows it starts (turns, lanes). */
+  taskQueue: string;
+  /** Settings of the turns and lanes it starts. */
+  settings?: TurnSettings | undefined;
+  /**
+   * True inside a worker: the workflow asking runs in this namespace, so the store's
+   * workflows do, and `not found` means gone. Otherwise (the client, the CLI) repair first
+   * looks for evidence (see `repairTurns`).
+   */
+  namespaceKnown?: boolean;
+}
+
+/** How `repairTurns` runs. */
+export interface RepairOptions {
+  /** Only diagnose: nothing is written or started. */
+  dryRun?: boolean;
+  /**
+   * Fail a turn that ran and whose workflow is not found even when nothing confirms that this
+   * namespace runs the store's workflows (say, every workflow is past its retention).
+   */
+  failMissing?: boolean;
+}
+
+/** What repair found about one turn, and what it did (or, in a dry run, would do). */
+export interface RepairFinding {
+  turnId: string;
+  conversationId: string;
+  status: TurnStatus;
+  /** What Temporal said about the turn's workflow: `terminated`, `timed out`, `not found`, … */
+  workflow: string;
+  /**
+   * `fail`: the turn fails with WorkflowClosed; `start`: its workflow is started; `hold`:
+   * nothing is done, `held` says why (its workflow is not found, and nothing confirms that
+   * this namespace runs the store's workflows).
+   */
+  action: 'fail' | 'start' | 'hold';
+  /** False in a dry run, for a held turn, or when the row changed before the write. */
+  done: boolean;
+  /** Why a turn is held. */
+  held?: string;
+}
+
+/** Temporal's closed statuses, as the turn's error message names them. */
+const CLOSED: Readonly<Record<string, string>> = {
+  COMPLETED: 'completed',
+  FAILED: 'failed',
+  CANCELLED: 'cancelled',
+  TERMINATED: 'terminated',
+  TIMED_OUT: 'timed out',
+};
+
+/**
+ * The turn workflow's fate: `open` (running, or anything Temporal does not call closed),
+ * a closed status (`terminated`, `timed out`, …) or `not found`.
+ */
+export async function turnWorkflowFate(temporal: Client, turnId: string): Promise<string> {
+  try {
+    const { status } = await temporal.workflow.getHandle(turnWorkflowId(turnId)).describe();
+    return CLOSED[status.name] ?? 'open';
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return 'not found';
+    throw error;
+  }
+}
+
+/** What repair would do with `turn`, by its row and Temporal's answer; null: nothing. */
+export async function diagnoseTurn(temporal: Client, turn: TurnRecord): Promise<RepairFinding | null> {
+  if (!repairable(turn)) return null;
+  return findingFor(turn, await turnWorkflowFate(temporal, turn.id));
+}
+
+/** Only submitted turns have a workflow; an inline turn or a finished one is not ours. */
+function repairable(turn: TurnRecord): boolean {
+  return turn.submittedAt !== null && LANE_TURN_STATUSES.includes(turn.status);
+}
+
+/** What repair would do with a repairable `turn` whose workflow's fate is `workflow`. */
+function findingFor(turn: TurnRecord, workflow: string): RepairFinding | null {
+  if (workflow === 'open') return null;
+  const finding = { turnId: turn.id, conversationId: turn.conversationId, status: turn.status, workflow };
+  if (workflow === 'not found' && neverRan(turn)) {
+    return turn.parentTurnId === null ? { ...finding, action: 'start', done: false } : null;
+  }
+  return { ...finding, action: 'fail', done: false };
+}
+
+function neverRan(turn: TurnRecord): boolean {
+  return turn.claimToken === null && turn.startedAt === null && turn.status !== 'running';
+}
+
+/** Carries out a finding (see `diagnoseTurn`); `done` says whether it wrote or started. */
+export async function applyFinding(
+  context: RepairContext,
+  turn: TurnRecord,
+  finding: RepairFinding,
+): Promise<RepairFinding> {
+  if (finding.action === 'hold') return { ...finding, done: false };
+  if (finding.action === 'start') {
+    await startOrNudgeTurn(context, turn);
+    return { ...finding, done: true };
+  }
+  return { ...finding, done: await failVanished(context, turn, finding.workflow) };
+}
+
+/**
+ * Diagnoses each turn and, unless `dryRun`, repairs it. Outside a worker, a `not found` is
+ * acted on only when Temporal finds some workflow of the store in this namespace (one of
+ * these turns', or a finished turn's of the same conversations); otherwise those turns are
+ * held, and `failMissing` fails the held ones that ran.
+ */
+export async function repairTurns(
+  context: RepairContext,
+  turns: readonly TurnRecord[],
+  options: RepairOptions = {},
+): Promise<RepairFinding[]> {
+  const diagnosed: { turn: TurnRecord; workflow: string }[] = [];
+  for (const turn of turns) {
+    if (repairable(turn))
+      diagnosed.push({ turn, workflow: await turnWorkflowFate(context.temporal, turn.id) });
+  }
+  const missing = diagnosed.filter((d) => d.workflow === 'not found');
+  const known =
+    missing.length === 0 ||
+    context.namespaceKnown === true ||
+    missing.length < diagnosed.length ||
+    (await storeSeenHere(
+      context,
+      missing.map((d) => d.turn),
+    ));
+  const findings: RepairFinding[] = [];
+  for (const { turn, workflow } of diagnosed) {
+    let finding = findingFor(turn, workflow);
+    if (!finding) continue;
+    if (!known && workflow === 'not found') finding = held(finding, context, options);
+    findings.push(options.dryRun ? finding : await applyFinding(context, turn, finding));
+  }
+  return findings;
+}
+
+/** A `not found` finding where nothing confirms the namespace: held, unless `failMissing`. */
+function held(finding: RepairFinding, context: RepairContext, options: RepairOptions): RepairFinding {
+  if (finding.action === 'fail' && options.failMissing) return finding;
+  const namespace = context.temporal.options.namespace;
+  return {
+    ...finding,
+    action: 'hold',
+    held:
+      `no workflow of this store is found in namespace ${namespace} (wrong namespace or cluster?)` +
+      (finding.action === 'fail'
+        ? '; --fail-missing fails it anyway'
+        : '; start(turnId) starts it where its workers run'),
+  };
+}
+
+/**
+ * Whether Temporal knows some other workflow of the store: the newest finished submitted
+ * turns (up to three) of the conversations of `missing`. Their workflows outlive them by the
+ * namespace's retention, so a store in use is confirmed; the wrong namespace never is.
+ */
+async function storeSeenHere(context: RepairContext, missing: readonly TurnRecord[]): Promise<boolean> {
+  const conversations = [...new Set(missing.map((turn) => turn.conversationId))];
+  for (const conversationId of conversations) {
+    const finished = await context.runtime.store.listTurns({
+      conversationId,
+      status: [...TERMINAL_TURN_STATUSES],
+    });
+    const newest = finished.filter((turn) => turn.submittedAt !== null).slice(-3);
+    for (const turn of newest) {
+      if ((await turnWorkflowFate(context.temporal, turn.id)) !== 'not found') return true;
+    }
+  }
+  return false;
+}
+
+/** Every submitted turn of the store that is not finished: `turnkit repair`'s scope. */
+export async function unfinishedSubmittedTurns(runtime: Runtime): Promise<TurnRecord[]> {
+  const rows = await runtime.store.listTurns({ status: [...LANE_TURN_STATUSES] });
+  return rows.filter((turn) => turn.submittedAt !== null);
+}
+
+/**
+ * A claim of `turnId` was refused `lane_busy`: the turns ahead of it (those that hold the lane,
+ * and the oldest submitted pending one) are checked and repaired. When no turn holds the
+ * lane and another pending turn heads it, the lane is woken, so that head is started or
+ * nudged (it may be waiting for a wake that never came).
+ */
+export async function checkLaneAhead(context: RepairContext, turnId: string): Promise<RepairFinding[]> {
+  const store = context.runtime.store;
+  const turn = await store.loadTurn(turnId);
+  if (turn.submittedAt === null) return [];
+  const lane = await store.listTurns({
+    conversationId: turn.conversationId,
+    status: [...LANE_TURN_STATUSES],
+  });
+  const busy = lane.filter((other) => other.id !== turnId && BUSY_TURN_STATUSES.includes(other.status));
+  const head = lane.find((other) => other.status === 'pending' && other.submittedAt !== null);
+  const ahead = head && head.id !== turnId ? [...busy, head] : busy;
+  const findings = await repairTurns(context, ahead);
+  if (busy.length === 0 && head && head.id !== turnId && !findings.some((f) => f.done)) {
+    await wakeLane(context, turn.conversationId);
+  }
+  return findings;
+}
+
+/**
+ * Starts the turn's workflow, or nudges it when it already runs (waiting for its lane):
+ * signal-with-start on the fixed workflow id, so a turn never runs twice. `closed` when its
+ * workflow ran and closed already (nothing was started: repair decides what the row needs).
+ */
+export async function startOrNudgeTurn(
+  context: RepairContext,
+  turn: TurnRecord,
+): Promise<'started' | 'closed'> {
+  try {
+    await context.temporal.workflow.signalWithStart<typeof turnWorkflow, []>('turnWorkflow', {
+      ...turnStartOptions({
+        turn,
+        task: await taskOf(context.runtime.store, turn),
+        settings: context.settings,
+      }),
+      taskQueue: context.taskQueue,
+      signal: laneFreeSignal,
+      signalArgs: [],
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    });
+    return 'started';
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) return 'closed';
+    throw error;
+  }
+}
+
+/** Signal-with-start of a conversation's lane. */
+export async function wakeLane(context: RepairContext, conversationId: string): Promise<void> {
+  await context.temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
+    ...laneStartOptions(conversationId, context.settings),
+    taskQueue: context.taskQueue,
+  });
+}
+
+/**
+ * Fails a turn whose workflow is gone, fenced: under the root's and the conversation's locks
+ * (the claim's), and only while the row is as it was when Temporal was asked — same status,
+ * same claim token, not updated since — so a run that claimed it meanwhile is never touched.
+ * False when the row moved.
+ */
+async function failVanished(context: RepairContext, seen: TurnRecord, workflow: string): Promise<boolean> {
+  const { runtime } = context;
+  const store = runtime.store;
+  const error = { class: storedErrorClass('WorkflowClosed'), message: workflow };
+  // The policy's word on a completion callback, before the transaction (no user code under its
+  // lock); the terminal write re-checks what it decided on.
+  const verdict = await callbackVerdict(runtime, seen);
+  const written = await store.atomic(await rootConversationId(store, seen), () =>
+    store.atomic(seen.conversationId, async () => {
+      const fresh = await store.loadTurn(seen.id);
+      const unchanged =
+        fresh.status === seen.status &&
+        fresh.claimToken === seen.claimToken &&
+        fresh.updatedAt === seen.updatedAt;
+      if (!unchanged) return null;
+      return writeTerminalRows(
+        store,
+        seen.id,
+        { status: 'failed', error },
+        `turn failed: its workflow ${workflow}`,
+        verdict,
+      );
+    }),
+  );
+  if (!written) return false;
+  for (const execution of written.interrupted) {
+    await runtime.emit(written.turn, 'tool_call.interrupted', {
+      id: execution.toolCallId,
+      name: execution.toolName,
+      tool_execution_id: execution.id,
+    });
+  }
+  await announceTerminalWrite(runtime, written);
+  await runtime.emit(written.turn, 'turn.failed', { error, repaired: true });
+  await deliverNotice(context, await terminalNotice(store, written.turn, written.callback.delivery), seen.id);
+  return true;
+}
+
+/** What a turn's workflow does after its terminal write (`notify`), done from outside it. */
+async function deliverNotice(context: RepairContext, notice: TerminalNotice, turnId: string): Promise<void> {
+  for (const waiter of notice.waiters) {
+    // A waiter whose workflow is gone is repaired on its own; the others re-check their waits.
+    await context.temporal.workflow
+      .getHandle(turnWorkflowId(waiter))
+      .signal(targetFinishedSignal, turnWorkflowId(turnId))
+      .catch(() => undefined);
+  }
+  for (const conversationId of notice.lanes) await wakeLane(context, conversationId);
+}

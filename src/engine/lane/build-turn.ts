@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import type { Agent, PromptMode } from '../../agents/agent.js';
+import { limitsToJson, resolvePromptMode, resolveThinking, schemaToJson } from '../../agents/agent.js';
+import { ArgumentError } from '../../errors.js';
+import type { Thinking } from '../../models/types.js';
+import { jsonCopy, nowIso } from '../../store/records.js';
+import type { Json, JsonObject, Store, TurnRecord } from '../../store/types.js';
+
+export interface BuildTurnOptions {
+  /** The turn's id, when the caller allocated it first (to authorize with it). */
+  id?: string;
+  /** The application's identity; absent → the conversation's stored principal. */
+  principal?: Json;
+  /** Run context; absent → the conversation's stored context. */
+  context?: JsonObject;
+  model?: string;
+  promptMode?: PromptMode;
+  /** Thinking for this turn; `null` turns it off. Absent → the agent's. */
+  thinking?: Thinking | null;
+  /** Structured output of this turn (a zod schema or a JSON Schema). Absent → the agent's. */
+  outputSchema?: z.ZodType | JsonObject;
+  /** `true` forces compaction before the model phase, `false` disables it for this turn. */
+  compact?: boolean;
+  /** Joins an existing root tree (shared budget and usage). */
+  rootTurnId?: string;
+  /** Marks the turn submitted (a background turn that a workflow will run). */
+  submit?: boolean;
+  /** Where the completion callback goes (spec §5.8). */
+  callbackConversationId?: string;
+}
+
+/**
+ * Builds a pending turn that snapshots the conversation as it is now (spec §3.1): the
+ * trigger message, the agent's limits, and copies of the principal and the run context.
+ * Used by the client, by wake-ups and by launched agents, so every turn is built alike.
+ */
+export async function buildTurn(
+  store: Store,
+  agent: Agent,
+  conversationId: string,
+  trigger: { id: string; sequence: number },
+  options: BuildTurnOptions = {},
+): Promise<TurnRecord> {
+  const conversation = await store.loadConversation(conversationId);
+  const turnOptions: JsonObject = {
+    trigger_message_id: trigger.id,
+    budget_limits: limitsToJson(agent.limits),
+    // An explicit null is kept: it turns the agent's thinking off for this turn (CORE-08).
+    thinking: jsonCopy(
+      'thinking' in options && options.thinking !== undefined
+        ? resolveThinking('turn', options.thinking)
+        : (agent.thinking ?? null),
+    ) as Json,
+    context: jsonCopy(
+      options.context ?? (conversation.metadata['turnkit_context'] as JsonObject | undefined) ?? {},
+    ),
+    principal: jsonCopy(options.principal ?? conversation.metadata['principal'] ?? null),
+  };
+  const schema = outputJsonSchema(options.outputSchema) ?? agent.outputJsonSchema;
+  if (schema) turnOptions['output_schema'] = jsonCopy(schema);
+  if (options.compact !== undefined) {
+    if (typeof options.compact !== 'boolean') throw new ArgumentError('compact must be true or false');
+    turnOptions['compact'] = options.compact;
+  }
+  // The subject's prompt as it was when the turn was built (BG-04).
+  const subjectPrompt = conversation.metadata['turnkit_subject_prompt'];
+  if (typeof subjectPrompt === 'string') turnOptions['subject_prompt'] = subjectPrompt;
+  if (options.promptMode !== undefined)
+    turnOptions['prompt_mode'] = resolvePromptMode('turn', options.promptMode)!;
+  if (options.callbackConversationId)
+    turnOptions['callback_conversation_id'] = options.callbackConversationId;
+  return store.createTurn({
+    ...(options.id ? { id: options.id } : {}),
+    conversationId,
+    agentName: agent.name,
+    contextMessageSequence: trigger.sequence,
+    ...(options.rootTurnId ? { rootTurnId: options.rootTurnId } : {}),
+    model: options.model ?? conversation.model ?? agent.model ?? null,
+    options: turnOptions,
+    submittedAt: options.submit ? nowIso() : null,
+  });
+}
+
+/** The JSON Schema of a per-turn output schema: a zod schema is converted, an object is taken as is. */
+export function outputJsonSchema(schema: z.ZodType | JsonObject | undefined): JsonObject | undefined {
+  if (schema === undefined) return undefined;
+  if (schema instanceof z.ZodType) return schemaToJson(schema);
+  if (schema && typeof schema === 'object' && !Array.isArray(schema)) return schema;
+  throw new ArgumentError('outputSchema must be a zod schema or a JSON Schema object');
+}
+
+/** What a turn is about: the text of its trigger (the last message it sees), else its id. */
+export async function taskOf(store: Store, turn: TurnRecord): Promise<string> {
+  const through = turn.contextMessageSequence;
+  // Usually the message at the snapshot's sequence: read it alone, not the whole history.
+  const trigger =
+    (
+      await store.listMessages(turn.conversationId, { throughSequence: through, afterSequence: through - 1 })
+    ).at(-1) ?? (await store.listMessages(turn.conversationId, { throughSequence: through })).at(-1);
+  const text = trigger?.content.find((part) => part.type === 'text');
+  return text && text.type === 'text' ? text.text : turn.id;
+}

@@ -1,0 +1,129 @@
+import type { ContentPart, Json, JsonObject, Store, TurnRecord } from '../../store/types.js';
+import type { Phase } from '../../contract/digests.js';
+
+/**
+ * The runtime state persisted in `options.state` (spec §2.3), in TurnKit's key names, plus
+ * `model_step` / `reserved_step`: the workflow's model-step number whose iteration was
+ * reserved and whose response was stored, which makes the model activity idempotent; and the
+ * engine's own counts of provider and tool errors, which an attempt lost with its worker
+ * never adds to.
+ */
+export interface TurnState {
+  phase?: Phase;
+  parts?: ContentPart[] | null;
+  candidate?: string | null;
+  output_data?: Json;
+  terminal_tool_name?: string | null;
+  iterations?: number;
+  revisions_used?: number;
+  policy_audit?: JsonObject;
+  /**
+   * Messages completed tool calls asked to append once every call of the response has its
+   * result (`ToolContext.appendAfterResults`): written when the tools phase closes.
+   */
+  after_results?: JsonObject[] | null;
+  /** Verdicts of the judges that already answered for the candidate of `key`, by policy index. */
+  output_judged?: { key: string; verdicts: Record<string, JsonObject[]> } | null;
+  /** What the `outputAudit` activity found for the candidate whose key it names. */
+  output_audit?: { key: string; violations: JsonObject[] } | null;
+  /** Output-check runs that threw, for the candidate `key` (`maxOutputAttempts`). */
+  output_errors?: { step: string; count: number };
+  wait_input?: boolean;
+  reserved_step?: string;
+  model_step?: string;
+  /** Provider errors of the model step `step` so far (`maxProviderAttempts`). */
+  provider_errors?: { step: string; count: number };
+  /** Runs of a replay-safe tool that threw, per execution id (`maxToolAttempts`). */
+  tool_errors?: Record<string, number>;
+  /** The model step whose compaction ran (compactStep is idempotent per step key). */
+  compaction_step?: string;
+  /** A turn built with `compact: true` compacted (or found nothing to) once. */
+  compaction_forced?: boolean;
+  /** Ids of the steering Updates already applied (each person's message is written once). */
+  steers_applied?: string[];
+  /** Signatures already used, by MAC, until they expire: each verifies once (`signature-use.ts`). */
+  signatures_used?: Record<string, { expires_at: string; use: string }>;
+}
+
+export function turnState(turn: TurnRecord): TurnState {
+  const state = turn.options['state'];
+  return state && typeof state === 'object' && !Array.isArray(state) ? (state as TurnState) : {};
+}
+
+export function phaseOf(turn: TurnRecord): Phase {
+  return turnState(turn).phase ?? 'model';
+}
+
+/** Iterations this turn reserved (legacy top-level `options.iterations` as fallback). */
+export function iterationsOf(turn: TurnRecord): number {
+  const fromState = turnState(turn).iterations;
+  if (typeof fromState === 'number') return fromState;
+  const legacy = turn.options['iterations'];
+  return typeof legacy === 'number' ? legacy : 0;
+}
+
+/** Merges into `options.state`; `options` is replaced whole, so always merge from a fresh read. */
+export async function updateState(
+  store: Store,
+  turnId: string,
+  patch: Partial<TurnState>,
+): Promise<TurnRecord> {
+  // Read and write in one transaction: a concurrent write of another key (a fenced store's
+  // task mark, for one) is never overwritten by a stale copy of the options.
+  return store.atomic(null, async () => {
+    const turn = await store.loadTurn(turnId);
+    const state = { ...turnState(turn), ...patch } as JsonObject;
+    return store.updateTurn(turnId, { options: { ...turn.options, state } });
+  });
+}
+
+/** Errors one step has seen, counted in the turn's state (`provider_errors`, `output_errors`). */
+type StepErrorField = 'provider_errors' | 'output_errors';
+
+/**
+ * Counts one more error of `step` under `field`, in one transaction, so every worker sees the
+ * count (a different step starts over at 1). An attempt that died with its worker never
+ * counts. Returns the count and the retry's delay (1 s, doubling to 30 s).
+ */
+export async function countStepError(
+  store: Store,
+  turnId: string,
+  field: StepErrorField,
+  step: string,
+): Promise<{ count: number; retryDelayMs: number }> {
+  const count = await store.atomic(null, async () => {
+    const previous = turnState(await store.loadTurn(turnId))[field];
+    const count = previous?.step === step ? previous.count + 1 : 1;
+    await updateState(store, turnId, { [field]: { step, count } });
+    return count;
+  });
+  return { count, retryDelayMs: Math.min(1_000 * 2 ** (count - 1), 30_000) };
+}
+
+export function toolCallParts(parts: readonly ContentPart[] | null | undefined) {
+  return (parts ?? []).filter(
+    (part): part is Extract<ContentPart, { type: 'tool_call' }> => part.type === 'tool_call',
+  );
+}
+
+export function principalOf(turn: TurnRecord): Json {
+  return turn.options['principal'] ?? null;
+}
+
+export function contextOf(turn: TurnRecord): JsonObject {
+  const context = turn.options['context'];
+  return context && typeof context === 'object' && !Array.isArray(context)
+    ? (JSON.parse(JSON.stringify(context)) as JsonObject)
+    : {};
+}
+
+/** Depth of a turn in its tree: 0 for a root, parent's depth + 1 otherwise. */
+export async function depthOf(store: Store, turn: TurnRecord): Promise<number> {
+  let depth = 0;
+  let current = turn;
+  while (current.parentTurnId) {
+    current = await store.loadTurn(current.parentTurnId);
+    depth += 1;
+  }
+  return depth;
+}
