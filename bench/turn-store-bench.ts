@@ -8,8 +8,7 @@
  *
  * TURN_STORE_LOG=file appends the last turn's statements, for reading what each activity sends.
  *
- * A statement is whatever the driver sends: BEGIN and COMMIT (and, on PostgreSQL, savepoints,
- * advisory locks and NOTIFY) count, as each is a round trip or a step of SQLite's executor.
+ * What counts as a statement, and what as a transaction: bench/turn-store-figures.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, mkdtempSync } from 'node:fs';
@@ -17,7 +16,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime as TemporalRuntime,
+  Worker,
+} from '@temporalio/worker';
 import pg from 'pg';
 import { createTurnActivities } from '../src/activities/turn-activities.js';
 import { AgentRegistry } from '../src/agents/registry.js';
@@ -39,6 +44,8 @@ const pgBase =
   'postgres://postgres@127.0.0.1:5432/turnkit_test';
 
 installStatementCounter();
+// The figures are the output: the worker's state changes would bury them.
+TemporalRuntime.install({ logger: new DefaultLogger('WARN') });
 const agents = new AgentRegistry([benchAgent]);
 const connection = await NativeConnection.connect({ address });
 const temporal = new Client({ connection: await Connection.connect({ address }) });
@@ -119,11 +126,12 @@ async function measurePostgres(): Promise<TurnStoreFigures | null> {
 function print(name: string, figures: TurnStoreFigures): void {
   console.log(`\n${name}: ${turns} bench turns`);
   for (const [key, value] of Object.entries(figures.summary)) console.log(`  ${key.padEnd(28)} ${value}`);
-  console.log('  by activity (statements / turn-row reads per turn):');
+  console.log('  by activity, per turn:      statements transactions turn-row reads');
   for (const [activity, counts] of Object.entries(figures.byLabel)) {
-    console.log(
-      `    ${activity.padEnd(26)} ${String(counts.statements).padStart(6)} ${String(counts.rowLoads).padStart(4)}`,
+    const columns = [counts.statements, counts.transactions, counts.rowLoads].map((v) =>
+      String(v).padStart(6),
     );
+    console.log(`    ${activity.padEnd(26)} ${columns.join('       ')}`);
   }
   console.log('  turn-row reads by phase:', JSON.stringify(figures.rowLoadsByPhase));
   console.log('  statements by kind:', JSON.stringify(figures.byKind));
@@ -141,11 +149,13 @@ mergeBenchResults({
   turn_store_statements_worker: sqlite.summary.worker_statements,
   turn_store_statements_client: sqlite.summary.client_statements,
   turn_store_transactions: sqlite.summary.transactions,
+  turn_store_round_trips: sqlite.summary.round_trips,
   turn_row_loads: sqlite.summary.worker_row_loads,
   ...(postgres
     ? {
         turn_store_statements_pg: postgres.summary.statements,
         turn_store_statements_worker_pg: postgres.summary.worker_statements,
+        turn_store_round_trips_pg: postgres.summary.round_trips,
         turn_row_loads_pg: postgres.summary.worker_row_loads,
       }
     : {}),
