@@ -28,6 +28,7 @@ import { createTurnActivities } from '../src/activities/turn-activities.js';
 import { AgentRegistry } from '../src/agents/registry.js';
 import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { Runtime } from '../src/engine/runtime.js';
+import { ConfigError } from '../src/errors.js';
 import { openStore } from '../src/store/index.js';
 import { benchAgent, benchModel } from './bench-agent.js';
 import { mergeBenchResults } from './results.js';
@@ -37,11 +38,15 @@ import { summarizeTurns, type TurnStoreFigures } from './turn-store-figures.js';
 
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
 const turns = Number(process.env['TURN_STORE_TURNS'] ?? 20);
+if (!Number.isInteger(turns) || turns < 1)
+  throw new ConfigError(`TURN_STORE_TURNS must be a whole number of turns, at least 1 (got ${turns})`);
 const warmup = 3;
 const pgBase =
   process.env['TURNKIT_BENCH_DATABASE_URL'] ??
   process.env['TURNKIT_TEST_DATABASE_URL'] ??
   'postgres://postgres@127.0.0.1:5432/turnkit_test';
+
+const redacted = (url: string) => url.replace(/\/\/[^@/]*@/, '//');
 
 installStatementCounter();
 // The figures are the output: the worker's state changes would bury them.
@@ -53,8 +58,6 @@ const workflowBundle = await bundleWorkflowCode({
   workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
   logger: { log() {}, trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error },
 });
-
-const redacted = (url: string) => url.replace(/\/\/[^@/]*@/, '//');
 
 type Activities = Record<string, (...args: never[]) => Promise<unknown>>;
 
@@ -77,7 +80,7 @@ async function measure(url: string): Promise<TurnStoreFigures> {
     connection,
     taskQueue,
     workflowBundle,
-    activities: labelled({ ...(createTurnActivities(runtime) as unknown as Activities) }),
+    activities: labelled(createTurnActivities(runtime) as unknown as Activities),
   });
   const client = new TurnKitClient({ store, agents, temporal, taskQueue });
   const turn = async (): Promise<string> => {
@@ -112,7 +115,10 @@ async function measurePostgres(): Promise<TurnStoreFigures | null> {
   try {
     await admin.connect();
   } catch (error) {
-    console.warn(`turn store bench: PostgreSQL unreachable at ${pgBase}, its keys are left out:`, error);
+    console.warn(
+      `turn store bench: PostgreSQL unreachable at ${redacted(pgBase)}, its keys are left out:`,
+      error,
+    );
     return null;
   }
   try {
