@@ -10,15 +10,12 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
-import { z } from 'zod';
 import { createTurnActivities } from '../src/activities/turn-activities.js';
-import { defineAgent } from '../src/agents/agent.js';
 import { AgentRegistry } from '../src/agents/registry.js';
-import { defineTool } from '../src/agents/tool.js';
 import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { Runtime } from '../src/engine/runtime.js';
-import { ScriptedModel } from '../src/models/scripted-model.js';
 import { openStore } from '../src/store/index.js';
+import { benchAgent, benchModel } from './bench-agent.js';
 import { cpuDuring, devServerPid, percentile, throughput, timed } from './results.js';
 
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
@@ -27,22 +24,10 @@ const concurrent = Number(process.env['BENCH_CONCURRENT'] ?? 128);
 const concurrency = 32;
 const serverPid = devServerPid(address);
 
-const finish = defineTool({
-  name: 'finish',
-  description: 'Ends the turn.',
-  input: z.object({ answer: z.string() }),
-  terminal: true,
-  execute: ({ answer }) => ({ result: answer }),
-});
-const agent = defineAgent({ name: 'bench', tools: [finish] });
-const model = new ScriptedModel({
-  bench: () => ({ toolCalls: [{ name: 'finish', arguments: { answer: '42' } }] }),
-});
-
 const dir = mkdtempSync(join(tmpdir(), 'turnkit-bench-'));
 const store = await openStore(join(dir, 'bench.sqlite'));
-const agents = new AgentRegistry([agent]);
-const runtime = new Runtime({ store, agents, model, defaultModel: 'scripted' });
+const agents = new AgentRegistry([benchAgent]);
+const runtime = new Runtime({ store, agents, model: benchModel, defaultModel: 'scripted' });
 const taskQueue = `turnkit-bench-${Date.now()}`;
 const connection = await NativeConnection.connect({ address });
 const temporalClient = new Client({ connection: await Connection.connect({ address }) });

@@ -8,8 +8,9 @@ ensure_temporal
 ensure_postgres
 echo "turnkit: benchmarks on Node $(node -v)"
 npm run build # the compiled package and its prebuilt workflow bundles (bench/worker-start-bench.ts)
+npx tsx bench/turn-bench.ts # first: it starts bench-results.json afresh, the others merge into it
+npx tsx bench/turn-store-bench.ts
 npx tsx bench/worker-start-bench.ts
-npx tsx bench/turn-bench.ts
 npx tsx bench/cancel-bench.ts
 npx tsx bench/approval-bench.ts
 BENCH_CANCEL_DELIVERY=heartbeat npx tsx bench/cancel-bench.ts
