@@ -1,4 +1,6 @@
 /**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ *
  * Provider and tool errors are counted by the engine, per model step and per execution, in
  * the turn's state (issue 20): a model step that keeps failing fails the turn with ModelError
  * after exactly `maxProviderAttempts` provider calls, a replay-safe tool that keeps throwing
@@ -12,8 +14,8 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { turnState } from '../../src/engine/step/turn-state.js';
 import { ScriptedModel, toolCall } from '../../src/testing.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit } from '../helpers/turnkit.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 const runs: string[] = [];
 const flaky = defineTool({
@@ -42,9 +44,9 @@ const script = new ScriptedModel({
 });
 
 describe('provider and tool attempts are counted by the engine', () => {
-  let kit: TestKit;
+  let kit: DriverKit;
   beforeAll(async () => {
-    kit = await startKit({
+    kit = await startDriverKit({
       agents: [
         defineAgent({ name: 'down' }),
         defineAgent({ name: 'recovering' }),

@@ -1,3 +1,6 @@
+/**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
@@ -9,8 +12,8 @@ import { CompactionError, ConfigError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import type { MessageRecord } from '../../src/store/types.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit } from '../helpers/turnkit.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 const isSummary = (request: ModelRequest) => request.metadata.purpose === 'compaction';
 let summaryText = 'SUMMARY: the user asked things and got answers.';
@@ -40,10 +43,10 @@ const agents = [
   }),
 ];
 
-let kit: TestKit;
+let kit: DriverKit;
 let client: TurnKitClient;
 beforeAll(async () => {
-  kit = await startKit({
+  kit = await startDriverKit({
     agents,
     model,
     runtime: {

@@ -1,3 +1,6 @@
+/**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,9 +16,8 @@ import { createModelClient } from '../../src/models/providers.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import { ScriptedModel, toolCall } from '../../src/models/scripted-model.js';
 import type { ScriptedStep } from '../../src/models/scripted-model.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit } from '../helpers/turnkit.js';
-import { connectClient } from '../helpers/temporal.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 /**
  * A local server speaking OpenAI's chat-completions wire format (the vision model and a
@@ -79,7 +81,7 @@ const lastToolResult = (request: ModelRequest) => {
   return tool ? (JSON.parse(tool.content) as Record<string, unknown>) : null;
 };
 
-let kit: TestKit;
+let kit: DriverKit;
 let vision: ReturnType<typeof createModelClient>;
 
 const artistScript = (request: ModelRequest, { call }: { call: number }): ScriptedStep => {
@@ -138,7 +140,7 @@ beforeAll(async () => {
     allowHttp: true,
     allowPrivateNetwork: ['127.0.0.1/32'],
   });
-  kit = await startKit({
+  kit = await startDriverKit({
     model,
     runtime: { cost: { costRates: { 'vision-1': { input: 1, output: 2 } } } },
     agents: [
@@ -275,7 +277,7 @@ describe('media: view_media, media input, media analysis', () => {
     const other = new TurnKitClient({
       store: kit.store,
       agents: kit.agents,
-      temporal: await connectClient(),
+      temporal: kit.client.temporal,
       taskQueue: kit.taskQueue,
     });
     const reloaded = await (await other.handle(turn.id)).transcript();

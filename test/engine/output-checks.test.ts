@@ -1,17 +1,18 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+/**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ * Where the checks run (their own activity, its timeout): output-check-activity.test.ts.
+ */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import type { ConstraintContext } from '../../src/agents/output-policy.js';
 import { defineTool } from '../../src/agents/tool.js';
-import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { checkOutputPolicy, toViolations } from '../../src/engine/output/output-checks.js';
 import { ArgumentError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { Json, MessageRecord } from '../../src/store/types.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit } from '../helpers/turnkit.js';
-import { connectClient } from '../helpers/temporal.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 const textOf = (message: MessageRecord) =>
   message.content.map((part) => (part.type === 'text' ? part.text : '')).join('');
@@ -36,8 +37,6 @@ const script = new ScriptedModel({
     { toolCalls: [{ name: 'submit', arguments: { answer: 'TODO' } }] },
     { toolCalls: [{ name: 'submit', arguments: { answer: '42' } }] },
   ],
-  asyncer: ['slow but fine'],
-  hanger: ['never judged'],
   schema: [
     { text: '{"answer":"42"}', outputData: { answer: '42' } },
     { text: '{"answer":42}', outputData: { answer: 42 } },
@@ -80,19 +79,6 @@ const agents = [
     outputRetries: 1,
     outputConstraints: [noTodo],
   }),
-  defineAgent({
-    name: 'asyncer',
-    outputPolicy: {
-      check: async (output: Json) => {
-        await sleep(300);
-        return output === 'slow but fine' ? null : 'unexpected';
-      },
-    },
-  }),
-  defineAgent({
-    name: 'hanger',
-    outputConstraints: [async () => sleep(8_000).then(() => null)],
-  }),
   defineAgent({ name: 'schema', outputSchema: z.object({ answer: z.number() }), outputRetries: 1 }),
   defineAgent({ name: 'schemaStrict', outputSchema: z.object({ answer: z.number() }) }),
   defineAgent({
@@ -109,14 +95,14 @@ const agents = [
   }),
 ];
 
-let kit: TestKit;
+let kit: DriverKit;
 
 beforeAll(async () => {
-  kit = await startKit({ agents, model: script });
+  kit = await startDriverKit({ agents, model: script });
 });
 afterAll(async () => kit?.stop());
 
-describe('output checks on the Temporal dev server', () => {
+describe('output checks', () => {
   it('CORE-20 a constraint returns nothing, a boolean, a string, a violation (message or error, metadata explicit or the other keys), an audit, or an array of those; anything else is an ArgumentError', async () => {
     expect(toViolations(undefined)).toEqual([]);
     expect(toViolations(null)).toEqual([]);
@@ -241,44 +227,6 @@ describe('output checks on the Temporal dev server', () => {
     const revision = (await run.transcript()).find((m) => m.metadata['source'] === 'output_policy')!;
     expect(textOf(revision)).toContain('Resubmit the revised output by calling submit.');
     expect((await run.toolExecutions()).map((e) => e.status)).toEqual(['completed', 'completed']);
-  });
-
-  it('CORE-20 an async constraint runs in its own scheduled activity (outputAudit), not inside the local output step', async () => {
-    const run = await kit.client.run('asyncer', 'Be slow');
-    const turn = await run.result();
-    expect(turn.status).toBe('completed');
-    expect(await run.policyAudit()).toEqual({ clean: true, violations: [] });
-    const temporal = await connectClient();
-    const history = await temporal.workflow.getHandle(run.workflowId).fetchHistory();
-    const scheduled = (history.events ?? []).flatMap((event) => {
-      const name = event.activityTaskScheduledEventAttributes?.activityType?.name;
-      return name ? [name] : [];
-    });
-    expect(scheduled).toContain('outputAudit');
-    // No checks, no audit activity: a plain turn keeps its two activities.
-    const plain = await kit.client.run('schemaStrict', 'x');
-    await plain.result();
-    const plainHistory = await temporal.workflow.getHandle(plain.workflowId).fetchHistory();
-    expect(
-      (plainHistory.events ?? []).some(
-        (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'outputAudit',
-      ),
-    ).toBe(false);
-  });
-
-  it('CORE-20 a constraint that never answers is bounded by the output activity timeout: the turn fails, it is not stuck', async () => {
-    const client = new TurnKitClient({
-      store: kit.store,
-      agents: kit.agents,
-      temporal: await connectClient(),
-      taskQueue: kit.taskQueue,
-      turnSettings: { output: { startToCloseTimeout: '2 seconds', maximumAttempts: 1 } },
-    });
-    const run = await client.run('hanger', 'Wait');
-    const turn = await run.result();
-    expect(turn.status).toBe('failed');
-    expect(turn.error!.message).toMatch(/timed out/);
-    expect(turn.claimToken).toBeNull();
   });
 
   it('CORE-20 output schema errors: structured output that does not match outputSchema is an output_schema violation a revision can repair; no structured output at all is one too', async () => {

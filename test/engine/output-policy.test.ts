@@ -1,3 +1,6 @@
+/**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,8 +21,8 @@ import type { ScriptedStep } from '../../src/models/scripted-model.js';
 import { ScriptedModel, toolCall } from '../../src/models/scripted-model.js';
 import { painter } from '../../src/specialists/painter.js';
 import type { MessageRecord } from '../../src/store/types.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit } from '../helpers/turnkit.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'turnkit-policy-'));
 const toneFile = join(dir, 'tone.md');
@@ -169,9 +172,9 @@ const agents = [
   }),
 ];
 
-let kit: TestKit;
+let kit: DriverKit;
 beforeAll(async () => {
-  kit = await startKit({
+  kit = await startDriverKit({
     agents,
     model,
     runtime: {

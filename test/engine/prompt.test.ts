@@ -1,3 +1,6 @@
+/**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
@@ -6,8 +9,8 @@ import { configure, resetConfiguration } from '../../src/config.js';
 import { ArgumentError, ConfigError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit } from '../helpers/turnkit.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 const lookup = defineTool({
   name: 'lookup',
@@ -60,9 +63,9 @@ const agents = [
   defineAgent({ name: 'schemaless' }),
 ];
 
-let kit: TestKit;
+let kit: DriverKit;
 beforeAll(async () => {
-  kit = await startKit({ agents, model });
+  kit = await startDriverKit({ agents, model });
 });
 afterAll(async () => kit?.stop());
 afterEach(() => resetConfiguration());

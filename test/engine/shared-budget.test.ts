@@ -1,4 +1,6 @@
 /**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ *
  * Root-wide budgets across parallel children (spec §3.4, §5.11): reservations run under the
  * root lock, so two children running at once can never both take the last unit.
  */
@@ -7,8 +9,8 @@ import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit } from '../helpers/turnkit.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 let toolRuns = 0;
 const work = defineTool({
@@ -47,9 +49,9 @@ const model = new ScriptedModel({
 });
 
 const child = defineAgent({ name: 'child', tools: [work] });
-let kit: TestKit;
+let kit: DriverKit;
 beforeAll(async () => {
-  kit = await startKit({
+  kit = await startDriverKit({
     agents: [
       child,
       defineAgent({ name: 'tool_parent', subAgents: [child], limits: { maxToolExecutions: 3 } }),

@@ -1,11 +1,13 @@
+/**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ * Loaded skills across a worker change (BG-34) need workers: skills-worker-change.test.ts.
+ */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
-import { AgentRegistry } from '../../src/agents/registry.js';
-import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { defineSkill, skillFromFile, skillsFromDirectory } from '../../src/agents/skill.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { configure, resetConfiguration } from '../../src/config.js';
@@ -14,10 +16,8 @@ import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import { oracle } from '../../src/specialists/oracle.js';
 import { readOnlyTool } from '../../src/specialists/read-only.js';
-import { createWorker } from '../../src/worker.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit, temporalConnections } from '../helpers/turnkit.js';
-import { gate } from '../helpers/wait.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 const citations: string[] = [];
 const cite = defineTool({
@@ -58,9 +58,9 @@ const model = new ScriptedModel({
   stylist: () => 'styled',
 });
 
-let kit: TestKit;
+let kit: DriverKit;
 beforeAll(async () => {
-  kit = await startKit({
+  kit = await startDriverKit({
     agents: [
       defineAgent({ name: 'researcher', availableSkills: [research] }),
       defineAgent({ name: 'unknown_skill', availableSkills: [research, style] }),
@@ -206,60 +206,4 @@ describe('skill files', () => {
     expect(() => skillsFromDirectory(broken)).toThrow(ConfigError);
     expect(() => skillFromFile(join(broken, 'missing.md'))).toThrow(ConfigError);
   });
-});
-
-describe('loaded skills across a worker change (BG-34)', () => {
-  it('BG-34 skill tools loaded before the worker went away are still offered by a new worker; one load_skill execution; the turn completes', async () => {
-    const secondCall = gate();
-    const modelA = new ScriptedModel({
-      crasher: (_request, { call }) => {
-        if (call === 0) return { toolCalls: [{ name: 'load_skill', arguments: { key: 'research' } }] };
-        secondCall.open();
-        return { text: 'never', delayMs: 120_000 };
-      },
-    });
-    const modelB = new ScriptedModel({
-      crasher: (request) =>
-        request.messages.filter((m) => m.role === 'tool').length >= 2
-          ? 'completed on B'
-          : { toolCalls: [{ name: 'cite', arguments: { source: 'on worker B' } }] },
-    });
-    // Each worker (and the client) builds its own agents, as a fresh process would.
-    const registry = () => new AgentRegistry([defineAgent({ name: 'crasher', availableSkills: [research] })]);
-    const { native, client: temporal } = await temporalConnections();
-    const taskQueue = `${kit.taskQueue}-bg34`;
-    const worker = (model: ScriptedModel) =>
-      createWorker({
-        store: kit.store,
-        agents: registry(),
-        model,
-        connection: native,
-        taskQueue,
-        worker: { shutdownGraceTime: '1 second' },
-      });
-    const client = new TurnKitClient({ store: kit.store, agents: registry(), temporal, taskQueue });
-    const workerA = await worker(modelA);
-    const runningA = workerA.run();
-    const run = await client.run('crasher', 'Load then crash', { promptMode: 'full' });
-    await secondCall.promise; // worker A loaded the skill and hangs in its second model call
-    workerA.shutdown();
-    await runningA;
-    const workerB = await worker(modelB);
-    const runningB = workerB.run();
-    try {
-      const turn = await run.result();
-      expect(turn.status).toBe('completed');
-      expect(turn.outputText).toBe('completed on B');
-      const first = modelB.callsFor('crasher')[0]!.request;
-      expect(toolNames(first)).toEqual(['cite', 'load_skill']);
-      expect(first.instructions).toContain('Always cite two sources.');
-      const executions = await run.toolExecutions();
-      expect(executions.filter((e) => e.toolName === 'load_skill')).toHaveLength(1);
-      expect(executions.find((e) => e.toolName === 'cite')?.status).toBe('completed');
-      expect(citations).toContain('on worker B');
-    } finally {
-      workerB.shutdown();
-      await runningB;
-    }
-  }, 90_000);
 });

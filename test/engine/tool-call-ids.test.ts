@@ -1,4 +1,6 @@
 /**
+ * Layer: engine driver (test/helpers/engine-driver.ts), memory store, no Temporal server.
+ *
  * A model's tool-call ids key the turn's executions and pair results with calls. Some
  * OpenAI-compatible servers number them per response (`call_0` every time) or send none;
  * the engine gives such calls fresh ids so every call still runs once with its own result.
@@ -11,9 +13,8 @@ import { uniqueToolCallIds } from '../../src/engine/model/model-step.js';
 import { toolCallParts } from '../../src/engine/step/turn-state.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ContentPart } from '../../src/store/types.js';
-import { requireTemporal } from '../helpers/temporal.js';
-import type { TestKit } from '../helpers/turnkit.js';
-import { startKit } from '../helpers/turnkit.js';
+import type { DriverKit } from '../helpers/driver-kit.js';
+import { startDriverKit } from '../helpers/driver-kit.js';
 
 const call = (id: string, word: string): ContentPart => ({
   type: 'tool_call',
@@ -37,11 +38,9 @@ describe('uniqueToolCallIds', () => {
   });
 });
 
-const temporalUp = await requireTemporal();
-
-describe.skipIf(!temporalUp)('tool-call ids a model repeats (dev server)', () => {
+describe('tool-call ids a model repeats', () => {
   const looked: string[] = [];
-  let kit: TestKit;
+  let kit: DriverKit;
   beforeAll(async () => {
     const lookup = defineTool({
       name: 'lookup',
@@ -52,7 +51,7 @@ describe.skipIf(!temporalUp)('tool-call ids a model repeats (dev server)', () =>
         return { meaning: `meaning of ${word}` };
       },
     });
-    kit = await startKit({
+    kit = await startDriverKit({
       agents: [defineAgent({ name: 'numbered', tools: [lookup] })],
       // Every response calls its tool `call_0`, like a server that numbers calls per response.
       model: new ScriptedModel({
