@@ -3,9 +3,12 @@
  * Temporal's own request) or failed; then who must hear about it.
  */
 import {
+  allHandlersFinished,
   CancellationScope,
+  condition,
   getExternalWorkflowHandle,
   makeContinueAsNewFunc,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { CancelRequest } from '../contract/cancel-request.js';
@@ -139,4 +142,22 @@ export async function notify(run: TurnRun, notice: TerminalNotice | undefined): 
       await run.activities.store.wakeLanes({ conversationIds: notice.lanes, ...settingsOf(run) });
     }
   });
+}
+
+/** The turn ended: its status shown, waiters and the parent told, open controls answered. */
+export async function endRun(
+  run: TurnRun,
+  end: TurnEnd,
+  shield: CancellationScope | undefined,
+): Promise<TurnWorkflowResult> {
+  const { controls } = run;
+  if (controls) controls.finished = true;
+  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: end.result.status }]);
+  run.console.update({ status: end.result.status, runningTools: [] });
+  await notify(run, end.notice);
+  if (run.features.v0_5 && end.result.claimed) await wakeParent();
+  // Controls still being handled are refused now; the run ends after they answered.
+  if (controls)
+    await (shield ? shield.run(() => condition(allHandlersFinished)) : condition(allHandlersFinished));
+  return end.result;
 }
