@@ -87,7 +87,7 @@ function sdkMediaPart(media: ModelMedia) {
 const SUPPORTED_SPECIFICATIONS: Record<string, string> = { v4: 'AI SDK 7', v3: 'AI SDK 6', v2: 'AI SDK 5' };
 
 /** A provider model from an AI SDK major that `ai@7` cannot run is a ConfigError, found before any call. */
-export function checkModelSpecification(model: LanguageModel, modelId: string): LanguageModel {
+function checkModelSpecification(model: LanguageModel, modelId: string): LanguageModel {
   if (typeof model === 'string') return model;
   const version = (model as { specificationVersion?: unknown } | null)?.specificationVersion;
   if (typeof version === 'string' && version in SUPPORTED_SPECIFICATIONS) return model;

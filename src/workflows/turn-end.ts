@@ -73,7 +73,7 @@ export async function continueTurn(run: TurnRun, input: TurnWorkflowInput): Prom
  * A child turn (a sub-agent, a launched agent) tells its parent's workflow that it ended: a
  * parent whose run continued as new while the child ran follows it by this signal.
  */
-export async function wakeParent(): Promise<void> {
+async function wakeParent(): Promise<void> {
   const parent = workflowInfo().parent;
   if (!parent) return;
   await CancellationScope.nonCancellable(() =>
@@ -125,7 +125,7 @@ export async function failTurn(run: TurnRun, error: unknown, timedOut: boolean):
 }
 
 /** Tells waiters that this turn finished and wakes the lanes that have work. */
-export async function notify(run: TurnRun, notice: TerminalNotice | undefined): Promise<void> {
+async function notify(run: TurnRun, notice: TerminalNotice | undefined): Promise<void> {
   if (
     !notice ||
     (notice.waiters.length === 0 && notice.lanes.length === 0) ||

@@ -92,7 +92,7 @@ const RECHECK_MS = 30_000;
  * finished target or child), so the timer is only a safety net should a signal be lost:
  * one check (6 history events) per 6 hours, 1 event an hour (decision 32).
  */
-export const SAFETY_NET_MS = 6 * 60 * 60 * 1000;
+const SAFETY_NET_MS = 6 * 60 * 60 * 1000;
 
 /**
  * The nudges seen so far, taken before the check a wait follows: on 0.5 runs a nudge that
