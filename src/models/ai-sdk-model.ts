@@ -179,6 +179,19 @@ async function streamed(
   return { text, reasoningText, toolCalls, usage, finishReason, response, output };
 }
 
+/** The request's tools as the AI SDK declares them: schemas only, TurnKit executes them. */
+function sdkTools(request: ModelRequest): ToolSet {
+  return Object.fromEntries(
+    request.tools.map((spec) => [
+      spec.name,
+      sdkTool({
+        description: spec.description,
+        inputSchema: jsonSchema(spec.inputSchema as Record<string, unknown>),
+      }),
+    ]),
+  );
+}
+
 export class AiSdkModel implements ModelClient {
   readonly name: string;
   readonly #options: AiSdkModelOptions;
@@ -200,15 +213,7 @@ export class AiSdkModel implements ModelClient {
 
   async chat(request: ModelRequest, options: ModelCallOptions): Promise<ModelResult> {
     const model = this.#resolve(request.model);
-    const tools: ToolSet = Object.fromEntries(
-      request.tools.map((spec) => [
-        spec.name,
-        sdkTool({
-          description: spec.description,
-          inputSchema: jsonSchema(spec.inputSchema as Record<string, unknown>),
-        }),
-      ]),
-    );
+    const tools = sdkTools(request);
     const system: SdkMessage[] = [
       {
         role: 'system',
