@@ -55,7 +55,7 @@ export async function checkedReference(
  * Fetches one checked reference URL through `publicFetch` (every hop checked, the address
  * connected to checked) and returns it as a `data:` URL: the provider never sees a URL.
  */
-export async function fetchedReference(
+async function fetchedReference(
   url: string,
   fetcher: (url: string, signal: AbortSignal) => Promise<FetchedResponse>,
   maxBytes: number,
