@@ -1,6 +1,8 @@
 // `turnkit`: what an application defines (agents, tools, model clients, specialists) and the
 // client it starts and watches runs with. The worker is `turnkit/worker`, stores and migrations
 // are `turnkit/store`, the scripted models are `turnkit/testing`; internals are not exported.
+import { SIGNALS as ALL_SIGNALS } from './workflows/contract.js';
+
 export { defineAgent, DEFAULT_LIMITS } from './agents/agent.js';
 export type {
   Agent,
@@ -75,15 +77,88 @@ export type {
   TurnKitUIMessageChunk,
   UIStreamOptions,
 } from './client/ui-stream.js';
-export { laneWorkflowId, SIGNALS, turnWorkflowId, UPDATES } from './workflows/contract.js';
+export { laneWorkflowId, turnWorkflowId, UPDATES } from './workflows/contract.js';
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
 export type { ApprovalAnswer, PendingApproval } from './client/controls.js';
-export * from './errors.js';
-export type * from './store/types.js';
+export {
+  ArgumentError,
+  AuthorizationError,
+  BudgetError,
+  CompactionError,
+  ConfigError,
+  ControlError,
+  InputError,
+  ModelAccessError,
+  ModelError,
+  RecordNotFound,
+  StoreError,
+  StreamCursorError,
+  ToolError,
+  ToolValidationError,
+  TurnKitError,
+  WorkflowClosed,
+  WorkflowStartError,
+} from './errors.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';
-export * from './models/index.js';
-export * from './specialists/index.js';
-export { configure, globalDefaults, resetConfiguration } from './config.js';
+export type {
+  ModelCallOptions,
+  ModelClient,
+  ModelMessage,
+  ModelRequest,
+  ModelResult,
+  ModelToolSpec,
+  ModelUsage,
+  Thinking,
+} from './models/types.js';
+export { AiSdkModel } from './models/ai-sdk-model.js';
+export type { AiSdkModelOptions } from './models/ai-sdk-model.js';
+export { createModelClient, modelClientFromEnv } from './models/providers.js';
+export type { ProviderConfig } from './models/providers.js';
+export { ProviderRegistryModel } from './models/provider-registry.js';
+export type { ProviderMap, ProviderRegistryModelOptions } from './models/provider-registry.js';
+export type { Cost, CostConfig, CostRates } from './models/cost.js';
+export { AiSdkImageModel } from './models/image.js';
+export type {
+  AiSdkImageModelOptions,
+  GeneratedImage,
+  ImageCallOptions,
+  ImageModel,
+  ImageRequest,
+  ImageResult,
+  ImageUsage,
+} from './models/image.js';
+export { FILE_MIME_TYPES, IMAGE_MIME_TYPES, MEDIA_MAX_BYTES, mediaPart } from './models/media.js';
+export type { MediaInput, MediaLimits, MediaPart, ModelMedia } from './models/media.js';
+// Specialists (spec §7.4): factories that return ordinary agents.
+export {
+  oracle,
+  readFileTool,
+  READ_FILE_DENY,
+  READ_FILE_MAX_BYTES,
+  ORACLE_INSTRUCTIONS,
+} from './specialists/oracle.js';
+export type { OracleOptions, ReadFileResult, ReadFileToolOptions } from './specialists/oracle.js';
+export { librarian, githubRepositoryTool, LIBRARIAN_INSTRUCTIONS } from './specialists/librarian.js';
+export type {
+  GitHubOperation,
+  GitHubReadResult,
+  GitHubRequest,
+  GitHubResponse,
+  GitHubToolOptions,
+  GitHubTransport,
+  LibrarianOptions,
+} from './specialists/librarian.js';
+export { painter, paintImageTool, PAINTER_INSTRUCTIONS } from './specialists/painter.js';
+export type {
+  ImagePart,
+  PaintGate,
+  PainterOptions,
+  PaintResult,
+  PaintToolOptions,
+} from './specialists/painter.js';
+export { readOnlyTool, assertReadOnly } from './specialists/read-only.js';
+export type { ReadOnlyToolOptions, SpecialistAgentOptions } from './specialists/read-only.js';
+export { configure } from './config.js';
 export type { TurnKitConfiguration, TurnKitDefaults } from './config.js';
 export { DEFAULT_PROMPT_SECTIONS } from './agents/prompt.js';
 export type {
@@ -102,3 +177,6 @@ export type { Skill, SkillOptions } from './agents/skill.js';
 export { DEFAULT_COMPACTION } from './agents/compaction-policy.js';
 export type { CompactionPolicy, CompactionSetting } from './agents/compaction-policy.js';
 export type { ManualCompactionOptions } from './engine/model/compaction.js';
+
+/** The signal names an application sends (`temporal workflow signal --name …`); the rest are TurnKit's own. */
+export const SIGNALS = { cancel: ALL_SIGNALS.cancel } as const;

@@ -188,22 +188,16 @@ function isToolDefinition(value: unknown): value is ToolDefinition {
   );
 }
 
-/** Defines an agent. Validates everything up front so a bad definition fails at boot. */
-export function defineAgent(options: AgentOptions): Agent {
-  if (!options || typeof options.name !== 'string' || options.name.trim() === '') {
-    throw new ArgumentError('an agent needs a non-empty name');
-  }
-  const name = options.name;
-  const tools = [...(options.tools ?? [])];
-  tools.forEach((tool, index) => {
-    if (!isToolDefinition(tool)) {
-      throw new ArgumentError(`agent ${name}: tools[${index}] is not a tool (build tools with defineTool)`);
-    }
-  });
-  const inheritGlobals = options.inheritGlobals ?? true;
-  if (typeof inheritGlobals !== 'boolean')
-    throw new ArgumentError(`agent ${name}: inheritGlobals must be a boolean`);
-  const globals = inheritGlobals ? globalDefaults() : undefined;
+/**
+ * Everything the agent's model may call: its tools, its skills' and available skills' tools,
+ * its sub-agents and `load_skill`, each a tool, with names unique.
+ */
+function agentTools(
+  name: string,
+  options: AgentOptions,
+  tools: ToolDefinition[],
+  globals: ReturnType<typeof globalDefaults> | undefined,
+) {
   const skills = uniqueSkills(`agent ${name}`, [...(options.skills ?? [])], true);
   // Global available skills first, de-duplicated by key, first wins (spec §1.4).
   const availableSkills = uniqueSkills(`agent ${name}`, [
@@ -231,6 +225,31 @@ export function defineAgent(options: AgentOptions): Agent {
     if (seen.has(tool.name)) throw new ArgumentError(`agent ${name}: duplicate tool name ${tool.name}`);
     seen.add(tool.name);
   }
+  return { skills, availableSkills, skillTools, subAgents, effectiveTools };
+}
+
+/** Defines an agent. Validates everything up front so a bad definition fails at boot. */
+export function defineAgent(options: AgentOptions): Agent {
+  if (!options || typeof options.name !== 'string' || options.name.trim() === '') {
+    throw new ArgumentError('an agent needs a non-empty name');
+  }
+  const name = options.name;
+  const tools = [...(options.tools ?? [])];
+  tools.forEach((tool, index) => {
+    if (!isToolDefinition(tool)) {
+      throw new ArgumentError(`agent ${name}: tools[${index}] is not a tool (build tools with defineTool)`);
+    }
+  });
+  const inheritGlobals = options.inheritGlobals ?? true;
+  if (typeof inheritGlobals !== 'boolean')
+    throw new ArgumentError(`agent ${name}: inheritGlobals must be a boolean`);
+  const globals = inheritGlobals ? globalDefaults() : undefined;
+  const { skills, availableSkills, skillTools, subAgents, effectiveTools } = agentTools(
+    name,
+    options,
+    tools,
+    globals,
+  );
   const outputRetries = positiveInteger('outputRetries', options.outputRetries ?? 0, name);
   const mode = options.outputPolicyMode ?? 'fail';
   if (mode !== 'fail' && mode !== 'report')

@@ -11,12 +11,13 @@ import { ArgumentError, ToolError, ToolValidationError } from '../errors.js';
 import type { GeneratedImage, ImageModel, ImageRequest, ImageResult } from '../models/image.js';
 import type { ModelUsage } from '../models/types.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
-import { baseMimeType, IMAGE_MIME_TYPES, mediaPart } from '../models/media.js';
-import type { FetchedResponse, HopFetch, NetworkPolicy, NetworkPolicyOptions } from './public-fetch.js';
-import { checkPublicUrl, networkPolicy, publicFetch, readCapped, UrlRefused } from './public-fetch.js';
+import type { HopFetch, NetworkPolicyOptions } from './public-fetch.js';
+import { networkPolicy, publicFetch } from './public-fetch.js';
 import type { ToolContext, ToolDefinition } from './tool.js';
 import { defineTool } from './tool.js';
 import type { MediaFetch } from './view-media-tool.js';
+import { heartbeating } from './heartbeating.js';
+import { checkedReference, inlineReferences } from './image-references.js';
 
 /** Approves one generation; anything but a literal `true` (or a throw) denies it. */
 export type ImageGate = (request: ImageRequest, options: { context: ToolContext }) => unknown;
@@ -54,8 +55,6 @@ export interface ImageToolOptions extends NetworkPolicyOptions {
   /** Replaces the built-in transport for one hop (a proxy), as `viewMediaTool`'s `fetch`. */
   fetch?: MediaFetch;
 }
-
-const HEARTBEAT_MS = 1_000;
 
 const input = z.object({
   prompt: z.string().min(1).describe('What to paint: subject, style, composition.'),
@@ -104,91 +103,6 @@ function imagePart(image: GeneratedImage, imageModel: ImageModel, maxBytes: numb
   };
 }
 
-/** Calls `fn`, heartbeating meanwhile (a slow generation must not look like a dead worker). */
-export async function heartbeating<T>(context: ToolContext, fn: () => Promise<T>): Promise<T> {
-  const beat = setInterval(() => context.heartbeat(), HEARTBEAT_MS);
-  try {
-    return await fn();
-  } finally {
-    clearInterval(beat);
-  }
-}
-
-/** What the model reads for any reference image or mask URL refused or failed: no status, no address. */
-const UNUSABLE_URL = 'a reference image or mask URL could not be used (only public https URLs are fetched)';
-
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
-
-/**
- * One reference image or mask as the model gave it: a base64 `data:` URL of an image type
- * (normalized), or a URL `checkPublicUrl` accepts (to be fetched here, never by the provider).
- * Anything else, control characters included (the URL parser drops tabs and newlines that a
- * provider SDK's own "is this a URL" test would not), is a ToolValidationError.
- */
-async function checkedReference(
-  reference: string,
-  policy: NetworkPolicy,
-  maxBytes: number,
-  context: ToolContext,
-): Promise<{ data: string } | { url: string }> {
-  if (CONTROL.test(reference))
-    throw new ToolValidationError('a reference image or mask contains control characters');
-  if (/^data:/i.test(reference)) {
-    const part = mediaPart({ url: reference }, (message) => new ToolValidationError(message), {
-      maxBytes,
-      mimeTypes: IMAGE_MIME_TYPES,
-    });
-    return { data: `data:${part.mime_type};base64,${part.data ?? ''}` };
-  }
-  if (!/^https?:\/\//i.test(reference))
-    throw new ToolValidationError('a reference image or mask must be an https URL or a base64 data: URL');
-  try {
-    await checkPublicUrl(reference, policy);
-  } catch (error) {
-    await context.emit('image.failed', {
-      url: reference,
-      error: error instanceof Error ? error.message : String(error),
-      refused: true,
-    });
-    throw new ToolError(UNUSABLE_URL);
-  }
-  return { url: reference };
-}
-
-/**
- * Fetches one checked reference URL through `publicFetch` (every hop checked, the address
- * connected to checked) and returns it as a `data:` URL: the provider never sees a URL.
- */
-async function fetchedReference(
-  url: string,
-  fetcher: (url: string, signal: AbortSignal) => Promise<FetchedResponse>,
-  maxBytes: number,
-  context: ToolContext,
-): Promise<string> {
-  let bytes: Uint8Array;
-  let mimeType: string;
-  try {
-    const response = await fetcher(url, context.signal);
-    mimeType = baseMimeType(response.headers.get('content-type') ?? '');
-    if (response.status !== 200 || !(IMAGE_MIME_TYPES as readonly string[]).includes(mimeType)) {
-      await response.body?.cancel().catch(() => undefined);
-      throw new Error(`answered ${response.status} with ${mimeType || 'no content type'}`);
-    }
-    bytes = await readCapped(response, maxBytes, () => new Error(`larger than ${maxBytes} bytes`));
-  } catch (error) {
-    if (context.signal.aborted) throw error;
-    // The reason stays in the turn's event log, for the operator: the model only learns "no".
-    await context.emit('image.failed', {
-      url,
-      error: error instanceof Error ? error.message : String(error),
-      refused: error instanceof UrlRefused,
-    });
-    throw new ToolError(UNUSABLE_URL);
-  }
-  return `data:${mimeType};base64,${Buffer.from(bytes).toString('base64')}`;
-}
-
 function usageOf(result: ImageResult): ModelUsage {
   return {
     inputTokens: result.usage?.inputTokens ?? 0,
@@ -201,6 +115,85 @@ function nonNegativeInteger(name: string, value: unknown): void {
   if (value !== undefined && !(typeof value === 'number' && Number.isInteger(value) && value >= 0)) {
     throw new ArgumentError(`${name} must be a non-negative integer`);
   }
+}
+
+/** The request as the model asked for it, within the reference-image limit. */
+function imageRequest(
+  imageModel: ImageModel,
+  args: z.infer<typeof input>,
+  maxReferenceImages: number | undefined,
+): ImageRequest {
+  if (maxReferenceImages !== undefined && args.reference_images.length > maxReferenceImages) {
+    throw new ToolValidationError(
+      `too many reference images: ${args.reference_images.length} (at most ${maxReferenceImages})`,
+    );
+  }
+  return {
+    model: imageModel.modelId,
+    prompt: args.prompt,
+    referenceImages: [...args.reference_images],
+    ...(args.mask !== undefined ? { mask: args.mask } : {}),
+    params: JSON.parse(JSON.stringify(args.params ?? {})) as JsonObject,
+  };
+}
+
+/** What one image-model call made: its images as parts, its usage and recorded cost. */
+interface Generated {
+  parts: ImagePart[];
+  usage: ModelUsage;
+  cost: number | null;
+}
+
+/** The one image-model call: its cost is recorded even when the image is unusable. */
+async function generateImages(
+  imageModel: ImageModel,
+  sent: ImageRequest,
+  maxBytes: number,
+  context: ToolContext,
+): Promise<Generated> {
+  let result: ImageResult;
+  try {
+    result = await heartbeating(context, () => imageModel.generate(sent, { signal: context.signal }));
+  } catch (error) {
+    await context.emit('image.failed', {
+      model: sent.model,
+      error: error instanceof Error ? error.message : String(error),
+    });
+    throw error;
+  }
+  const usage = usageOf(result ?? { images: [] });
+  const cost = await context.recordUsage(usage, imageModel.modelId);
+  try {
+    if (!result || !Array.isArray(result.images) || result.images.length === 0) {
+      throw new ToolError('the image model returned no image');
+    }
+    return { parts: result.images.map((image) => imagePart(image, imageModel, maxBytes)), usage, cost };
+  } catch (error) {
+    await context.emit('image.failed', {
+      model: sent.model,
+      error: error instanceof Error ? error.message : String(error),
+      cost,
+    });
+    throw error;
+  }
+}
+
+/** `image.completed` for the first image (without its bytes), then the spend cap. */
+async function publishImage(imageModel: ImageModel, generated: Generated, context: ToolContext) {
+  const { parts, usage, cost } = generated;
+  const { data: _data, ...image } = parts[0]!;
+  await context.emit('image.completed', {
+    image: image as unknown as JsonObject,
+    model: imageModel.modelId,
+    provider: imageModel.provider ?? null,
+    mime_type: image.mime_type,
+    usage: { input_tokens: usage.inputTokens, output_tokens: usage.outputTokens },
+    cost,
+    metadata: { tool_call_id: context.execution.toolCallId, image_count: parts.length },
+  });
+  // Over the spend cap: the cost stays recorded, no image message is written, the run fails.
+  await context.checkSpend();
+  return image;
 }
 
 /** The generic image tool (spec §3.9 `paint` from inside a tool). */
@@ -231,18 +224,7 @@ export function imageTool(options: ImageToolOptions): ToolDefinition {
     recovery: 'unknown',
     terminal: options.terminal ? (result: Json) => JSON.stringify(result) : false,
     execute: async (args, context): Promise<ImageToolResult> => {
-      if (maxReferenceImages !== undefined && args.reference_images.length > maxReferenceImages) {
-        throw new ToolValidationError(
-          `too many reference images: ${args.reference_images.length} (at most ${maxReferenceImages})`,
-        );
-      }
-      const request: ImageRequest = {
-        model: imageModel.modelId,
-        prompt: args.prompt,
-        referenceImages: [...args.reference_images],
-        ...(args.mask !== undefined ? { mask: args.mask } : {}),
-        params: JSON.parse(JSON.stringify(args.params ?? {})) as JsonObject,
-      };
+      const request = imageRequest(imageModel, args, maxReferenceImages);
       // Checked before the gate (by name), fetched only once it approved.
       const references: ({ data: string } | { url: string })[] = [];
       for (const reference of [...request.referenceImages, ...(request.mask ? [request.mask] : [])])
@@ -260,65 +242,19 @@ export function imageTool(options: ImageToolOptions): ToolDefinition {
         reference_image_count: request.referenceImages.length,
         mask: request.mask !== undefined,
       });
-      const inline = await heartbeating(context, async () => {
-        const contents: string[] = [];
-        for (const reference of references)
-          contents.push(
-            'data' in reference
-              ? reference.data
-              : await fetchedReference(reference.url, fetcher, maxBytes, context),
-          );
-        return contents;
-      });
+      const inline = await inlineReferences(references, fetcher, maxBytes, context);
       // What the image model gets: the same request with every reference as `data:` content.
       const sent: ImageRequest = {
         ...request,
         referenceImages: inline.slice(0, request.referenceImages.length),
         ...(request.mask !== undefined ? { mask: inline[inline.length - 1]! } : {}),
       };
-      let result: ImageResult;
-      try {
-        result = await heartbeating(context, () => imageModel.generate(sent, { signal: context.signal }));
-      } catch (error) {
-        await context.emit('image.failed', {
-          model: request.model,
-          error: error instanceof Error ? error.message : String(error),
-        });
-        throw error;
-      }
-      // The generation happened: its cost is recorded even when the image is unusable.
-      const usage = usageOf(result ?? { images: [] });
-      const cost = await context.recordUsage(usage, imageModel.modelId);
-      let parts: ImagePart[];
-      try {
-        if (!result || !Array.isArray(result.images) || result.images.length === 0) {
-          throw new ToolError('the image model returned no image');
-        }
-        parts = result.images.map((image) => imagePart(image, imageModel, maxBytes));
-      } catch (error) {
-        await context.emit('image.failed', {
-          model: request.model,
-          error: error instanceof Error ? error.message : String(error),
-          cost,
-        });
-        throw error;
-      }
-      const { data: _data, ...image } = parts[0]!;
-      await context.emit('image.completed', {
-        image: image as unknown as JsonObject,
-        model: imageModel.modelId,
-        provider: imageModel.provider ?? null,
-        mime_type: image.mime_type,
-        usage: { input_tokens: usage.inputTokens, output_tokens: usage.outputTokens },
-        cost,
-        metadata: { tool_call_id: context.execution.toolCallId, image_count: parts.length },
-      });
-      // Over the spend cap: the cost stays recorded, no image message is written, the run fails.
-      await context.checkSpend();
+      const generated = await generateImages(imageModel, sent, maxBytes, context);
+      const image = await publishImage(imageModel, generated, context);
       const messageId = await context.appendAfterResults({
         role: 'assistant',
         kind: 'image',
-        content: parts,
+        content: generated.parts,
         // Not `toolExecutionId`: that column marks the execution's tool-result message.
         metadata: {
           tool_name: name,

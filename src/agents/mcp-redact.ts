@@ -21,7 +21,7 @@ function tokenLike(word: string): boolean {
 }
 
 /** A URL without userinfo, query or fragment, and with token-like path segments hidden. */
-export function redactUrl(value: string | URL): string {
+function redactUrl(value: string | URL): string {
   let url: URL;
   try {
     url = new URL(String(value));

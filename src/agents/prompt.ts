@@ -20,7 +20,7 @@ export const DEFAULT_PROMPT_SECTIONS = [
 ] as const;
 
 /** Every built-in section; `sub_agent` only appears in `minimal` mode. */
-export const BUILT_IN_SECTIONS = [...DEFAULT_PROMPT_SECTIONS, 'sub_agent'] as const;
+const BUILT_IN_SECTIONS = [...DEFAULT_PROMPT_SECTIONS, 'sub_agent'] as const;
 export type PromptSectionName = (typeof BUILT_IN_SECTIONS)[number];
 
 export const DYNAMIC_SECTIONS: ReadonlySet<string> = new Set(['subject', 'live_context', 'environment']);
@@ -38,7 +38,7 @@ export const MINIMAL_SECTIONS: readonly PromptSectionName[] = [
 ];
 
 /** What a custom section or a `systemPrompt` function is given (copies: mutating them changes nothing). */
-export interface PromptContext {
+interface PromptContext {
   agentName: string;
   turn: TurnRecord;
   mode: string;

@@ -18,7 +18,7 @@ import { Readable } from 'node:stream';
 import { ArgumentError } from '../errors.js';
 
 /** Resolves a host name to all its addresses. */
-export type ResolveHost = (hostname: string) => Promise<readonly LookupAddress[]>;
+type ResolveHost = (hostname: string) => Promise<readonly LookupAddress[]>;
 
 export interface NetworkPolicyOptions {
   /** Also fetch plain `http:` URLs (default: `https:` only). */

@@ -16,7 +16,7 @@ import type { MediaInput, MediaPart } from '../models/media.js';
 import { decodedSize, MEDIA_MAX_BYTES, mediaPart, modelMediaOf } from '../models/media.js';
 import type { ModelClient, ModelRequest, ModelResult } from '../models/types.js';
 import type { JsonObject } from '../store/types.js';
-import { heartbeating } from './image-tool.js';
+import { heartbeating } from './heartbeating.js';
 import type { FetchedResponse, NetworkPolicyOptions } from './public-fetch.js';
 import { networkPolicy, publicFetch, readCapped, UrlRefused } from './public-fetch.js';
 import type { ToolContext, ToolDefinition } from './tool.js';
@@ -141,17 +141,61 @@ const resultText = (result: ModelResult) =>
     .join('\n')
     .trim();
 
-/** The generic media-analysis tool (spec §3.9 `view_media` from inside a tool). */
-export function viewMediaTool(options: ViewMediaToolOptions): ToolDefinition {
+/** The media the model named: a message's, a fetched URL's or a `data:` URL, within the limits. */
+async function mediaOf(
+  media: string,
+  fetcher: (url: string, signal: AbortSignal) => Promise<FetchedResponse>,
+  context: ToolContext,
+  limits: { maxBytes: number; mimeTypes?: readonly string[] },
+): Promise<MediaPart> {
+  let part: MediaPart;
+  if (media.startsWith('msg_')) part = await fromMessage(context, media);
+  else if (/^https?:\/\//i.test(media)) part = await fromUrl(media, fetcher, context, limits);
+  else part = mediaPart({ url: media }, (message) => new ToolError(message), limits);
+  if (part.data && decodedSize(part.data) > limits.maxBytes)
+    throw new ToolError(`media is larger than ${limits.maxBytes} bytes`);
+  return part;
+}
+
+/** One user message with the media and the objective, no tools: the analysis call. */
+function analysisRequest(
+  model: string,
+  objective: string,
+  part: MediaPart,
+  context: ToolContext,
+): ModelRequest {
+  return {
+    model,
+    instructions: INSTRUCTIONS,
+    dynamicInstructions: '',
+    messages: [{ role: 'user', content: objective, media: [modelMediaOf(part)!] }],
+    tools: [],
+    thinking: null,
+    outputSchema: null,
+    metadata: {
+      turnId: context.turn.id,
+      conversationId: context.turn.conversationId,
+      agentName: context.turn.agentName,
+      purpose: 'media_analysis',
+    },
+  };
+}
+
+function checkOptions(options: ViewMediaToolOptions): void {
   if (!options || typeof options !== 'object') throw new ArgumentError('viewMediaTool needs options');
   if (!options.client || typeof options.client.chat !== 'function')
     throw new ArgumentError('viewMediaTool needs a model client with chat()');
   if (typeof options.model !== 'string' || options.model === '')
     throw new ArgumentError('viewMediaTool needs a model id');
-  const maxBytes = options.maxBytes ?? MEDIA_MAX_BYTES;
-  const limits = { maxBytes, ...(options.mimeTypes ? { mimeTypes: options.mimeTypes } : {}) };
   if (options.fetch !== undefined && typeof options.fetch !== 'function')
     throw new ArgumentError('viewMediaTool: fetch must be a function (url, { signal, redirect })');
+}
+
+/** The generic media-analysis tool (spec §3.9 `view_media` from inside a tool). */
+export function viewMediaTool(options: ViewMediaToolOptions): ToolDefinition {
+  checkOptions(options);
+  const maxBytes = options.maxBytes ?? MEDIA_MAX_BYTES;
+  const limits = { maxBytes, ...(options.mimeTypes ? { mimeTypes: options.mimeTypes } : {}) };
   const policy = networkPolicy(options);
   const fetchHop = options.fetch as
     | ((url: string, init: { signal: AbortSignal; redirect: 'manual' }) => Promise<FetchedResponse>)
@@ -170,28 +214,9 @@ export function viewMediaTool(options: ViewMediaToolOptions): ToolDefinition {
     // A paid model call whose outcome is unknown after a crash: never re-run it blindly.
     recovery: 'unknown',
     execute: async ({ media, objective }, context): Promise<ViewMediaResult> => {
-      let part: MediaPart;
-      if (media.startsWith('msg_')) part = await fromMessage(context, media);
-      else if (/^https?:\/\//i.test(media)) part = await fromUrl(media, fetcher, context, limits);
-      else part = mediaPart({ url: media }, (message) => new ToolError(message), limits);
-      if (part.data && decodedSize(part.data) > maxBytes)
-        throw new ToolError(`media is larger than ${maxBytes} bytes`);
+      const part = await mediaOf(media, fetcher, context, limits);
       const described = describe(part, media);
-      const request: ModelRequest = {
-        model: options.model,
-        instructions: INSTRUCTIONS,
-        dynamicInstructions: '',
-        messages: [{ role: 'user', content: objective, media: [modelMediaOf(part)!] }],
-        tools: [],
-        thinking: null,
-        outputSchema: null,
-        metadata: {
-          turnId: context.turn.id,
-          conversationId: context.turn.conversationId,
-          agentName: context.turn.agentName,
-          purpose: 'media_analysis',
-        },
-      };
+      const request = analysisRequest(options.model, objective, part, context);
       await context.emit('media.requested', { model: options.model, objective, media: described });
       let result: ModelResult;
       try {

@@ -250,7 +250,7 @@ function finalLines({ turn, streamed }: { turn: TurnRecord; streamed: string }):
   return lines;
 }
 
-export function buildProgram(io: Io, setExit: (code: number) => void): Command {
+function buildProgram(io: Io, setExit: (code: number) => void): Command {
   const program = new Command('turnkit')
     .description('Durable LLM agents on Temporal: run a worker, start and watch runs.')
     .option(

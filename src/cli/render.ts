@@ -99,7 +99,7 @@ export function formatCost(cost: number): string {
   return `$${cost.toFixed(cost >= 1 ? 2 : 4)}`;
 }
 
-export function formatElapsed(ms: number): string {
+function formatElapsed(ms: number): string {
   const seconds = Math.max(ms, 0) / 1000;
   if (seconds < 60) return `${seconds.toFixed(1)}s`;
   return `${Math.floor(seconds / 60)}m${String(Math.floor(seconds % 60)).padStart(2, '0')}s`;

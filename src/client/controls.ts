@@ -137,7 +137,7 @@ function workflowTaskFailing(error: unknown): boolean {
 }
 
 /** The TurnKit error behind an Update's failure: the type the workflow gave its ApplicationFailure. */
-export function controlError(turnId: string, action: ControlAction, error: unknown): unknown {
+function controlError(turnId: string, action: ControlAction, error: unknown): unknown {
   if (
     error instanceof WorkflowNotFoundError ||
     /already completed|not found/i.test(String((error as Error)?.message))

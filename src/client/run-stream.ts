@@ -71,7 +71,7 @@ const FINISH_GRACE_MS = 2_000;
 
 const str = (value: Json | undefined): string | null => (typeof value === 'string' ? value : null);
 
-export function toRunStreamPart(row: StreamPartRecord): RunStreamPart {
+function toRunStreamPart(row: StreamPartRecord): RunStreamPart {
   const base: PartBase = { cursor: String(row.sequence), turnId: row.turnId, step: row.step };
   const p = row.payload;
   switch (row.type) {

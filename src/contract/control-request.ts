@@ -5,8 +5,7 @@
  */
 import type { Json, JsonObject } from '../store/types.js';
 
-export const CONTROL_ACTIONS = ['approve', 'reject', 'pause', 'resume', 'steer'] as const;
-export type ControlAction = (typeof CONTROL_ACTIONS)[number];
+export type ControlAction = 'approve' | 'reject' | 'pause' | 'resume' | 'steer';
 
 /** A request signed by a client holding the shared key: valid until `expires_at`, once. */
 export interface PrincipalSignature {
@@ -43,9 +42,9 @@ const FIELDS: Record<ControlAction, { required: string[]; optional: string[] }> 
 export const APPROVAL_TIMED_OUT = 'approval timed out';
 
 /** Steering text longer than this is refused (it becomes one user message). */
-export const MAX_STEER_CHARS = 100_000;
+const MAX_STEER_CHARS = 100_000;
 /** An approve `note` or reject `reason` longer than this is refused (both are copied into history). */
-export const MAX_NOTE_CHARS = 2_000;
+const MAX_NOTE_CHARS = 2_000;
 const MAX_NONCE_CHARS = 64;
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };

@@ -43,7 +43,7 @@ export interface TurnDigest {
 }
 
 /** Counts the UI shows while a turn runs: iteration against its limit, tokens and cost so far. */
-export interface TurnProgress {
+interface TurnProgress {
   iteration: number;
   maxIterations: number;
   tokens: number;

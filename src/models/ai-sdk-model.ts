@@ -87,7 +87,7 @@ function sdkMediaPart(media: ModelMedia) {
 const SUPPORTED_SPECIFICATIONS: Record<string, string> = { v4: 'AI SDK 7', v3: 'AI SDK 6', v2: 'AI SDK 5' };
 
 /** A provider model from an AI SDK major that `ai@7` cannot run is a ConfigError, found before any call. */
-export function checkModelSpecification(model: LanguageModel, modelId: string): LanguageModel {
+function checkModelSpecification(model: LanguageModel, modelId: string): LanguageModel {
   if (typeof model === 'string') return model;
   const version = (model as { specificationVersion?: unknown } | null)?.specificationVersion;
   if (typeof version === 'string' && version in SUPPORTED_SPECIFICATIONS) return model;
@@ -179,6 +179,19 @@ async function streamed(
   return { text, reasoningText, toolCalls, usage, finishReason, response, output };
 }
 
+/** The request's tools as the AI SDK declares them: schemas only, TurnKit executes them. */
+function sdkTools(request: ModelRequest): ToolSet {
+  return Object.fromEntries(
+    request.tools.map((spec) => [
+      spec.name,
+      sdkTool({
+        description: spec.description,
+        inputSchema: jsonSchema(spec.inputSchema as Record<string, unknown>),
+      }),
+    ]),
+  );
+}
+
 export class AiSdkModel implements ModelClient {
   readonly name: string;
   readonly #options: AiSdkModelOptions;
@@ -200,15 +213,7 @@ export class AiSdkModel implements ModelClient {
 
   async chat(request: ModelRequest, options: ModelCallOptions): Promise<ModelResult> {
     const model = this.#resolve(request.model);
-    const tools: ToolSet = Object.fromEntries(
-      request.tools.map((spec) => [
-        spec.name,
-        sdkTool({
-          description: spec.description,
-          inputSchema: jsonSchema(spec.inputSchema as Record<string, unknown>),
-        }),
-      ]),
-    );
+    const tools = sdkTools(request);
     const system: SdkMessage[] = [
       {
         role: 'system',

@@ -32,7 +32,7 @@ const SEPARATOR = ':';
 const PROVIDER_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
 /** `openai:gpt-4o` → `['openai', 'gpt-4o']`; an id without a prefix → null. */
-export function splitModelId(modelId: string): [string, string] | null {
+function splitModelId(modelId: string): [string, string] | null {
   const index = modelId.indexOf(SEPARATOR);
   if (index <= 0) return null;
   return [modelId.slice(0, index), modelId.slice(index + 1)];
@@ -63,7 +63,7 @@ async function importInstalled(specifier: string): Promise<Record<string, unknow
  * no settings (so it reads its environment now), else its default instance. Null when the
  * package is not installed.
  */
-export async function loadInstalledProvider(id: string): Promise<ProviderV4 | ProviderV3 | null> {
+async function loadInstalledProvider(id: string): Promise<ProviderV4 | ProviderV3 | null> {
   if (!PROVIDER_ID.test(id)) return null;
   const module = await importInstalled(`@ai-sdk/${id}`);
   if (!module) return null;

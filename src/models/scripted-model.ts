@@ -79,7 +79,7 @@ async function delay(ms: number, options: ModelCallOptions): Promise<void> {
 }
 
 /** A text as a few deltas (up to four pieces, split at spaces where it can). */
-export function deltaPieces(text: string): string[] {
+function deltaPieces(text: string): string[] {
   const size = Math.max(1, Math.ceil(text.length / 4));
   const pieces: string[] = [];
   let rest = text;

@@ -13,18 +13,10 @@ import type { Json, JsonObject } from '../store/types.js';
 import type { SpecialistAgentOptions } from './read-only.js';
 import { assertReadOnly, assertReadOnlySkills, joinInstructions, readOnlyTool } from './read-only.js';
 
-export const GITHUB_API = 'https://api.github.com';
+const GITHUB_API = 'https://api.github.com';
 const GITHUB_HTML = 'https://github.com';
 
-export const GITHUB_OPERATIONS = [
-  'repository',
-  'file',
-  'history',
-  'diff',
-  'issues',
-  'issue',
-  'comments',
-] as const;
+const GITHUB_OPERATIONS = ['repository', 'file', 'history', 'diff', 'issues', 'issue', 'comments'] as const;
 export type GitHubOperation = (typeof GITHUB_OPERATIONS)[number];
 
 export interface GitHubRequest {

@@ -22,8 +22,8 @@ export const TURN_STATUSES = [
   'paused',
 ] as const;
 export type TurnStatus = (typeof TURN_STATUSES)[number];
-/** `stale` is deliberately not terminal (spec §2.7); no Temporal turn ever becomes stale. */
-export const TERMINAL_TURN_STATUSES: readonly TurnStatus[] = ['completed', 'failed', 'cancelled'];
+// One list, owned by the contract: the workflow cannot import the store (lint).
+export { TERMINAL_TURN_STATUSES } from '../contract/turn-statuses.js';
 /** A turn in one of these holds its conversation's lane (pending only once submitted). */
 export const LANE_TURN_STATUSES: readonly TurnStatus[] = ['pending', 'waiting', 'running', 'paused'];
 /** Started and not finished: no other turn of the conversation may start. */

@@ -175,7 +175,7 @@ export interface LaneWorkflowInput {
 }
 
 /** What one lane step did: deliveries appended, a continuation turn built, a turn started. */
-export interface LaneStepResult {
+interface LaneStepResult {
   delivered: number;
   woke: string | null;
   started: string | null;
@@ -300,7 +300,7 @@ export const steerUpdate = defineUpdate<ControlState, [unknown]>(UPDATES.steer);
 // --- Queries -----------------------------------------------------------------------------
 
 /** Query names, as the Temporal UI and CLI send them. */
-export const QUERIES = { state: 'state', controlState: 'controlState' } as const;
+const QUERIES = { state: 'state', controlState: 'controlState' } as const;
 
 /** What `state` returns: the turn's progress as the workflow last saw it in a digest. */
 export interface TurnConsoleState {
@@ -328,7 +328,7 @@ export const controlStateQuery = defineQuery<ControlState>(QUERIES.controlState)
 export const DEFAULT_TASK_QUEUE = 'turnkit';
 
 export const TURN_WORKFLOW_ID_PREFIX = 'turnkit-turn-';
-export const LANE_WORKFLOW_ID_PREFIX = 'turnkit-lane-';
+const LANE_WORKFLOW_ID_PREFIX = 'turnkit-lane-';
 
 export function turnWorkflowId(turnId: string): string {
   return `${TURN_WORKFLOW_ID_PREFIX}${turnId}`;

@@ -1,7 +1,7 @@
 /**
  * A person in the loop, on the workflow side: the Updates `approve`, `reject`, `pause`,
  * `resume` and `steer`, their validators (what the workflow already knows: the payload, the
- * call, the turn's state), and the control boundaries where the turn pauses or takes steering.
+ * call, the turn's state), and the state the control boundaries (control-boundaries.ts) read.
  * Authorization needs the policy and the signing key, which never enter history, so it runs
  * in a scheduled activity inside each handler; a refusal there fails the Update with a typed error.
  * Waiting (for a decision, or paused) is a workflow condition: no worker, no activity held.
@@ -13,8 +13,8 @@ import {
   currentUpdateInfo,
   setHandler,
   sleep,
-  upsertSearchAttributes,
 } from '@temporalio/workflow';
+import type { UpdateDefinition } from '@temporalio/common';
 import type { ControlAction, ControlRequest } from '../contract/control-request.js';
 import { APPROVAL_TIMED_OUT, parseControlRequest } from '../contract/control-request.js';
 import type { ApprovalResult, ControlState, TurnContinuation } from './contract.js';
@@ -25,12 +25,17 @@ import {
   rejectUpdate,
   resumeUpdate,
   steerUpdate,
-  TURNKIT_STATUS,
 } from './contract.js';
 import type { TurnRun } from './turn-run.js';
-import { runStoreStep } from './turn-run.js';
-import type { ApprovalDecision, Steer } from '../contract/activities.js';
-import type { TurnDigest } from '../contract/digests.js';
+import type { ApprovalDecision, ControlVerdict, Steer } from '../contract/activities.js';
+
+function refuse(
+  type: 'ArgumentError' | 'ControlError' | 'AuthorizationError',
+  message: string,
+  code: string,
+): never {
+  throw ApplicationFailure.create({ type, message, nonRetryable: true, details: [{ code }] });
+}
 
 /** What this run knows of a person's controls. Lives in workflow memory, rebuilt by replay. */
 export class TurnControls {
@@ -61,6 +66,9 @@ export class TurnControls {
   readonly #deadlines = new Map<string, number>();
   /** Calls whose approval timeout fired while a person's decision was being authorized. */
   readonly #expired = new Set<string>();
+  /** The run the handlers serve and the scope that shields them: set by `register`. */
+  #run!: TurnRun;
+  #shield: CancellationScope | undefined;
 
   /** On a continued run, with what its predecessor accepted and had not applied yet. */
   constructor(continued?: TurnContinuation) {
@@ -134,31 +142,96 @@ export class TurnControls {
     this.awaiting.delete(id);
     this.settled.add(id);
   }
-}
 
-function refuse(
-  type: 'ArgumentError' | 'ControlError' | 'AuthorizationError',
-  message: string,
-  code: string,
-): never {
-  throw ApplicationFailure.create({ type, message, nonRetryable: true, details: [{ code }] });
-}
+  /** Registers the Updates and the `controlState` query on this run, one line each. */
+  register(run: TurnRun, shield?: CancellationScope): void {
+    this.#run = run;
+    this.#shield = shield;
+    this.#on(approveUpdate, this.approve, this.validateApprove);
+    this.#on(rejectUpdate, this.reject, this.validateReject);
+    this.#on(pauseUpdate, this.pause, this.validatePause);
+    this.#on(resumeUpdate, this.resume, this.validateResume);
+    this.#on(steerUpdate, this.steer, this.validateSteer);
+    setHandler(controlStateQuery, () => this.state());
+  }
 
-/** Registers the Updates and the `controlState` query on this run. */
-export function registerControls(run: TurnRun, controls: TurnControls, shield?: CancellationScope): void {
-  // On 0.5 runs a handler runs shielded from Temporal's own cancellation, which the cancel
-  // policy may refuse (turn-workflow.ts): the turn then goes on, and so do its controls.
-  const shielded =
-    <R>(handler: (payload: unknown) => Promise<R>) =>
-    (payload: unknown): Promise<R> =>
-      shield ? shield.run(() => handler(payload)) : handler(payload);
-  const parse = (action: ControlAction, payload: unknown): ControlRequest => {
+  /** One Update: its handler and validator, both methods of this class. */
+  #on<R>(
+    update: UpdateDefinition<R, [unknown]>,
+    handler: (payload: unknown) => Promise<R>,
+    validator: (payload: unknown) => void,
+  ): void {
+    // On 0.5 runs a handler runs shielded from Temporal's own cancellation, which the cancel
+    // policy may refuse (turn-cancel.ts): the turn then goes on, and so do its controls.
+    const handle = (payload: unknown) => {
+      const run = () => handler.call(this, payload);
+      return this.#shield ? this.#shield.run(run) : run();
+    };
+    setHandler(update, handle, { validator: (payload) => validator.call(this, payload) });
+  }
+
+  approve(payload: unknown): Promise<ApprovalResult> {
+    return this.#decide('approved', payload);
+  }
+  validateApprove(payload: unknown): void {
+    this.#checkCall(this.#parse('approve', payload));
+  }
+
+  reject(payload: unknown): Promise<ApprovalResult> {
+    return this.#decide('rejected', payload);
+  }
+  validateReject(payload: unknown): void {
+    this.#checkCall(this.#parse('reject', payload));
+  }
+
+  async pause(payload: unknown): Promise<ControlState> {
+    await this.#authorizeBoundary(this.#parse('pause', payload));
+    if (this.pauseRequested) this.#refuseTurn('is already paused', 'already_paused');
+    this.pauseRequested = true;
+    return this.state();
+  }
+  validatePause(payload: unknown): void {
+    this.#parse('pause', payload);
+    this.#tooLate('pause');
+    if (this.pauseRequested) this.#refuseTurn('is already paused', 'already_paused');
+  }
+
+  async resume(payload: unknown): Promise<ControlState> {
+    await this.#authorize(this.#parse('resume', payload));
+    if (!this.pauseRequested) this.#refuseTurn('is not paused', 'not_paused');
+    this.pauseRequested = false;
+    return this.state();
+  }
+  validateResume(payload: unknown): void {
+    this.#parse('resume', payload);
+    if (!this.pauseRequested) this.#refuseTurn('is not paused', 'not_paused');
+  }
+
+  async steer(payload: unknown): Promise<ControlState> {
+    const request = this.#parse('steer', payload);
+    const id = currentUpdateInfo()?.id ?? `steer-${this.steers.length}`;
+    await this.#authorizeBoundary(request);
+    this.steers.push({ id, text: request.text!, principal: request.principal });
+    return this.state();
+  }
+  validateSteer(payload: unknown): void {
+    this.#parse('steer', payload);
+    this.#tooLate('steer');
+  }
+
+  #parse(action: ControlAction, payload: unknown): ControlRequest {
     const parsed = parseControlRequest(action, payload);
     if (!parsed.ok) refuse('ArgumentError', parsed.reason, 'malformed');
-    if (controls.finished) refuse('ControlError', `turn ${run.turnId} is finished`, 'finished');
+    if (this.finished) this.#refuseTurn('is finished', 'finished');
     return parsed.value;
-  };
-  const authorize = async (request: ControlRequest) => {
+  }
+
+  #refuseTurn(what: string, code: string): never {
+    refuse('ControlError', `turn ${this.#run.turnId} ${what}`, code);
+  }
+
+  async #authorize(request: ControlRequest): Promise<ControlVerdict> {
+    const run = this.#run;
     const verdict = await CancellationScope.nonCancellable(() =>
       run.activities.controls.authorizeControl.executeWithOptions(
         { summary: `authorize ${request.action}` },
@@ -168,186 +241,60 @@ export function registerControls(run: TurnRun, controls: TurnControls, shield?: 
     if (!verdict.allowed)
       refuse('AuthorizationError', verdict.reason ?? `not authorized to ${request.action}`, 'denied');
     return verdict;
-  };
+  }
 
-  const checkCall = (request: ControlRequest) => {
+  #checkCall(request: ControlRequest): string {
     const id = request.toolCallId!;
-    if (controls.decisions.has(id) || controls.deciding.has(id))
+    if (this.decisions.has(id) || this.deciding.has(id))
       refuse('ControlError', `tool call ${id} is already decided`, 'decided');
-    if (controls.settled.has(id))
+    if (this.settled.has(id))
       refuse('ControlError', `tool call ${id} is not awaiting approval`, 'not_awaiting');
-    if (!controls.phaseCalls.has(id))
-      refuse('ControlError', `turn ${run.turnId} has no tool call ${id} awaiting approval`, 'unknown_call');
+    if (!this.phaseCalls.has(id))
+      this.#refuseTurn(`has no tool call ${id} awaiting approval`, 'unknown_call');
     return id;
-  };
-  const decide =
-    (decision: 'approved' | 'rejected') =>
-    async (payload: unknown): Promise<ApprovalResult> => {
-      const request = parse(decision === 'approved' ? 'approve' : 'reject', payload);
-      const id = checkCall(request);
-      controls.deciding.add(id);
-      try {
-        // Its dispatch may still be on its way back: wait until the workflow knows the call's state.
-        await condition(
-          () =>
-            controls.awaiting.has(id) ||
-            controls.settled.has(id) ||
-            controls.finished ||
-            !controls.phaseCalls.has(id),
-        );
-        if (controls.finished) refuse('ControlError', `turn ${run.turnId} is finished`, 'finished');
-        if (!controls.awaiting.has(id))
-          refuse('ControlError', `tool call ${id} is not awaiting approval`, 'not_awaiting');
-        const verdict = await authorize(request);
-        // Nothing else decides the call while it is in `deciding` (the approval timeout waits).
-        controls.decisions.set(id, {
-          decision,
-          principal: request.principal,
-          ...(request.note !== undefined ? { note: request.note } : {}),
-          ...(request.reason !== undefined ? { reason: request.reason } : {}),
-        });
-        return { toolCallId: id, decision, verified: verdict.verified };
-      } finally {
-        controls.decisionDone(id);
-      }
-    };
-  setHandler(approveUpdate, shielded(decide('approved')), {
-    validator: (payload) => void checkCall(parse('approve', payload)),
-  });
-  setHandler(rejectUpdate, shielded(decide('rejected')), {
-    validator: (payload) => void checkCall(parse('reject', payload)),
-  });
+  }
+
+  async #decide(decision: 'approved' | 'rejected', payload: unknown): Promise<ApprovalResult> {
+    const request = this.#parse(decision === 'approved' ? 'approve' : 'reject', payload);
+    const id = this.#checkCall(request);
+    this.deciding.add(id);
+    try {
+      // Its dispatch may still be on its way back: wait until the workflow knows the call's state.
+      await condition(
+        () => this.awaiting.has(id) || this.settled.has(id) || this.finished || !this.phaseCalls.has(id),
+      );
+      if (this.finished) this.#refuseTurn('is finished', 'finished');
+      if (!this.awaiting.has(id))
+        refuse('ControlError', `tool call ${id} is not awaiting approval`, 'not_awaiting');
+      const verdict = await this.#authorize(request);
+      // Nothing else decides the call while it is in `deciding` (the approval timeout waits).
+      this.decisions.set(id, {
+        decision,
+        principal: request.principal,
+        ...(request.note !== undefined ? { note: request.note } : {}),
+        ...(request.reason !== undefined ? { reason: request.reason } : {}),
+      });
+      return { toolCallId: id, decision, verified: verdict.verified };
+    } finally {
+      this.decisionDone(id);
+    }
+  }
 
   // Pause and steer act at a boundary; once the turn committed to its output there is none.
-  const tooLate = (action: ControlAction) => {
-    if (controls.finishing)
-      refuse('ControlError', `turn ${run.turnId} is finishing: too late to ${action}`, 'too_late');
-  };
-  /** Authorizes a pause or steer; the output waits until every one accepted before it is done. */
-  const authorizeBoundary = async (request: ControlRequest) => {
-    tooLate(request.action);
-    controls.authorizing += 1;
-    try {
-      await authorize(request);
-    } finally {
-      controls.authorizing -= 1;
-    }
-    if (controls.finished) refuse('ControlError', `turn ${run.turnId} is finished`, 'finished');
-    tooLate(request.action);
-  };
-  const notPaused = () => refuse('ControlError', `turn ${run.turnId} is not paused`, 'not_paused');
-  const alreadyPaused = () =>
-    refuse('ControlError', `turn ${run.turnId} is already paused`, 'already_paused');
-  setHandler(
-    pauseUpdate,
-    shielded(async (payload) => {
-      await authorizeBoundary(parse('pause', payload));
-      if (controls.pauseRequested) alreadyPaused();
-      controls.pauseRequested = true;
-      return controls.state();
-    }),
-    {
-      validator: (payload) => {
-        parse('pause', payload);
-        tooLate('pause');
-        if (controls.pauseRequested) alreadyPaused();
-      },
-    },
-  );
-  setHandler(
-    resumeUpdate,
-    shielded(async (payload) => {
-      await authorize(parse('resume', payload));
-      if (!controls.pauseRequested) notPaused();
-      controls.pauseRequested = false;
-      return controls.state();
-    }),
-    {
-      validator: (payload) => {
-        parse('resume', payload);
-        if (!controls.pauseRequested) notPaused();
-      },
-    },
-  );
-  setHandler(
-    steerUpdate,
-    shielded(async (payload) => {
-      const request = parse('steer', payload);
-      const id = currentUpdateInfo()?.id ?? `steer-${controls.steers.length}`;
-      await authorizeBoundary(request);
-      controls.steers.push({ id, text: request.text!, principal: request.principal });
-      return controls.state();
-    }),
-    {
-      validator: (payload) => {
-        parse('steer', payload);
-        tooLate('steer');
-      },
-    },
-  );
-  setHandler(controlStateQuery, () => controls.state());
-}
-
-/**
- * A control boundary (before a model call, before a tool call): a requested pause stops the
- * turn here, `paused` with its claim cleared, until `resume` (or a cancel, or the root
- * timeout). Returns the digest it resumed from, or null when there was no pause.
- */
-export async function pauseAtBoundary(run: TurnRun): Promise<TurnDigest | null> {
-  const controls = run.controls;
-  if (!controls?.pauseRequested) return null;
-  const { store } = run.activities;
-  await runStoreStep(() => store.pauseTurn.executeWithOptions({ summary: 'pause' }, [run.owner()]));
-  controls.paused = true;
-  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'paused' }]);
-  run.console.update({ status: 'paused', lastStep: 'paused by a person' });
-  await condition(() => !controls.pauseRequested);
-  controls.paused = false;
-  const digest = await runStoreStep(() =>
-    store.resumePausedTurn.executeWithOptions({ summary: 'resume' }, [run.owner()]),
-  );
-  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
-  run.console.digest(digest);
-  run.console.update({ lastStep: 'resumed' });
-  return digest;
-}
-
-/**
- * The boundary before the output (its checks and the output step), the last one of a turn.
- * Pause and steer Updates accepted before it and still being authorized are waited for, then
- * a pause stops the turn here; with steering to apply it returns true (the caller applies it
- * and the model answers again). Otherwise the turn commits to its output: from here on pause
- * and steer are refused (`too_late`) by their validators, so none is acknowledged and dropped.
- */
-export async function commitToOutput(run: TurnRun): Promise<boolean> {
-  const controls = run.controls;
-  if (!controls) return false;
-  for (;;) {
-    if (controls.authorizing > 0) await condition(() => controls.authorizing === 0);
-    // While paused, more controls may arrive: look again after the resume.
-    if (!(await pauseAtBoundary(run))) break;
+  #tooLate(action: ControlAction): void {
+    if (this.finishing) this.#refuseTurn(`is finishing: too late to ${action}`, 'too_late');
   }
-  if (controls.steers.length > 0) return true;
-  controls.finishing = true;
-  return false;
-}
 
-/** The output step went back to the model (a revision): pause and steer apply again. */
-export function reopenControls(run: TurnRun): void {
-  if (run.controls) run.controls.finishing = false;
-}
-
-/** Steering accepted and not yet written: it applies at this boundary (back to the model). */
-export async function steerAtBoundary(run: TurnRun): Promise<TurnDigest | null> {
-  const controls = run.controls;
-  if (!controls || controls.steers.length === 0) return null;
-  const steers = [...controls.steers];
-  const digest = await runStoreStep(() =>
-    run.activities.store.steerTurn.executeWithOptions({ summary: 'steer' }, [{ ...run.owner(), steers }]),
-  );
-  controls.steers = controls.steers.slice(steers.length);
-  controls.phaseCalls = new Set();
-  run.console.digest(digest);
-  run.console.update({ lastStep: 'steered by a person' });
-  return digest;
+  /** Authorizes a pause or steer; the output waits until every one accepted before it is done. */
+  async #authorizeBoundary(request: ControlRequest): Promise<void> {
+    this.#tooLate(request.action);
+    this.authorizing += 1;
+    try {
+      await this.#authorize(request);
+    } finally {
+      this.authorizing -= 1;
+    }
+    if (this.finished) this.#refuseTurn('is finished', 'finished');
+    this.#tooLate(request.action);
+  }
 }

@@ -43,7 +43,7 @@ const FAILURE_LIMIT = 8;
  * steps in a row (counted across continue-as-new): then the lane waits for the next wake
  * (or closes), and its current details say that its steps fail.
  */
-export const PATCH_LANE_0_5 = 'turnkit-lane-0.5';
+const PATCH_LANE_0_5 = 'turnkit-lane-0.5';
 
 const activities = proxyActivities<TurnActivities>({
   startToCloseTimeout: '1 minute',

@@ -20,7 +20,7 @@ export const PATCH_FAIL_ACTIVITY = 'turnkit-fail-as-activity-1';
  * events): a model phase asks whether compaction is due and runs `compactStep` first when it
  * is; output constraints and judges run in their own scheduled activity before the output step.
  */
-export const PATCH_0_3 = 'turnkit-0.3-compaction-output-audit';
+const PATCH_0_3 = 'turnkit-0.3-compaction-output-audit';
 
 /**
  * Release 0.4's command changes, one marker for all: a person in the loop (Updates `approve`,
@@ -28,13 +28,13 @@ export const PATCH_0_3 = 'turnkit-0.3-compaction-output-audit';
  * tool call of a pass closes the tools phase in its own activity (no `finishTools` local
  * activity, decision 28).
  */
-export const PATCH_0_4 = 'turnkit-0.4';
+const PATCH_0_4 = 'turnkit-0.4';
 
 /**
  * Release 0.5's command changes, one marker for all, decided at the run's start. A 0.5 run
  * has 0.4's and 0.3's changes too, and records only this marker.
  */
-export const PATCH_0_5 = 'turnkit-0.5';
+const PATCH_0_5 = 'turnkit-0.5';
 
 /** What this run of the turn workflow does, fixed at its start. */
 export interface RunFeatures {

@@ -2,111 +2,15 @@
  * The tools phase of a turn workflow (spec §4.1): one activity per call, sub-agents and
  * launched agents as child workflows, and the waits that hold no worker.
  */
-import {
-  CancellationScope,
-  condition,
-  sleep,
-  startChild,
-  upsertSearchAttributes,
-  workflowInfo,
-} from '@temporalio/workflow';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS, turnStartOptions } from './contract.js';
+import { condition, upsertSearchAttributes } from '@temporalio/workflow';
+import { TURNKIT_STATUS } from './contract.js';
+import type { ChildTurn } from './child-turns.js';
+import { joinSubAgents, launchChild, startSubAgents } from './child-turns.js';
 import { PATCH_COORDINATION, releasedPatch } from './patches.js';
-import { pauseAtBoundary, steerAtBoundary } from './controls.js';
+import { pauseAtBoundary, steerAtBoundary } from './control-boundaries.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, continueDue, nudgeMark, runStoreStep, settingsOf } from './turn-run.js';
-import type { turnWorkflow } from './turn-workflow.js';
-import type { TurnDigest } from '../contract/digests.js';
-
-/** A child turn to start: a sub-agent call, or an agent launched by `launch_agent`. */
-interface ChildTurn {
-  turnId: string;
-  agent: string;
-  conversationId: string;
-}
-
-/** Starts a child turn's workflow that outlives this run. */
-async function startChildTurn(run: TurnRun, child: ChildTurn, task: string) {
-  run.children.add(child.turnId);
-  return startChild<typeof turnWorkflow>('turnWorkflow', {
-    ...turnStartOptions({
-      turn: {
-        id: child.turnId,
-        agentName: child.agent,
-        conversationId: child.conversationId,
-        parentTurnId: run.turnId,
-        rootTurnId: workflowInfo().typedSearchAttributes.get(TURNKIT_ROOT_TURN_ID) ?? run.turnId,
-        status: 'pending',
-      },
-      task,
-      settings: run.settings,
-    }),
-    parentClosePolicy: 'ABANDON',
-  });
-}
-
-/** Launched agents run detached: started, never awaited. A start that already happened is fine. */
-async function launchChild(run: TurnRun, launched: ChildTurn) {
-  await CancellationScope.nonCancellable(async () => {
-    try {
-      await startChildTurn(run, launched, `launched by ${run.turnId}`);
-    } catch (error) {
-      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-    }
-  });
-}
-
-const FINISHED = new Set(['completed', 'failed', 'cancelled']);
-
-/**
- * Follows a child that an earlier run of this turn started (a reset's, or the run this one
- * continued), through the store. On 0.5 runs the child signals its parent's workflow when it
- * ends (`targetFinished`), so this waits for that instead of polling.
- */
-async function childFinished(run: TurnRun, childTurnId: string): Promise<void> {
-  const status = () => run.activities.store.turnStatus({ turnId: childTurnId });
-  if (run.features.v0_5) {
-    for (let seen = run.nudges(); !FINISHED.has((await status()).status); seen = run.nudges())
-      await awaitNudge(run, null, seen);
-    return;
-  }
-  for (let wait = 1; !FINISHED.has((await status()).status);) {
-    await sleep(`${wait} seconds`);
-    wait = Math.min(wait * 2, 30);
-  }
-}
-
-/**
- * Starts the children of a sub-agent group as child workflows, in parallel; returns when all
- * of them started, with what each one's end is awaited by. They are started outside the
- * cancellable scope: a `retain` cancel leaves them running, a `cascade` cancel signals each one.
- */
-async function startSubAgents(run: TurnRun, children: ChildTurn[]) {
-  return CancellationScope.nonCancellable(() =>
-    Promise.all(
-      children.map(async (child) => {
-        try {
-          const handle = await startChildTurn(run, child, `sub-agent of ${run.turnId}`);
-          // Wrapped: an async function returning a promise would wait for it, and the join
-          // below (which a cancel must be able to interrupt) would never be reached.
-          return { done: handle.result().then(() => undefined) };
-        } catch (error) {
-          if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-          return { done: childFinished(run, child.turnId) };
-        }
-      }),
-    ),
-  );
-}
-
-/** Waits for all the started children (a cancel interrupts it). */
-async function joinSubAgents(started: { done: Promise<void> }[]) {
-  await Promise.race([
-    Promise.all(started.map((child) => child.done)),
-    CancellationScope.current().cancelRequested,
-  ]);
-}
+import type { ToolCallDigest, TurnDigest } from '../contract/digests.js';
 
 /** Waits, without holding a worker, until every `wait_for` target of the turn is finished. */
 async function awaitWaitTargets(run: TurnRun): Promise<void> {
@@ -141,6 +45,19 @@ interface DispatchPass {
   closed: TurnDigest | null;
 }
 
+/** A sub-agent group or a `wait_for` join of this pass is still open. */
+const childrenOpen = (pass: DispatchPass) => pass.subAgents.length > 0 || pass.joining;
+
+/**
+ * May this call go now? An ordinary call never jumps ahead of an unresolved group or
+ * `wait_for`; a call awaiting approval holds back a terminal tool, a sub-agent or a
+ * coordination tool (later ordinary calls run).
+ */
+function mayGo(pass: DispatchPass, call: ToolCallDigest): boolean {
+  if (childrenOpen(pass) && call.kind !== 'subAgent') return false;
+  return !(pass.awaiting.length > 0 && (call.terminal || call.kind !== 'ordinary'));
+}
+
 /**
  * Dispatches the calls in order until one must be waited on. A contiguous group of sub-agent
  * calls fans out; an ordinary call never jumps ahead of an unresolved group or `wait_for`; a
@@ -162,11 +79,9 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
   const controls = run.controls;
   const lastCall = digest.toolCalls[digest.toolCalls.length - 1];
   for (const call of digest.toolCalls) {
-    const held = pass.awaiting.length > 0;
-    const deferResult = pass.subAgents.length > 0 || pass.joining || held;
-    if ((pass.subAgents.length > 0 || pass.joining) && call.kind !== 'subAgent') break;
-    if (held && (call.terminal || call.kind !== 'ordinary')) break;
-    if (controls && pass.subAgents.length === 0 && !pass.joining) {
+    if (!mayGo(pass, call)) break;
+    const deferResult = childrenOpen(pass) || pass.awaiting.length > 0;
+    if (controls && !childrenOpen(pass)) {
       if (controls.steers.length > 0) {
         pass.steered = true;
         break;

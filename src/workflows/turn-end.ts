@@ -3,9 +3,12 @@
  * Temporal's own request) or failed; then who must hear about it.
  */
 import {
+  allHandlersFinished,
   CancellationScope,
+  condition,
   getExternalWorkflowHandle,
   makeContinueAsNewFunc,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { CancelRequest } from '../contract/cancel-request.js';
@@ -70,7 +73,7 @@ export async function continueTurn(run: TurnRun, input: TurnWorkflowInput): Prom
  * A child turn (a sub-agent, a launched agent) tells its parent's workflow that it ended: a
  * parent whose run continued as new while the child ran follows it by this signal.
  */
-export async function wakeParent(): Promise<void> {
+async function wakeParent(): Promise<void> {
   const parent = workflowInfo().parent;
   if (!parent) return;
   await CancellationScope.nonCancellable(() =>
@@ -122,7 +125,7 @@ export async function failTurn(run: TurnRun, error: unknown, timedOut: boolean):
 }
 
 /** Tells waiters that this turn finished and wakes the lanes that have work. */
-export async function notify(run: TurnRun, notice: TerminalNotice | undefined): Promise<void> {
+async function notify(run: TurnRun, notice: TerminalNotice | undefined): Promise<void> {
   if (
     !notice ||
     (notice.waiters.length === 0 && notice.lanes.length === 0) ||
@@ -139,4 +142,22 @@ export async function notify(run: TurnRun, notice: TerminalNotice | undefined): 
       await run.activities.store.wakeLanes({ conversationIds: notice.lanes, ...settingsOf(run) });
     }
   });
+}
+
+/** The turn ended: its status shown, waiters and the parent told, open controls answered. */
+export async function endRun(
+  run: TurnRun,
+  end: TurnEnd,
+  shield: CancellationScope | undefined,
+): Promise<TurnWorkflowResult> {
+  const { controls } = run;
+  if (controls) controls.finished = true;
+  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: end.result.status }]);
+  run.console.update({ status: end.result.status, runningTools: [] });
+  await notify(run, end.notice);
+  if (run.features.v0_5 && end.result.claimed) await wakeParent();
+  // Controls still being handled are refused now; the run ends after they answered.
+  if (controls)
+    await (shield ? shield.run(() => condition(allHandlersFinished)) : condition(allHandlersFinished));
+  return end.result;
 }

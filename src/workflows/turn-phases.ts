@@ -6,7 +6,7 @@ import { sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import { TURNKIT_STATUS } from './contract.js';
 import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS, releasedPatch } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
-import { commitToOutput, pauseAtBoundary, reopenControls, steerAtBoundary } from './controls.js';
+import { commitToOutput, pauseAtBoundary, reopenControls, steerAtBoundary } from './control-boundaries.js';
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, continueDue, isLostClaim, nudgeMark, runStoreStep } from './turn-run.js';
 import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../contract/digests.js';

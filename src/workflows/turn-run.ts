@@ -12,11 +12,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { TurnActivityProxies } from './activity-options.js';
-import type { TurnConsole } from './console.js';
+import { TurnConsole } from './console.js';
 import type { RunFeatures } from './patches.js';
 import type { TurnControls } from './controls.js';
-import type { TurnContinuation, TurnSettings } from './contract.js';
-import { CONTINUE_AS_NEW_AFTER } from './contract.js';
+import type { TurnContinuation, TurnSettings, TurnWorkflowInput } from './contract.js';
+import { claimTokenOf, CONTINUE_AS_NEW_AFTER } from './contract.js';
 import type { OwnerInput, TurnErrorDigest } from '../contract/digests.js';
 
 export interface TurnRun {
@@ -45,6 +45,40 @@ export interface TurnRun {
   continued: TurnContinuation | undefined;
 }
 
+/** What a run is built from beside its input: decided at the workflow's start. */
+interface RunParts {
+  activities: TurnActivityProxies;
+  features: RunFeatures;
+  controls: TurnControls | null;
+  nudges: () => number;
+}
+
+/** This run of the turn's workflow, with what a run it continued handed over. */
+export function newTurnRun(input: TurnWorkflowInput, parts: RunParts): TurnRun {
+  const { turnId } = input;
+  // The claim token is bound to this run: a retried claim by the same run is recognized,
+  // and a reset or any other run gets a different token, which fences this one out.
+  const claimToken = claimTokenOf(workflowInfo().runId);
+  const run: TurnRun = {
+    ...parts,
+    turnId,
+    claimToken,
+    settings: input.settings,
+    children: new Set(input.continued?.children),
+    modelCalls: input.continued?.modelCalls ?? 0,
+    console: new TurnConsole(turnId),
+    owner: () => ({ turnId, claimToken, taskHistoryLength: workflowInfo().historyLength }),
+    continued: input.continued,
+  };
+  // The UI's current details of a continued run (its static summary stays on the first run).
+  if (input.continued)
+    run.console.update({
+      modelCalls: run.modelCalls,
+      lastStep: `continued as new: run ${input.continued.runs + 1} of the turn's workflow`,
+    });
+  return run;
+}
+
 /** `{ settings }` when the run has any, for the inputs that pass them on. */
 export function settingsOf(run: TurnRun): { settings?: TurnSettings } {
   return run.settings ? { settings: run.settings } : {};
@@ -58,7 +92,7 @@ const RECHECK_MS = 30_000;
  * finished target or child), so the timer is only a safety net should a signal be lost:
  * one check (6 history events) per 6 hours, 1 event an hour (decision 32).
  */
-export const SAFETY_NET_MS = 6 * 60 * 60 * 1000;
+const SAFETY_NET_MS = 6 * 60 * 60 * 1000;
 
 /**
  * The nudges seen so far, taken before the check a wait follows: on 0.5 runs a nudge that
