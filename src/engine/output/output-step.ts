@@ -2,38 +2,31 @@ import type { Agent } from '../../agents/agent.js';
 import { hasOutputChecks } from '../../agents/agent.js';
 import type { OutputViolation } from '../../agents/output-policy.js';
 import { storedErrorClass } from '../../errors.js';
-import type { JsonObject, TurnRecord } from '../../store/types.js';
+import type { JsonObject } from '../../store/types.js';
 import { TERMINAL_TURN_STATUSES } from '../../store/types.js';
 import { messageCreated, turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
-import type { OutputAudit } from './output-checks.js';
-import { auditKey, checkTurnOutput, schemaViolations, storedAudit } from './output-checks.js';
+import type { OutputAudit } from './violations.js';
+import { schemaViolations } from './violations.js';
+import { auditKey, checkTurnOutput, storedAudit } from './audit.js';
 import type { Runtime } from '../runtime.js';
 import { announceTerminalWrite, repeatedNotice, terminalNotice, writeTerminalRows } from '../end/terminal.js';
 import { callbackVerdict } from '../lane/messaging.js';
-import type { TurnState } from '../step/turn-state.js';
 import type { OutputStepDigest, OwnerInput } from '../../contract/digests.js';
-
-export type { OutputAudit } from './output-checks.js';
 
 /**
  * The audit of the turn's candidate: the schema check here, then what the `outputAudit`
  * activity stored for this candidate. A workflow that did not run that activity (a history
  * recorded before it existed) gets the checks run here, as they used to be.
  */
-async function auditCandidate(
-  runtime: Runtime,
-  store: Parameters<typeof checkTurnOutput>[1],
-  agent: Agent,
-  turn: TurnRecord,
-  state: TurnState,
-): Promise<OutputAudit | null> {
+async function auditCandidate(step: TurnStep): Promise<OutputAudit | null> {
+  const { agent, state } = step;
   if (!agent.outputSchema && !hasOutputChecks(agent)) return null;
   const violations: OutputViolation[] = schemaViolations(agent, state.output_data ?? null);
   if (hasOutputChecks(agent)) {
     violations.push(
       ...(storedAudit(state, auditKey(state)) ??
-        (await checkTurnOutput(runtime, store, agent, turn, { signal: new AbortController().signal }))),
+        (await checkTurnOutput(step, { signal: new AbortController().signal }))),
     );
   }
   return { clean: violations.length === 0, violations };
@@ -71,8 +64,8 @@ export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promis
     const repeated = await repeatedNotice(runtime, input.turnId);
     if (repeated) return { done: true, status: step.turn.status, notice: repeated };
   }
-  const { turn, agent, state } = step;
-  const audit = await auditCandidate(runtime, step.fencedStore(), agent, turn, state);
+  const audit = await auditCandidate(step);
+  const { agent, state } = step;
   const revisionsUsed = state.revisions_used ?? 0;
   if (audit && !audit.clean && revisionsUsed < agent.outputRetries) {
     await requestRevision(step, audit, revisionsUsed + 1);
