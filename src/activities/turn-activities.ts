@@ -10,7 +10,7 @@ import { authorizeControl, pauseTurn, resumePausedTurn, steerTurn } from '../eng
 import { laneStep } from '../engine/lane/messaging.js';
 import type { RepairContext } from '../engine/end/repair.js';
 import { checkLaneAhead, repairTurns, startOrNudgeTurn, wakeLane } from '../engine/end/repair.js';
-import { runCompactionStep } from '../engine/model/compaction.js';
+import { runCompactionStep } from '../engine/model/compact-step.js';
 import { runModelStep } from '../engine/model/model-step.js';
 import { runOutputAudit } from '../engine/output/audit.js';
 import { runOutputStep } from '../engine/output/output-step.js';

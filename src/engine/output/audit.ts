@@ -7,12 +7,11 @@
 import { createHash } from 'node:crypto';
 import type { OutputPolicy, OutputViolation } from '../../agents/output-policy.js';
 import { StoreError, TurnKitError } from '../../errors.js';
-import { costFromUsage } from '../../models/cost.js';
 import type { JsonObject } from '../../store/types.js';
 import { DEFAULT_TURN_SETTINGS } from '../../workflows/contract.js';
 import { loadedSkillsOf } from '../tools/skills.js';
 import type { Runtime } from '../runtime.js';
-import { Budget } from '../step/budget.js';
+import { chargeCall, checkStepSpend } from '../step/charge.js';
 import { turnEvent } from '../step/events.js';
 import { retryDelayMs } from '../step/retry-delay.js';
 import { TurnStep } from '../step/turn-step.js';
@@ -74,10 +73,9 @@ function turnJudge(step: TurnStep, key: string, hooks: OutputCheckHooks) {
     completed: async (request, result, violations) => {
       const usage = result?.usage ?? { inputTokens: 0, outputTokens: 0 };
       const charged = result?.model ?? request.model;
-      const cost = costFromUsage(usage, charged, runtime.cost);
       // The charge and the verdict land together.
-      await step.write(async (tx) => {
-        tx.charge(usage, cost);
+      const cost = await step.write(async (tx) => {
+        const cost = chargeCall(tx, runtime, usage, charged);
         const stored = tx.state.output_judged;
         const verdicts = stored?.key === key ? stored.verdicts : {};
         tx.patchState({
@@ -95,12 +93,10 @@ function turnJudge(step: TurnStep, key: string, hooks: OutputCheckHooks) {
             policy: policy.name,
           }),
         );
+        return cost;
       });
       // The judge's cost is recorded even when it trips the cap (like a main model call's).
-      if (cost.total !== null)
-        (
-          await Budget.load(runtime.store, step.turn.rootTurnId, agent.limits, { root: step.turn })
-        ).checkSpend();
+      if (cost.total !== null) await checkStepSpend(step);
     },
   });
 }
