@@ -18,11 +18,11 @@
  * is a one-line fix in this block.
  */
 import { claimTurn } from '../../src/engine/claim/claim.js';
-import { runCompactionStep } from '../../src/engine/model/compaction.js';
+import { runCompactionStep } from '../../src/engine/model/compact-step.js';
 import { runModelStep } from '../../src/engine/model/model-step.js';
 import { runToolCall } from '../../src/engine/tools/tool-runner.js';
 import { finishToolsPhase, resumeTurn, suspendTurn } from '../../src/engine/tools/tools-phase.js';
-import { runOutputAudit } from '../../src/engine/output/output-checks.js';
+import { runOutputAudit } from '../../src/engine/output/audit.js';
 import { runOutputStep } from '../../src/engine/output/output-step.js';
 import { failTurn } from '../../src/engine/end/terminal.js';
 import type { Runtime } from '../../src/engine/runtime.js';
