@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
-import { OUTCOME_UNKNOWN, repairTranscript } from '../../src/engine/end/terminal.js';
+import { OUTCOME_UNKNOWN, repairTranscript } from '../../src/engine/end/terminal-write.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import { openStore } from '../../src/store/index.js';

@@ -11,8 +11,8 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { interruptToolExecutions, OUTCOME_UNKNOWN } from '../../src/engine/end/terminal.js';
-import { runToolCall } from '../../src/engine/tools/tool-runner.js';
+import { interruptToolExecutions, OUTCOME_UNKNOWN } from '../../src/engine/end/terminal-write.js';
+import { runToolCall } from '../../src/engine/tools/tool-call.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
 let started: () => void = () => undefined;

@@ -6,15 +6,15 @@ import type { CancelDescendants, CancelRequest } from '../../contract/cancel-req
 import { signedCancelParams } from '../../contract/cancel-request.js';
 import type { Runtime } from '../runtime.js';
 import { verifyOnce } from '../controls/signature-use.js';
-import type { CallbackVerdict } from '../lane/messaging.js';
-import { callbackVerdict, completionCallback, mergeNotices } from '../lane/messaging.js';
+import type { CallbackVerdict } from '../lane/lane-step.js';
+import { callbackVerdict, completionCallback, mergeNotices } from '../lane/lane-step.js';
 import {
   emitCallback,
   interruptToolExecutions,
   repairTranscript,
   repeatedNotice,
   terminalNotice,
-} from './terminal.js';
+} from './terminal-write.js';
 import type { TerminalNotice } from '../../contract/digests.js';
 
 export type { CancelDescendants, CancelRequest } from '../../contract/cancel-request.js';

@@ -37,8 +37,8 @@ import type { laneWorkflow } from '../../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../../workflows/turn-workflow.js';
 import { taskOf } from '../lane/build-turn.js';
 import type { Runtime } from '../runtime.js';
-import { callbackVerdict } from '../lane/messaging.js';
-import { announceTerminalWrite, terminalNotice, writeTerminalRows } from './terminal.js';
+import { callbackVerdict } from '../lane/lane-step.js';
+import { announceTerminalWrite, terminalNotice, writeTerminalRows } from './terminal-write.js';
 import type { TerminalNotice } from '../../contract/digests.js';
 
 /** Where repair runs: a worker's activity, the client, the CLI. */

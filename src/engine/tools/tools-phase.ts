@@ -9,8 +9,8 @@ import { retakeClaim } from '../claim/claim.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { appendAfterResults } from './after-results.js';
-import { appendToolResultOnce } from '../end/terminal.js';
-import { executionsOfCalls, findToolExecution } from './tool-executions.js';
+import { appendToolResultOnce } from '../end/terminal-write.js';
+import { executionsOfCalls, findToolExecution } from './execution-lookup.js';
 import { toolCallParts, turnState, updateState } from '../step/turn-state.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 

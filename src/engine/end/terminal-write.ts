@@ -13,8 +13,8 @@ import type {
 } from '../../store/types.js';
 import { appendAfterResults } from '../tools/after-results.js';
 import { retakeClaim } from '../claim/claim.js';
-import type { CallbackVerdict } from '../lane/messaging.js';
-import { callbackVerdict, completionCallback, laneHasWork, openWaiters } from '../lane/messaging.js';
+import type { CallbackVerdict } from '../lane/lane-step.js';
+import { callbackVerdict, completionCallback, laneHasWork, openWaiters } from '../lane/lane-step.js';
 import type { Runtime } from '../runtime.js';
 import { toolCallParts } from '../step/turn-state.js';
 import type { OwnerInput, TerminalNotice, TurnErrorDigest } from '../../contract/digests.js';
