@@ -1,158 +1,29 @@
 import type { Agent } from '../../agents/agent.js';
 import type { ToolContext, ToolDefinition } from '../../agents/tool.js';
 import { normalizeToolPayload, validateToolArguments } from '../../agents/tool.js';
-import {
-  AuthorizationError,
-  BudgetError,
-  LostClaim,
-  storedErrorClass,
-  ToolError,
-  TurnKitError,
-} from '../../errors.js';
+import { BudgetError, LostClaim, TurnKitError } from '../../errors.js';
 import { nowIso } from '../../store/records.js';
-import type {
-  Json,
-  JsonObject,
-  MessageRecord,
-  Store,
-  ToolExecutionRecord,
-  TurnRecord,
-} from '../../store/types.js';
+import { isOpenToolExecution } from '../../store/types.js';
+import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
 import { toolSpanAttributes } from '../telemetry/genai-spans.js';
-import { isLaunchAgentTool } from '../../agents/coordination.js';
-import type { CoordinationOutcome } from './coordination.js';
-import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
-import { delegate, isFinished, subAgentResult } from './delegation.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { toolForTurn } from './skills.js';
 import { findToolExecution } from './execution-lookup.js';
 import { retryWhileStoreDown } from '../step/store-outage.js';
-import { appendToolResultOnce, OUTCOME_UNKNOWN } from '../end/terminal-write.js';
 import { newId } from '../../ids.js';
 import { checkTreeSpend, recordInternalCall } from '../step/charge.js';
 import { finishToolsPhase } from './tools-phase.js';
-import {
-  contextOf,
-  phaseOf,
-  principalOf,
-  toolCallParts,
-  turnState,
-  updateState,
-} from '../step/turn-state.js';
-import { APPROVAL_TIMED_OUT, principalName } from '../../contract/control-request.js';
+import { contextOf, phaseOf, principalOf, toolCallParts, turnState } from '../step/turn-state.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
-import type { ApprovalDecision, ToolCallInput } from '../../contract/activities.js';
-
-/**
- * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
- * under the same idempotency key. The engine's own signal, not part of the public API.
- */
-class ToolRetry extends TurnKitError {
-  override readonly retryable = true;
-}
-
-type ToolCall = ReturnType<typeof toolCallParts>[number];
-
-export interface ToolCallHooks {
-  signal: AbortSignal;
-  heartbeat: (details?: unknown) => void;
-  /** Runs a replay-safe tool that throws may have (`maxToolAttempts`), counted in the store. */
-  maxAttempts: number;
-}
-
-/** Kinds the engine runs itself; they start `pending` and never take the running claim. */
-const KNOWN_WORK = new Set(['subAgent', 'launchAgent', 'waitFor', 'sendMessage']);
-
-class ToolRun {
-  readonly events: Array<[string, JsonObject]> = [];
-  /** Messages the tool asked for after the results; stored with its completion. */
-  readonly afterResults: JsonObject[] = [];
-
-  constructor(
-    readonly runtime: Runtime,
-    readonly store: Store,
-    readonly turn: TurnRecord,
-    readonly agent: Agent,
-    readonly call: ToolCall,
-    readonly tool: ToolDefinition | undefined,
-    readonly deferResult: boolean,
-  ) {}
-
-  async findExecution(): Promise<ToolExecutionRecord | undefined> {
-    return findToolExecution(this.store, this.turn.id, this.call.id);
-  }
-
-  outcome(execution: ToolExecutionRecord): ToolCallOutcome {
-    return {
-      toolCallId: this.call.id,
-      executionId: execution.id,
-      status: execution.status,
-      terminal: execution.status === 'completed' && (this.tool?.terminal ?? false),
-      waiting: false,
-    };
-  }
-
-  async appendResult(
-    execution: ToolExecutionRecord,
-    payload: Json,
-    error: boolean,
-  ): Promise<MessageRecord | null> {
-    if (this.deferResult) return null;
-    return appendToolResultOnce(this.store, this.turn, this.call, execution.id, payload, error);
-  }
-
-  /** CAS from the row's current status, and only then append its result (spec §4.4). */
-  async finish(
-    execution: ToolExecutionRecord,
-    status: 'completed' | 'failed' | 'interrupted',
-    payload: JsonObject,
-  ): Promise<ToolExecutionRecord> {
-    const { row, message } = await this.store.atomic(null, async () => {
-      const row = await this.store.claimToolExecution(execution.id, {
-        from: execution.status,
-        to: status,
-        ...(status === 'completed' ? { result: payload } : { error: payload as { message: string } }),
-        completedAt: nowIso(),
-      });
-      const message = row ? await this.appendResult(row, payload, status !== 'completed') : null;
-      if (row && status === 'completed' && this.afterResults.length > 0) {
-        const fresh = await this.store.loadTurn(this.turn.id);
-        await updateState(this.store, this.turn.id, {
-          after_results: [...(turnState(fresh).after_results ?? []), ...this.afterResults],
-        });
-      }
-      return { row, message };
-    });
-    // Someone else (cancel, recovery) closed the row while the tool ran: the late outcome is dropped.
-    if (!row) return this.store.loadToolExecution(execution.id);
-    if (message)
-      this.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
-    const chars = JSON.stringify(payload).length;
-    this.events.push(
-      status === 'completed'
-        ? ['tool_call.completed', { id: this.call.id, name: this.call.name, result_chars: chars }]
-        : [
-            'tool_call.failed',
-            { id: this.call.id, name: this.call.name, error: payload, result_chars: chars },
-          ],
-    );
-    return row;
-  }
-
-  fail(execution: ToolExecutionRecord, message: string, details?: JsonObject): Promise<ToolExecutionRecord> {
-    return this.finish(execution, 'failed', details ? { message, details } : { message });
-  }
-
-  async flushEvents(): Promise<void> {
-    await this.runtime.emitAll(this.turn, this.events.splice(0));
-  }
-}
-
-function errorDetails(error: unknown, extra: JsonObject = {}): JsonObject {
-  return { class: storedErrorClass(error instanceof Error ? error.name : 'Error'), ...extra };
-}
+import type { ToolCallInput } from '../../contract/activities.js';
+import { askApproval, awaitingOutcome, decideApproval } from './approval.js';
+import { coordinationCall, delegateCall, ENGINE_RUN_KINDS } from './engine-run-call.js';
+import { failedOutcome } from './tool-failure.js';
+import type { ToolCallHooks } from './tool-execution.js';
+import { errorDetails, ToolExecution } from './tool-execution.js';
+import { OUTCOME_UNKNOWN, resultOf } from './tool-results.js';
 
 /**
  * Runs one tool call of the persisted response, in TurnKit's exact order (spec §4.2). Every
@@ -214,7 +85,7 @@ async function runCall(
   const call = toolCallParts(turnState(turn).parts).find((part) => part.id === input.toolCallId);
   if (!call) throw new TurnKitError(`turn ${turn.id} has no pending tool call ${input.toolCallId}`);
   const tool = await toolForTurn(store, agent, turn, call.name);
-  const run = new ToolRun(runtime, store, turn, agent, call, tool, input.deferResult ?? false);
+  const run = new ToolExecution(runtime, store, turn, agent, call, tool, input.deferResult ?? false);
   try {
     return await dispatchCall(run, input, hooks);
   } finally {
@@ -228,13 +99,13 @@ async function runCall(
  * nothing); dispatched again with the person's decision, it runs or gets its one rejection.
  */
 async function dispatchCall(
-  run: ToolRun,
+  run: ToolExecution,
   input: ToolCallInput,
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
   const existing = await run.findExecution();
-  if (existing?.status === 'awaiting_approval') return decideApproval(run, existing, input.approval, hooks);
-  if (existing && isClosed(existing)) return redispatchFinished(run, existing);
+  if (existing?.status === 'awaiting_approval') return runDecided(run, existing, input.approval, hooks);
+  if (existing && !isOpenToolExecution(existing)) return redispatchFinished(run, existing);
   if (existing?.status === 'running' && !mayRunAgain(run.tool))
     return run.outcome(await run.finish(existing, 'interrupted', { message: OUTCOME_UNKNOWN }));
   const approval = existing ? 'run' : await askApproval(run);
@@ -251,91 +122,19 @@ async function dispatchCall(
   return crossEffectBoundary(run, run.tool, await claimForRun(run, run.tool, execution), hooks);
 }
 
-const isClosed = (execution: ToolExecutionRecord) =>
-  execution.status !== 'pending' &&
-  execution.status !== 'running' &&
-  execution.status !== 'awaiting_approval';
-
-/**
- * Asks the tool's `needsApproval` about this call, once, when it is first dispatched: with
- * the validated arguments (invalid ones fail later, unrun, needing no approval). If it throws,
- * the call fails with its message and the model reads it.
- */
-async function askApproval(run: ToolRun): Promise<'hold' | 'run' | { error: string; details: JsonObject }> {
-  const { tool, call, turn } = run;
-  if (!tool?.needsApproval || call.arguments_error) return 'run';
-  let args: unknown;
-  try {
-    args = validateToolArguments(tool, call.arguments);
-  } catch {
-    return 'run';
-  }
-  try {
-    const context = { principal: principalOf(turn), context: contextOf(turn), turn, toolCallId: call.id };
-    return (await tool.requiresApproval(args as never, context)) === true ? 'hold' : 'run';
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    return {
-      error: `needsApproval of ${tool.name} failed: ${message}`,
-      details: errorDetails(error, { approval_check_failed: true }),
-    };
-  }
-}
-
-function awaitingOutcome(run: ToolRun, execution: ToolExecutionRecord): ToolCallOutcome {
-  return {
-    ...run.outcome(execution),
-    awaitingApproval: true,
-    approvalTimeoutMs: run.tool?.approvalTimeoutMs ?? null,
-  };
-}
-
-/**
- * A call awaiting approval, dispatched again: still undecided, it keeps waiting; approved, it
- * becomes `running` and runs (a retry after a crash finds it running, as any call); rejected
- * (by a person or the approval timeout), it fails unrun with "rejected by <who>: <reason>".
- */
-async function decideApproval(
-  run: ToolRun,
+/** A call awaiting approval, dispatched again: it runs once approved (see `decideApproval`). */
+async function runDecided(
+  run: ToolExecution,
   execution: ToolExecutionRecord,
-  decision: ApprovalDecision | undefined,
+  decision: ToolCallInput['approval'],
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
-  if (!decision) return awaitingOutcome(run, execution);
-  if (decision.decision === 'rejected') {
-    const who = principalName(decision.principal);
-    const message = decision.timedOut
-      ? APPROVAL_TIMED_OUT
-      : `rejected by ${who}${decision.reason ? `: ${decision.reason}` : ''}`;
-    run.events.push([
-      'tool_call.rejected',
-      {
-        id: run.call.id,
-        name: run.call.name,
-        principal: decision.principal,
-        timed_out: decision.timedOut ?? false,
-      },
-    ]);
-    return run.outcome(
-      await run.fail(execution, message, {
-        rejected: true,
-        ...(decision.timedOut ? { timed_out: true } : {}),
-      }),
-    );
-  }
-  const approved = await run.store.claimToolExecution(execution.id, {
-    from: 'awaiting_approval',
-    to: 'running',
-    startedAt: nowIso(),
-  });
+  const step = await decideApproval(run, execution, decision);
+  if ('outcome' in step) return step.outcome;
   // Closed meanwhile (steering superseded it, a cancel): it keeps the result it got.
-  if (!approved) return redispatchFinished(run, await run.store.loadToolExecution(execution.id));
-  run.events.push([
-    'tool_call.approved',
-    { id: run.call.id, name: run.call.name, principal: decision.principal },
-  ]);
-  if (!run.tool) return run.outcome(await run.fail(approved, `unknown tool: ${run.call.name}`));
-  return crossEffectBoundary(run, run.tool, approved, hooks);
+  if ('closed' in step) return redispatchFinished(run, step.closed);
+  if (!run.tool) return run.outcome(await run.fail(step.approved, `unknown tool: ${run.call.name}`));
+  return crossEffectBoundary(run, run.tool, step.approved, hooks);
 }
 
 /** A row left running by an attempt that died: only a replay-safe ordinary tool may run again. */
@@ -343,14 +142,12 @@ const mayRunAgain = (tool: ToolDefinition | undefined) =>
   tool?.recovery === 'replaySafe' && tool.kind === 'ordinary';
 
 /** Re-dispatch never re-runs a finished execution; it only makes sure its result exists. */
-async function redispatchFinished(run: ToolRun, existing: ToolExecutionRecord): Promise<ToolCallOutcome> {
-  const message = await run.appendResult(
-    existing,
-    (existing.result ?? existing.error) as Json,
-    existing.status !== 'completed' && existing.status !== 'cancelled',
-  );
-  if (message)
-    run.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
+async function redispatchFinished(
+  run: ToolExecution,
+  existing: ToolExecutionRecord,
+): Promise<ToolCallOutcome> {
+  const { payload, error } = resultOf(existing);
+  run.resultCreated(await run.appendResult(existing, payload, error));
   return run.outcome(existing);
 }
 
@@ -359,7 +156,7 @@ async function redispatchFinished(run: ToolRun, existing: ToolExecutionRecord): 
  * denial fails the row and raises the BudgetError (the turn fails). An existing row is kept.
  */
 async function createAndReserve(
-  run: ToolRun,
+  run: ToolExecution,
   existing: ToolExecutionRecord | undefined,
   awaitingApproval = false,
 ): Promise<ToolExecutionRecord> {
@@ -368,7 +165,7 @@ async function createAndReserve(
   const execution = await store.atomic(null, async () => {
     const again = existing ?? (await run.findExecution());
     if (again) return again;
-    const background = KNOWN_WORK.has(run.tool?.kind ?? 'ordinary');
+    const background = ENGINE_RUN_KINDS.has(run.tool?.kind ?? 'ordinary');
     const row = await store.createToolExecution({
       turnId: turn.id,
       toolCallId: call.id,
@@ -395,7 +192,7 @@ async function createAndReserve(
 
 /** An ordinary tool's pending row (left by a retried dispatch) becomes running before it runs. */
 async function claimForRun(
-  run: ToolRun,
+  run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
 ): Promise<ToolExecutionRecord> {
@@ -414,7 +211,7 @@ async function claimForRun(
  * whatever it throws is classified by `failedOutcome`.
  */
 async function crossEffectBoundary(
-  run: ToolRun,
+  run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
   hooks: ToolCallHooks,
@@ -449,42 +246,8 @@ async function crossEffectBoundary(
   );
 }
 
-/** A sub-agent call: its child turn is created (or found); the workflow runs and awaits it. */
-async function delegateCall(
-  run: ToolRun,
-  tool: ToolDefinition,
-  execution: ToolExecutionRecord,
-): Promise<ToolCallOutcome> {
-  const child = await delegate(run.runtime, run.store, run.turn, tool, execution, run.call.arguments);
-  if (isFinished(child)) return run.outcome(await run.finish(execution, 'completed', subAgentResult(child)));
-  return {
-    ...run.outcome(execution),
-    waiting: true,
-    childTurnId: child.id,
-    childConversationId: child.conversationId,
-  };
-}
-
-/** launch_agent, send_message, wait_for: what the workflow must do next rides on the outcome. */
-async function coordinationCall(run: ToolRun, execution: ToolExecutionRecord): Promise<ToolCallOutcome> {
-  const outcome = await coordinate(run, execution);
-  if (outcome.kind === 'waiting')
-    return { ...run.outcome(execution), waiting: true, waitTargets: outcome.targets };
-  const row = await run.finish(execution, 'completed', outcome.payload);
-  if (outcome.kind === 'launched') {
-    const { child } = outcome;
-    return {
-      ...run.outcome(row),
-      launched: { turnId: child.id, agent: child.agentName, conversationId: child.conversationId },
-    };
-  }
-  if (outcome.kind === 'sent') return { ...run.outcome(row), wakeLanes: [outcome.destinationConversationId] };
-  return run.outcome(row);
-}
-
-/** An ordinary tool: validated arguments, the idempotency key, the turn's context. */
 async function executeTool(
-  run: ToolRun,
+  run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
   principal: Json,
@@ -511,63 +274,4 @@ async function executeTool(
     emit: (type, payload) => run.runtime.emit(run.turn, type, payload),
   };
   return normalizeToolPayload(await tool.execute(args, context));
-}
-
-/**
- * Classifies what the call threw: a lost claim or an aborted attempt stops; a budget denial
- * fails the row and the turn; an authorization denial or any other error fails the row, which
- * the model reads.
- */
-async function failedOutcome(
-  run: ToolRun,
-  tool: ToolDefinition,
-  execution: ToolExecutionRecord,
-  error: unknown,
-  hooks: ToolCallHooks,
-): Promise<ToolCallOutcome> {
-  if (error instanceof LostClaim) throw error;
-  // Thrown after the attempt was aborted (a cancel, the turn's timeout, a worker going away):
-  // what the tool did is not known, so no outcome is recorded here. The row stays running for
-  // whoever aborted it: the turn's end marks it interrupted, a retry applies its recovery.
-  if (hooks.signal.aborted) throw error;
-  if (error instanceof BudgetError) {
-    await run.fail(execution, error.message, errorDetails(error, { budget_denied: true }));
-    throw error;
-  }
-  if (error instanceof AuthorizationError) {
-    return run.outcome(
-      await run.fail(execution, error.message, errorDetails(error, { authorization_denied: true })),
-    );
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  // A replay-safe tool's unexpected error is retried by Temporal under the same idempotency key,
-  // until it has thrown `maxAttempts` times (a run lost with its worker is not counted).
-  if (!(error instanceof ToolError) && tool.recovery === 'replaySafe') {
-    const runs = await countToolError(run, execution);
-    if (runs < hooks.maxAttempts)
-      throw new ToolRetry(message, { cause: error, retryDelayMs: Math.min(1_000 * 2 ** (runs - 1), 30_000) });
-  }
-  return run.outcome(await run.fail(execution, message, errorDetails(error)));
-}
-
-/** One more run of this execution threw: the count lives in the turn's state. */
-function countToolError(run: ToolRun, execution: ToolExecutionRecord): Promise<number> {
-  const { store, turn } = run;
-  return store.atomic(null, async () => {
-    const errors = turnState(await store.loadTurn(turn.id)).tool_errors ?? {};
-    const runs = (errors[execution.id] ?? 0) + 1;
-    await updateState(store, turn.id, { tool_errors: { ...errors, [execution.id]: runs } });
-    return runs;
-  });
-}
-
-/** Runs a coordination tool (launch_agent, send_message, wait_for) for this execution. */
-function coordinate(run: ToolRun, execution: ToolExecutionRecord): Promise<CoordinationOutcome> {
-  const { runtime, store, turn, tool, call } = run;
-  if (tool && isLaunchAgentTool(tool))
-    return launchAgent(runtime, store, turn, tool, execution, call.arguments);
-  if (tool?.kind === 'sendMessage')
-    return sendMessageCall(runtime, store, turn, tool, execution, call.arguments);
-  if (tool?.kind === 'waitFor') return waitForCall(runtime, store, turn, tool, call.arguments);
-  throw new ToolError(`${call.name}: this ${tool?.kind ?? 'unknown'} tool cannot run here`);
 }

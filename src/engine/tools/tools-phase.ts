@@ -3,18 +3,17 @@
  * after a terminal tool, completion message), suspending while children run, resuming.
  */
 import { LostClaim, StaleTask } from '../../errors.js';
-import { nowIso } from '../../store/records.js';
+import { isOpenToolExecution } from '../../store/types.js';
 import type { JsonObject, MessageRecord, Store, TurnRecord } from '../../store/types.js';
 import { retakeClaim } from '../claim/claim.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { appendAfterResults } from './after-results.js';
-import { appendToolResultOnce } from '../end/terminal-write.js';
+import { closeUnrun } from './tool-results.js';
+import type { ToolCall } from './tool-execution.js';
 import { executionsOfCalls, findToolExecution } from './execution-lookup.js';
 import { toolCallParts, turnState, updateState } from '../step/turn-state.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
-
-type ToolCall = ReturnType<typeof toolCallParts>[number];
 
 /** Skips every call after a completed terminal tool (spec §4.7). */
 async function skipRemaining(
@@ -28,21 +27,14 @@ async function skipRemaining(
   for (const call of later) {
     const skipped = await store.atomic(null, async () => {
       if (await findToolExecution(store, turn.id, call.id)) return null;
-      const payload = { skipped: true, message: `not executed: turn ended by ${terminal.name}` };
-      const row = await store.createToolExecution({
-        turnId: turn.id,
-        toolCallId: call.id,
-        toolName: call.name,
-        arguments: call.arguments,
-        status: 'pending',
-      });
-      await store.claimToolExecution(row.id, {
-        from: 'pending',
-        to: 'cancelled',
-        result: payload,
-        completedAt: nowIso(),
-      });
-      return appendToolResultOnce(store, turn, call, row.id, payload, false);
+      const closed = await closeUnrun(
+        store,
+        turn,
+        call,
+        undefined,
+        `not executed: turn ended by ${terminal.name}`,
+      );
+      return closed?.message ?? null;
     });
     if (skipped) {
       await runtime.emit(turn, 'message.created', {
@@ -86,9 +78,7 @@ export async function finishToolsPhase(
   const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
   const finished = new Set(
     (await executionsOfCalls(store, turn.id, ran))
-      .filter(
-        (row) => row.status !== 'pending' && row.status !== 'running' && row.status !== 'awaiting_approval',
-      )
+      .filter((row) => !isOpenToolExecution(row))
       .map((row) => row.toolCallId),
   );
   const open = ran.filter((call) => !finished.has(call.id));
