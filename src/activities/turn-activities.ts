@@ -18,7 +18,7 @@ import { runOutputAudit } from '../engine/output/output-checks.js';
 import { runOutputStep } from '../engine/output/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { retryWhileStoreDown } from '../engine/step/store-outage.js';
-import { failTurn } from '../engine/end/terminal-write.js';
+import { failTurn } from '../engine/end/fail.js';
 import { runToolCall } from '../engine/tools/tool-call.js';
 import { finishToolsPhase, resumeTurn, suspendTurn, turnStatus } from '../engine/tools/tools-phase.js';
 import { TurnKitError } from '../errors.js';

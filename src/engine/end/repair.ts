@@ -37,8 +37,9 @@ import type { laneWorkflow } from '../../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../../workflows/turn-workflow.js';
 import { taskOf } from '../lane/build-turn.js';
 import type { Runtime } from '../runtime.js';
-import { callbackVerdict } from '../lane/lane-step.js';
-import { announceTerminalWrite, terminalNotice, writeTerminalRows } from './terminal-write.js';
+import { callbackVerdict } from './callback.js';
+import { terminalNotice } from './notice.js';
+import { announceTerminalWrite, emitInterrupted, writeTerminalRows } from './terminal-write.js';
 import type { TerminalNotice } from '../../contract/digests.js';
 
 /** Where repair runs: a worker's activity, the client, the CLI. */
@@ -316,13 +317,7 @@ async function failVanished(context: RepairContext, seen: TurnRecord, workflow: 
     }),
   );
   if (!written) return false;
-  for (const execution of written.interrupted) {
-    await runtime.emit(written.turn, 'tool_call.interrupted', {
-      id: execution.toolCallId,
-      name: execution.toolName,
-      tool_execution_id: execution.id,
-    });
-  }
+  await emitInterrupted(runtime, written);
   await announceTerminalWrite(runtime, written);
   await runtime.emit(written.turn, 'turn.failed', { error, repaired: true });
   await deliverNotice(context, await terminalNotice(store, written.turn, written.callback.delivery), seen.id);
