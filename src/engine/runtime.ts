@@ -16,7 +16,8 @@ import type {
 } from '../store/types.js';
 import type { TracingOptions } from './telemetry/tracing.js';
 import { Telemetry } from './telemetry/tracing.js';
-import { streamPartsForEvents } from './model/live-stream.js';
+import type { AnyTurnEvent } from './step/events.js';
+import { appendEvents } from './step/events.js';
 import { checkSigningKey } from './controls/principal-signature.js';
 import { afterCommit, assertNoTransaction } from '../store/transaction-marker.js';
 import type { OwnerInput } from '../contract/digests.js';
@@ -44,7 +45,7 @@ export interface AuthorizationRequest {
 export type AuthorizationPolicy =
   ((request: AuthorizationRequest) => unknown) | { authorize(request: AuthorizationRequest): unknown };
 
-/** What an activity acting as the turn's owner loads once and passes down. */
+/** What an activity acting as the turn's owner loads once and passes down (deprecated: `TurnStep`). */
 export interface OwnedTurn {
   /** Bound to the claim (and the workflow task, for store steps): see `Runtime.ownTurn`. */
   store: Store;
@@ -147,6 +148,7 @@ export class Runtime {
    * The turn, its agent, and a store bound to the turn's claim: every write raises LostClaim
    * once the token changed, and, given the workflow task's history length (store steps),
    * StaleTask once a newer task of the same run has written. `turn`: already loaded.
+   * @deprecated `TurnStep.open(runtime, input)` (step/turn-step.ts): one load, fenced blocks.
    */
   async ownTurn(input: OwnerInput, turn?: TurnRecord): Promise<OwnedTurn> {
     const loaded = turn ?? (await this.store.loadTurn(input.turnId));
@@ -187,7 +189,7 @@ export class Runtime {
 
   /**
    * Appends several events in one store transaction, in order, with the live-stream parts
-   * they report (statuses, tool results: `live-stream.ts`) and `parts`, then tells listeners.
+   * they report (statuses, tool results: `step/events.ts`) and `parts`, then tells listeners.
    * Returns the stream parts it stored.
    */
   async emitAll(
@@ -195,27 +197,21 @@ export class Runtime {
     events: readonly (readonly [string, JsonObject])[],
     parts: readonly NewStreamPart[] = [],
   ): Promise<StreamPartRecord[]> {
+    return this.publish(
+      turn,
+      events.map(([type, payload]) => ({ type, payload })),
+      parts,
+    );
+  }
+
+  /** `emitAll` for typed events (`step/events.ts`). */
+  async publish(
+    turn: Pick<TurnRecord, 'id' | 'conversationId'> & { rootTurnId?: string },
+    events: readonly AnyTurnEvent[],
+    parts: readonly NewStreamPart[] = [],
+  ): Promise<StreamPartRecord[]> {
     if (events.length === 0 && parts.length === 0) return [];
-    let stored: StreamPartRecord[] = [];
-    const records = await this.store.atomic(null, async () => {
-      const rootTurnId = turn.rootTurnId ?? (await this.store.loadTurn(turn.id)).rootTurnId;
-      stored = await this.store.appendStreamParts([
-        ...parts,
-        ...(await streamPartsForEvents(this.store, { id: turn.id, rootTurnId }, events)),
-      ]);
-      const appended: EventRecord[] = [];
-      for (const [type, payload] of events) {
-        appended.push(
-          await this.store.appendEvent({
-            turnId: turn.id,
-            conversationId: turn.conversationId,
-            type,
-            payload,
-          }),
-        );
-      }
-      return appended;
-    });
+    const { records, stored } = await appendEvents(this.store, turn, events, parts);
     // Appended in the caller's transaction, if any: listeners hear of them once it commits.
     await afterCommit(() => this.#notify(turn.id, records));
     return stored;

@@ -18,8 +18,6 @@ import type {
 export const DELTA_BATCH_MS = 50;
 /** …or this long, whichever comes first. */
 export const DELTA_BATCH_CHARS = 256;
-/** A tool result's output is cut to this many characters in its stream part (the store keeps it all). */
-const TOOL_OUTPUT_CHARS = 16_000;
 
 type StreamTurn = Pick<TurnRecord, 'id' | 'rootTurnId'>;
 
@@ -206,88 +204,4 @@ export class DeltaWriter {
       });
     return this.#writing;
   }
-}
-
-const STATUS_EVENTS: Record<string, string> = {
-  'turn.started': 'running',
-  'turn.completed': 'completed',
-  'turn.failed': 'failed',
-  'turn.cancelled': 'cancelled',
-};
-const TOOL_RESULT_EVENTS: Record<string, string> = {
-  'tool_call.completed': 'completed',
-  'tool_call.failed': 'failed',
-  'tool_call.interrupted': 'interrupted',
-  'tool_call.skipped': 'skipped',
-};
-
-/**
- * The stream parts that events report: a turn's status changes (and the run's `finish` with
- * the root's terminal status; a sub-agent's `running` with where it comes from), and each tool
- * call's result. Appended with the events, in their transaction.
- */
-export async function streamPartsForEvents(
-  store: Store,
-  turn: StreamTurn,
-  events: readonly (readonly [string, JsonObject])[],
-): Promise<NewStreamPart[]> {
-  const base = { rootTurnId: turn.rootTurnId, turnId: turn.id };
-  const parts: NewStreamPart[] = [];
-  const callIdOf = (payload: JsonObject) => (typeof payload['id'] === 'string' ? payload['id'] : null);
-  // Only the executions these events report on, read once (a long turn has thousands).
-  const reported = events.flatMap(([type, payload]) => {
-    const id = TOOL_RESULT_EVENTS[type] ? callIdOf(payload) : null;
-    return id === null ? [] : [id];
-  });
-  const executions = reported.length
-    ? await store.listToolExecutions({ turnId: turn.id, toolCallIds: reported })
-    : [];
-  for (const [type, payload] of events) {
-    const status = STATUS_EVENTS[type];
-    if (status) {
-      const origin =
-        status === 'running' && turn.id !== turn.rootTurnId ? await subAgentOrigin(store, turn.id) : {};
-      parts.push({ ...base, type: 'status', payload: { status, ...origin } });
-      if (turn.id === turn.rootTurnId && status !== 'running')
-        parts.push({ ...base, type: 'finish', payload: { status } });
-      continue;
-    }
-    const outcome = TOOL_RESULT_EVENTS[type];
-    if (!outcome) continue;
-    const id = callIdOf(payload);
-    const execution = executions.find((row) => row.toolCallId === id);
-    const error = execution?.error?.message ?? (outcome === 'completed' ? null : outcome);
-    parts.push({
-      ...base,
-      type: 'tool.result',
-      payload: {
-        tool_call_id: id,
-        name: typeof payload['name'] === 'string' ? payload['name'] : (execution?.toolName ?? null),
-        status: outcome,
-        output: outcome === 'completed' ? bounded(execution?.result ?? null) : null,
-        error,
-      },
-    });
-  }
-  return parts;
-}
-
-/** A sub-agent's `running` part names the agent and the parent's turn and tool call that started it. */
-async function subAgentOrigin(store: Store, turnId: string): Promise<JsonObject> {
-  const child = await store.loadTurn(turnId);
-  const execution = child.parentToolExecutionId
-    ? await store.loadToolExecution(child.parentToolExecutionId).catch(() => null)
-    : null;
-  return {
-    agent: child.agentName,
-    parent_turn_id: child.parentTurnId,
-    tool_call_id: execution?.toolCallId ?? null,
-  };
-}
-
-function bounded(output: Json): Json {
-  const text = JSON.stringify(output);
-  return text.length <= TOOL_OUTPUT_CHARS
-    ? output
-    : { truncated: true, preview: text.slice(0, TOOL_OUTPUT_CHARS), chars: text.length };
 }

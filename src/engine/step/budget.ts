@@ -1,7 +1,7 @@
 import type { BudgetLimits } from '../../agents/agent.js';
 import { limitsFromJson } from '../../agents/agent.js';
 import { BudgetError, RecordNotFound } from '../../errors.js';
-import type { Store, ToolExecutionRecord } from '../../store/types.js';
+import type { Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { iterationsOf } from './turn-state.js';
 
 /**
@@ -51,9 +51,10 @@ export class Budget {
     store: Store,
     rootTurnId: string,
     fallback: BudgetLimits,
-    options: { excludingExecutionId?: string } = {},
+    options: { excludingExecutionId?: string; root?: TurnRecord } = {},
   ): Promise<Budget> {
-    const root = await store.loadTurn(rootTurnId);
+    // A root's step already read its row under the lock: it is the root.
+    const root = options.root?.id === rootTurnId ? options.root : await store.loadTurn(rootTurnId);
     const turns = await store.listTurns({ rootTurnId });
     // Counted in the store, not read whole: a long turn holds thousands of executions. Only
     // those with an error are read, to leave the budget-denied ones out.
@@ -99,6 +100,14 @@ export class Budget {
     return this.limits.timeout === null
       ? null
       : new Date(this.rootStartedAt.getTime() + this.limits.timeout * 1000);
+  }
+
+  /** The deadline from the root's row alone (no reads of the tree): what the claim needs. */
+  static deadlineOf(root: TurnRecord, fallback: BudgetLimits): Date | null {
+    return new Budget({
+      limits: limitsFromJson(root.options['budget_limits'], fallback),
+      rootStartedAt: new Date(root.submittedAt ?? root.startedAt ?? new Date().toISOString()),
+    }).deadline;
   }
 
   /** Checked at the top of every step: depth, wall clock, spend. */

@@ -1,5 +1,6 @@
 import type { ContentPart, Json, JsonObject, Store, TurnRecord } from '../../store/types.js';
 import type { Phase } from '../../contract/digests.js';
+import { retryDelayMs } from './retry-delay.js';
 
 /**
  * The runtime state persisted in `options.state` (spec §2.3), in TurnKit's key names, plus
@@ -62,7 +63,10 @@ export function iterationsOf(turn: TurnRecord): number {
   return typeof legacy === 'number' ? legacy : 0;
 }
 
-/** Merges into `options.state`; `options` is replaced whole, so always merge from a fresh read. */
+/**
+ * Merges into `options.state`; `options` is replaced whole, so always merge from a fresh read.
+ * @deprecated A step writes its state in a block: `TurnStep.write(tx => tx.patchState(…))`.
+ */
 export async function updateState(
   store: Store,
   turnId: string,
@@ -78,12 +82,21 @@ export async function updateState(
 }
 
 /** Errors one step has seen, counted in the turn's state (`provider_errors`, `output_errors`). */
-type StepErrorField = 'provider_errors' | 'output_errors';
+export type StepErrorField = 'provider_errors' | 'output_errors';
 
 /**
- * Counts one more error of `step` under `field`, in one transaction, so every worker sees the
- * count (a different step starts over at 1). An attempt that died with its worker never
- * counts. Returns the count and the retry's delay (1 s, doubling to 30 s).
+ * The count of `step`'s errors under `field` once one more is added: the engine counts them in
+ * the turn's state, so every worker sees the count; a different step starts over at 1. An
+ * attempt that died with its worker never counts.
+ */
+export function nextStepErrorCount(state: TurnState, field: StepErrorField, step: string): number {
+  const previous = state[field];
+  return previous?.step === step ? previous.count + 1 : 1;
+}
+
+/**
+ * Counts one more error of `step` under `field`, in one transaction.
+ * @deprecated In a block: `tx.countError(field, step)`, and `retryDelayMs(count)`.
  */
 export async function countStepError(
   store: Store,
@@ -92,12 +105,11 @@ export async function countStepError(
   step: string,
 ): Promise<{ count: number; retryDelayMs: number }> {
   const count = await store.atomic(null, async () => {
-    const previous = turnState(await store.loadTurn(turnId))[field];
-    const count = previous?.step === step ? previous.count + 1 : 1;
+    const count = nextStepErrorCount(turnState(await store.loadTurn(turnId)), field, step);
     await updateState(store, turnId, { [field]: { step, count } });
     return count;
   });
-  return { count, retryDelayMs: Math.min(1_000 * 2 ** (count - 1), 30_000) };
+  return { count, retryDelayMs: retryDelayMs(count) };
 }
 
 export function toolCallParts(parts: readonly ContentPart[] | null | undefined) {
