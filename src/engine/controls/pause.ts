@@ -2,6 +2,8 @@
 import { LostClaim } from '../../errors.js';
 import { retakeClaim } from '../claim/claim.js';
 import { turnDigest } from '../step/digest.js';
+import { turnEvent } from '../step/events.js';
+import { TurnStep } from '../step/turn-step.js';
 import type { Runtime } from '../runtime.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 
@@ -12,9 +14,11 @@ import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 export async function pauseTurn(runtime: Runtime, input: OwnerInput): Promise<void> {
   const current = await runtime.store.loadTurn(input.turnId);
   if (current.status === 'paused' && current.claimToken === null) return;
-  const { store, turn } = await runtime.ownTurn(input, current);
-  await store.atomic(null, () => store.updateTurn(input.turnId, { status: 'paused', claimToken: null }));
-  await runtime.emit(turn, 'turn.paused', {});
+  const step = await TurnStep.open(runtime, input, current);
+  await step.write(async (tx) => {
+    tx.set({ status: 'paused', claimToken: null });
+    tx.emit(turnEvent('turn.paused'));
+  });
 }
 
 /** Takes the paused turn back; LostClaim when it was cancelled (or timed out) meanwhile. */

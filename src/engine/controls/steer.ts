@@ -3,13 +3,15 @@
  * written once, and every call of an interrupted tools phase keeps its one result.
  */
 import { isOpenToolExecution } from '../../store/types.js';
-import type { JsonObject, MessageRecord } from '../../store/types.js';
+import type { MessageRecord } from '../../store/types.js';
 import { appendAfterResults } from '../tools/after-results.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { appendResultOf, closeUnrun } from '../tools/tool-results.js';
 import { executionsOfCalls } from '../tools/execution-lookup.js';
-import { toolCallParts, turnState, updateState } from '../step/turn-state.js';
+import { toolCallParts } from '../step/turn-state.js';
+import { messageCreated, turnEvent } from '../step/events.js';
+import { TurnStep } from '../step/turn-step.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 import type { Steer } from '../../contract/activities.js';
 
@@ -26,38 +28,36 @@ export async function steerTurn(
   runtime: Runtime,
   input: OwnerInput & { steers: Steer[] },
 ): Promise<TurnDigest> {
-  const { store, turn, agent } = await runtime.ownTurn(input);
-  const events: [string, JsonObject][] = [];
-  const updated = await store.atomic(null, async () => {
-    const fresh = await store.loadTurn(turn.id);
-    const state = turnState(fresh);
+  const step = await TurnStep.open(runtime, input);
+  await step.write(async (tx) => {
+    const state = tx.state;
     const applied = new Set(state.steers_applied ?? []);
     const steers = input.steers.filter((steer) => !applied.has(steer.id));
-    if (steers.length === 0) return fresh;
+    if (steers.length === 0) return;
     const written: MessageRecord[] = [];
     if (state.phase === 'tools') {
       const calls = toolCallParts(state.parts);
-      const executions = await executionsOfCalls(store, turn.id, calls);
+      const executions = await executionsOfCalls(tx.store, tx.turn.id, calls);
       for (const call of calls) {
         const row = executions.find((execution) => execution.toolCallId === call.id);
         if (row && !isOpenToolExecution(row)) {
-          const message = await appendResultOf(store, fresh, call, row);
+          const message = await appendResultOf(tx.store, tx.turn, call, row);
           if (message) written.push(message);
           continue;
         }
         // A running row cannot be here (every call before a boundary returned); it stays open.
-        const closed = await closeUnrun(store, fresh, call, row, SUPERSEDED);
+        const closed = await closeUnrun(tx.store, tx.turn, call, row, SUPERSEDED);
         if (!closed) continue;
         if (closed.message) written.push(closed.message);
-        events.push(['tool_call.superseded', { id: call.id, name: call.name }]);
+        tx.emit(turnEvent('tool_call.superseded', { id: call.id, name: call.name }));
       }
-      written.push(...(await appendAfterResults(store, fresh)));
+      written.push(...(await appendAfterResults(tx)));
     }
     for (const steer of steers) {
       written.push(
-        await store.appendMessage({
-          conversationId: fresh.conversationId,
-          turnId: fresh.id,
+        await tx.store.appendMessage({
+          conversationId: tx.turn.conversationId,
+          turnId: tx.turn.id,
           role: 'user',
           kind: 'text',
           content: steer.text,
@@ -65,10 +65,8 @@ export async function steerTurn(
         }),
       );
     }
-    for (const message of written)
-      events.push(['message.created', { message_id: message.id, role: message.role, kind: message.kind }]);
-    events.push(['turn.steered', { steers: steers.length }]);
-    return updateState(store, turn.id, {
+    tx.emit(...written.map(messageCreated), turnEvent('turn.steered', { steers: steers.length }));
+    tx.patchState({
       steers_applied: [...applied, ...steers.map((steer) => steer.id)],
       phase: 'model',
       parts: null,
@@ -77,6 +75,5 @@ export async function steerTurn(
       terminal_tool_name: null,
     });
   });
-  await runtime.emitAll(updated, events);
-  return turnDigest(agent, updated);
+  return turnDigest(step.agent, step.turn);
 }

@@ -1,5 +1,5 @@
 import type { Json, MessageRecord, Store, TurnRecord } from '../../store/types.js';
-import { appendAfterResults } from '../tools/after-results.js';
+import { appendAfterResultsTo } from '../tools/after-results.js';
 import { appendToolResultOnce, OUTCOME_UNKNOWN } from '../tools/tool-results.js';
 import { toolCallParts } from '../step/turn-state.js';
 
@@ -50,5 +50,5 @@ export async function repairTranscript(
     }
   }
   // Every call has its result now: an image or analysis a finished call produced goes after them.
-  return [...appended, ...(await appendAfterResults(store, turn))];
+  return [...appended, ...(await appendAfterResultsTo(store, turn.id))];
 }

@@ -9,6 +9,7 @@ import type { JsonObject, ToolExecutionRecord } from '../../store/types.js';
 import { APPROVAL_TIMED_OUT, principalName } from '../../contract/control-request.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { ApprovalDecision } from '../../contract/activities.js';
+import { turnEvent } from '../step/events.js';
 import { contextOf, principalOf } from '../step/turn-state.js';
 import type { ToolExecution } from './tool-execution.js';
 import { errorDetails } from './tool-execution.js';
@@ -65,16 +66,17 @@ export async function decideApproval(
 ): Promise<ApprovalStep> {
   if (!decision) return { outcome: awaitingOutcome(run, execution) };
   if (decision.decision === 'rejected') return { outcome: await reject(run, execution, decision) };
-  const approved = await run.store.claimToolExecution(execution.id, {
-    from: 'awaiting_approval',
-    to: 'running',
-    startedAt: nowIso(),
+  const approved = await run.step.write(async (tx) => {
+    const row = await tx.store.claimToolExecution(execution.id, {
+      from: 'awaiting_approval',
+      to: 'running',
+      startedAt: nowIso(),
+    });
+    const { id, name } = run.call;
+    if (row) tx.emit(turnEvent('tool_call.approved', { id, name, principal: decision.principal }));
+    return row;
   });
-  if (!approved) return { closed: await run.store.loadToolExecution(execution.id) };
-  run.events.push([
-    'tool_call.approved',
-    { id: run.call.id, name: run.call.name, principal: decision.principal },
-  ]);
+  if (!approved) return { closed: await run.step.store.loadToolExecution(execution.id) };
   return { approved };
 }
 
@@ -87,19 +89,18 @@ async function reject(
   const message = decision.timedOut
     ? APPROVAL_TIMED_OUT
     : `rejected by ${who}${decision.reason ? `: ${decision.reason}` : ''}`;
-  run.events.push([
-    'tool_call.rejected',
-    {
-      id: run.call.id,
-      name: run.call.name,
-      principal: decision.principal,
-      timed_out: decision.timedOut ?? false,
-    },
-  ]);
+  const rejected = turnEvent('tool_call.rejected', {
+    id: run.call.id,
+    name: run.call.name,
+    principal: decision.principal,
+    timed_out: decision.timedOut ?? false,
+  });
   return run.outcome(
-    await run.fail(execution, message, {
-      rejected: true,
-      ...(decision.timedOut ? { timed_out: true } : {}),
-    }),
+    await run.fail(
+      execution,
+      message,
+      { rejected: true, ...(decision.timedOut ? { timed_out: true } : {}) },
+      [rejected],
+    ),
   );
 }

@@ -4,7 +4,7 @@ import { normalizeToolPayload, validateToolArguments } from '../../agents/tool.j
 import { BudgetError, LostClaim, TurnKitError } from '../../errors.js';
 import { nowIso } from '../../store/records.js';
 import { isOpenToolExecution } from '../../store/types.js';
-import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
+import type { Json, JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
 import { toolSpanAttributes } from '../telemetry/genai-spans.js';
 import { turnDigest } from '../step/digest.js';
@@ -14,7 +14,8 @@ import { findToolExecution } from './execution-lookup.js';
 import { retryWhileStoreDown } from '../step/store-outage.js';
 import { newId } from '../../ids.js';
 import { checkTreeSpend, recordInternalCall } from '../step/charge.js';
-import { finishToolsPhase } from './tools-phase.js';
+import { closeToolsPhase } from './tools-phase.js';
+import { TurnStep } from '../step/turn-step.js';
 import { contextOf, phaseOf, principalOf, toolCallParts, turnState } from '../step/turn-state.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { ToolCallInput } from '../../contract/activities.js';
@@ -34,19 +35,16 @@ export async function runToolCall(
   input: ToolCallInput,
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
-  const { store, turn, agent } = await runtime.ownTurn(input);
+  const step = await TurnStep.open(runtime, input);
+  const { turn, agent } = step;
   // An attempt that closed the phase and died before reporting: its retry reports the close.
   if (input.close && phaseOf(turn) !== 'tools') {
     if (turn.claimToken !== input.claimToken) throw new LostClaim('turn ownership was revoked');
     return closedEarlier(runtime, agent, turn, input.toolCallId);
   }
-  const outcome = await runCall(runtime, input, hooks, store, turn, agent);
+  const outcome = await runCall(step, input, hooks);
   if (!input.close || !settledPlainly(outcome) || !(outcome.terminal || input.close.last)) return outcome;
-  const closed = await finishToolsPhase(runtime, {
-    turnId: input.turnId,
-    claimToken: input.claimToken,
-    terminalToolCallId: outcome.terminal ? outcome.toolCallId : null,
-  });
+  const closed = await closeToolsPhase(step, outcome.terminal ? outcome.toolCallId : null);
   return { ...outcome, closed };
 }
 
@@ -74,23 +72,12 @@ async function closedEarlier(
   };
 }
 
-async function runCall(
-  runtime: Runtime,
-  input: ToolCallInput,
-  hooks: ToolCallHooks,
-  store: Store,
-  turn: TurnRecord,
-  agent: Agent,
-): Promise<ToolCallOutcome> {
+async function runCall(step: TurnStep, input: ToolCallInput, hooks: ToolCallHooks): Promise<ToolCallOutcome> {
+  const { turn, agent } = step;
   const call = toolCallParts(turnState(turn).parts).find((part) => part.id === input.toolCallId);
   if (!call) throw new TurnKitError(`turn ${turn.id} has no pending tool call ${input.toolCallId}`);
-  const tool = await toolForTurn(store, agent, turn, call.name);
-  const run = new ToolExecution(runtime, store, turn, agent, call, tool, input.deferResult ?? false);
-  try {
-    return await dispatchCall(run, input, hooks);
-  } finally {
-    await run.flushEvents();
-  }
+  const tool = await toolForTurn(step.store, agent, turn, call.name);
+  return dispatchCall(new ToolExecution(step, call, tool, input.deferResult ?? false), input, hooks);
 }
 
 /**
@@ -147,7 +134,7 @@ async function redispatchFinished(
   existing: ToolExecutionRecord,
 ): Promise<ToolCallOutcome> {
   const { payload, error } = resultOf(existing);
-  run.resultCreated(await run.appendResult(existing, payload, error));
+  if (!run.deferResult) await run.step.write((tx) => run.appendResult(tx, existing, payload, error));
   return run.outcome(existing);
 }
 
@@ -160,13 +147,13 @@ async function createAndReserve(
   existing: ToolExecutionRecord | undefined,
   awaitingApproval = false,
 ): Promise<ToolExecutionRecord> {
-  const { store, turn, call } = run;
+  const { turn, call } = run;
   let denied: BudgetError | undefined;
-  const execution = await store.atomic(null, async () => {
-    const again = existing ?? (await run.findExecution());
+  const execution = await run.step.write(async (tx) => {
+    const again = existing ?? (await run.findExecution(tx.store));
     if (again) return again;
     const background = ENGINE_RUN_KINDS.has(run.tool?.kind ?? 'ordinary');
-    const row = await store.createToolExecution({
+    const row = await tx.store.createToolExecution({
       turnId: turn.id,
       toolCallId: call.id,
       toolName: call.name,
@@ -174,7 +161,8 @@ async function createAndReserve(
       status: awaitingApproval ? 'awaiting_approval' : background ? 'pending' : 'running',
       startedAt: background || awaitingApproval ? null : nowIso(),
     });
-    const budget = await Budget.load(store, turn.rootTurnId, run.agent.limits, {
+    // The block's store answers a root's own row from the block's read.
+    const budget = await Budget.load(tx.store, turn.rootTurnId, run.agent.limits, {
       excludingExecutionId: row.id,
     });
     try {
@@ -182,7 +170,8 @@ async function createAndReserve(
     } catch (error) {
       if (!(error instanceof BudgetError)) throw error;
       denied = error;
-      return run.fail(row, error.message, errorDetails(error, { budget_denied: true }));
+      const failed = { message: error.message, details: errorDetails(error, { budget_denied: true }) };
+      return (await run.close(tx, row, 'failed', failed)) ?? row;
     }
     return row;
   });
@@ -197,11 +186,9 @@ async function claimForRun(
   execution: ToolExecutionRecord,
 ): Promise<ToolExecutionRecord> {
   if (execution.status !== 'pending' || tool.kind !== 'ordinary') return execution;
-  const claimed = await run.store.claimToolExecution(execution.id, {
-    from: 'pending',
-    to: 'running',
-    startedAt: nowIso(),
-  });
+  const claimed = await run.step.write((tx) =>
+    tx.store.claimToolExecution(execution.id, { from: 'pending', to: 'running', startedAt: nowIso() }),
+  );
   if (!claimed) throw new LostClaim('tool execution claim was revoked');
   return claimed;
 }
@@ -225,7 +212,7 @@ async function crossEffectBoundary(
       arguments: run.call.arguments,
     });
     // Observe cancellation or a lost claim immediately before crossing the external-effect boundary.
-    await run.store.atomic(null, async () => true);
+    await run.step.observeClaim();
     if (tool.kind === 'subAgent') return await delegateCall(run, tool, execution);
     if (tool.kind !== 'ordinary') return await coordinationCall(run, execution);
     const telemetry = run.runtime.telemetry;

@@ -2,18 +2,13 @@ import type { Agent } from '../../agents/agent.js';
 import type { ToolDefinition } from '../../agents/tool.js';
 import { storedErrorClass } from '../../errors.js';
 import { nowIso } from '../../store/records.js';
-import type {
-  Json,
-  JsonObject,
-  MessageRecord,
-  Store,
-  ToolExecutionRecord,
-  TurnRecord,
-} from '../../store/types.js';
+import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { Runtime } from '../runtime.js';
 import type { toolCallParts } from '../step/turn-state.js';
-import { turnState, updateState } from '../step/turn-state.js';
+import type { TurnEvent } from '../step/events.js';
+import { messageCreated, turnEvent } from '../step/events.js';
+import type { TurnStep, TurnTx } from '../step/turn-step.js';
 import { findToolExecution } from './execution-lookup.js';
 import { appendToolResultOnce } from './tool-results.js';
 
@@ -32,26 +27,39 @@ export function errorDetails(error: unknown, extra: JsonObject = {}): JsonObject
 }
 
 /**
- * One tool call of the turn being run: what it runs against, and how its execution row is
- * finished (compare-and-set, then its one result). Events wait for `flushEvents`.
+ * One tool call of the turn being run, in its activity's `TurnStep`: what it runs against, and
+ * how its execution row is finished (compare-and-set, then its one result, in one block).
  */
 export class ToolExecution {
-  readonly events: Array<[string, JsonObject]> = [];
   /** Messages the tool asked for after the results; stored with its completion. */
   readonly afterResults: JsonObject[] = [];
+  /** The turn as the activity opened it: what the tool and the policy see. */
+  readonly turn: TurnRecord;
 
   constructor(
-    readonly runtime: Runtime,
-    readonly store: Store,
-    readonly turn: TurnRecord,
-    readonly agent: Agent,
+    readonly step: TurnStep,
     readonly call: ToolCall,
     readonly tool: ToolDefinition | undefined,
     readonly deferResult: boolean,
-  ) {}
+  ) {
+    this.turn = step.turn;
+  }
 
-  async findExecution(): Promise<ToolExecutionRecord | undefined> {
-    return findToolExecution(this.store, this.turn.id, this.call.id);
+  get runtime(): Runtime {
+    return this.step.runtime;
+  }
+
+  get agent(): Agent {
+    return this.step.agent;
+  }
+
+  /** Fenced: the coordination tools and `ToolContext.store` write through it. */
+  get store(): Store {
+    return this.step.fencedStore();
+  }
+
+  findExecution(store: Store = this.step.store): Promise<ToolExecutionRecord | undefined> {
+    return findToolExecution(store, this.turn.id, this.call.id);
   }
 
   outcome(execution: ToolExecutionRecord): ToolCallOutcome {
@@ -64,62 +72,68 @@ export class ToolExecution {
     };
   }
 
+  /** The call's one result, in the block's transaction (none while deferred). */
   async appendResult(
+    tx: TurnTx,
     execution: ToolExecutionRecord,
     payload: Json,
     error: boolean,
-  ): Promise<MessageRecord | null> {
-    if (this.deferResult) return null;
-    return appendToolResultOnce(this.store, this.turn, this.call, execution.id, payload, error);
+  ): Promise<void> {
+    if (this.deferResult) return;
+    const message = await appendToolResultOnce(tx.store, tx.turn, this.call, execution.id, payload, error);
+    if (message) tx.emit(messageCreated(message));
   }
 
-  resultCreated(message: MessageRecord | null): void {
-    if (message)
-      this.events.push(['message.created', { message_id: message.id, role: 'tool', kind: 'tool_result' }]);
-  }
-
-  /** CAS from the row's current status, and only then append its result (spec §4.4). */
-  async finish(
+  /**
+   * CAS from the row's current status, and only then append its result (spec §4.4), in the
+   * caller's block. Null when someone else (cancel, recovery) closed the row meanwhile.
+   */
+  async close(
+    tx: TurnTx,
     execution: ToolExecutionRecord,
     status: 'completed' | 'failed' | 'interrupted',
     payload: JsonObject,
-  ): Promise<ToolExecutionRecord> {
-    const { row, message } = await this.store.atomic(null, async () => {
-      const row = await this.store.claimToolExecution(execution.id, {
-        from: execution.status,
-        to: status,
-        ...(status === 'completed' ? { result: payload } : { error: payload as { message: string } }),
-        completedAt: nowIso(),
-      });
-      const message = row ? await this.appendResult(row, payload, status !== 'completed') : null;
-      if (row && status === 'completed' && this.afterResults.length > 0) {
-        const fresh = await this.store.loadTurn(this.turn.id);
-        await updateState(this.store, this.turn.id, {
-          after_results: [...(turnState(fresh).after_results ?? []), ...this.afterResults],
-        });
-      }
-      return { row, message };
+  ): Promise<ToolExecutionRecord | null> {
+    const row = await tx.store.claimToolExecution(execution.id, {
+      from: execution.status,
+      to: status,
+      ...(status === 'completed' ? { result: payload } : { error: payload as { message: string } }),
+      completedAt: nowIso(),
     });
-    // Someone else (cancel, recovery) closed the row while the tool ran: the late outcome is dropped.
-    if (!row) return this.store.loadToolExecution(execution.id);
-    this.resultCreated(message);
-    const chars = JSON.stringify(payload).length;
-    this.events.push(
+    if (!row) return null;
+    await this.appendResult(tx, row, payload, status !== 'completed');
+    if (status === 'completed' && this.afterResults.length > 0)
+      tx.patchState({ after_results: [...(tx.state.after_results ?? []), ...this.afterResults] });
+    const { id, name } = this.call;
+    const result_chars = JSON.stringify(payload).length;
+    tx.emit(
       status === 'completed'
-        ? ['tool_call.completed', { id: this.call.id, name: this.call.name, result_chars: chars }]
-        : [
-            'tool_call.failed',
-            { id: this.call.id, name: this.call.name, error: payload, result_chars: chars },
-          ],
+        ? turnEvent('tool_call.completed', { id, name, result_chars })
+        : turnEvent('tool_call.failed', { id, name, error: payload, result_chars }),
     );
     return row;
   }
 
-  fail(execution: ToolExecutionRecord, message: string, details?: JsonObject): Promise<ToolExecutionRecord> {
-    return this.finish(execution, 'failed', details ? { message, details } : { message });
+  /** `close` in a block of its own; the late outcome of a row closed meanwhile is dropped. */
+  async finish(
+    execution: ToolExecutionRecord,
+    status: 'completed' | 'failed' | 'interrupted',
+    payload: JsonObject,
+    before: readonly TurnEvent[] = [],
+  ): Promise<ToolExecutionRecord> {
+    const row = await this.step.write(async (tx) => {
+      tx.emit(...before);
+      return this.close(tx, execution, status, payload);
+    });
+    return row ?? this.step.store.loadToolExecution(execution.id);
   }
 
-  async flushEvents(): Promise<void> {
-    await this.runtime.emitAll(this.turn, this.events.splice(0));
+  fail(
+    execution: ToolExecutionRecord,
+    message: string,
+    details?: JsonObject,
+    before: readonly TurnEvent[] = [],
+  ): Promise<ToolExecutionRecord> {
+    return this.finish(execution, 'failed', details ? { message, details } : { message }, before);
   }
 }

@@ -6,7 +6,7 @@ import type { ToolDefinition } from '../../agents/tool.js';
 import { AuthorizationError, BudgetError, LostClaim, ToolError, TurnKitError } from '../../errors.js';
 import type { ToolExecutionRecord } from '../../store/types.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
-import { turnState, updateState } from '../step/turn-state.js';
+import { retryDelayMs } from '../step/retry-delay.js';
 import type { ToolCallHooks, ToolExecution } from './tool-execution.js';
 import { errorDetails } from './tool-execution.js';
 
@@ -50,18 +50,17 @@ export async function failedOutcome(
   if (!(error instanceof ToolError) && tool.recovery === 'replaySafe') {
     const runs = await countToolError(run, execution);
     if (runs < hooks.maxAttempts)
-      throw new ToolRetry(message, { cause: error, retryDelayMs: Math.min(1_000 * 2 ** (runs - 1), 30_000) });
+      throw new ToolRetry(message, { cause: error, retryDelayMs: retryDelayMs(runs) });
   }
   return run.outcome(await run.fail(execution, message, errorDetails(error)));
 }
 
 /** One more run of this execution threw: the count lives in the turn's state. */
 export function countToolError(run: ToolExecution, execution: ToolExecutionRecord): Promise<number> {
-  const { store, turn } = run;
-  return store.atomic(null, async () => {
-    const errors = turnState(await store.loadTurn(turn.id)).tool_errors ?? {};
+  return run.step.write(async (tx) => {
+    const errors = tx.state.tool_errors ?? {};
     const runs = (errors[execution.id] ?? 0) + 1;
-    await updateState(store, turn.id, { tool_errors: { ...errors, [execution.id]: runs } });
+    tx.patchState({ tool_errors: { ...errors, [execution.id]: runs } });
     return runs;
   });
 }
