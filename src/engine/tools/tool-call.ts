@@ -42,9 +42,11 @@ export async function runToolCall(
     if (turn.claimToken !== input.claimToken) throw new LostClaim('turn ownership was revoked');
     return closedEarlier(runtime, agent, turn, input.toolCallId);
   }
-  const outcome = await runCall(step, input, hooks);
+  const run = await toolExecutionFor(step, input);
+  const outcome = await dispatchCall(run, input, hooks);
   if (!input.close || !settledPlainly(outcome) || !(outcome.terminal || input.close.last)) return outcome;
-  const closed = await closeToolsPhase(step, outcome.terminal ? outcome.toolCallId : null);
+  const known = run.closedRow ? [run.closedRow] : [];
+  const closed = await closeToolsPhase(step, outcome.terminal ? outcome.toolCallId : null, known);
   return { ...outcome, closed };
 }
 
@@ -72,12 +74,13 @@ async function closedEarlier(
   };
 }
 
-async function runCall(step: TurnStep, input: ToolCallInput, hooks: ToolCallHooks): Promise<ToolCallOutcome> {
+/** The call `input` names, in the response this turn persisted, and the tool it may call. */
+async function toolExecutionFor(step: TurnStep, input: ToolCallInput): Promise<ToolExecution> {
   const { turn, agent } = step;
   const call = toolCallParts(turnState(turn).parts).find((part) => part.id === input.toolCallId);
   if (!call) throw new TurnKitError(`turn ${turn.id} has no pending tool call ${input.toolCallId}`);
   const tool = await toolForTurn(step.store, agent, turn, call.name);
-  return dispatchCall(new ToolExecution(step, call, tool, input.deferResult ?? false), input, hooks);
+  return new ToolExecution(step, call, tool, input.deferResult ?? false);
 }
 
 /**

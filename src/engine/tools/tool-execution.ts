@@ -33,6 +33,8 @@ export function errorDetails(error: unknown, extra: JsonObject = {}): JsonObject
 export class ToolExecution {
   /** Messages the tool asked for after the results; stored with its completion. */
   readonly afterResults: JsonObject[] = [];
+  /** The row as this call's own block closed it, if it did. */
+  closedRow: ToolExecutionRecord | undefined;
   /** The turn as the activity opened it: what the tool and the policy see. */
   readonly turn: TurnRecord;
 
@@ -101,6 +103,7 @@ export class ToolExecution {
       completedAt: nowIso(),
     });
     if (!row) return null;
+    this.closedRow = row;
     await this.appendResult(tx, row, payload, status !== 'completed');
     if (status === 'completed' && this.afterResults.length > 0)
       tx.patchState({ after_results: [...(tx.state.after_results ?? []), ...this.afterResults] });

@@ -4,10 +4,12 @@
  */
 import { LostClaim, StaleTask } from '../../errors.js';
 import { isOpenToolExecution } from '../../store/types.js';
+import type { ToolExecutionRecord } from '../../store/types.js';
 import { retakeClaim } from '../claim/claim.js';
 import { turnDigest } from '../step/digest.js';
 import { messageCreated, turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
+import type { TurnTx } from '../step/turn-step.js';
 import { toolCallParts } from '../step/turn-state.js';
 import type { Runtime } from '../runtime.js';
 import { appendAfterResults } from './after-results.js';
@@ -16,21 +18,15 @@ import type { ToolCall } from './tool-execution.js';
 import { closeUnrun } from './tool-results.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 
-/** Skips every call after a completed terminal tool (spec §4.7), each in a block of its own. */
-async function skipRemaining(step: TurnStep, terminal: ToolCall): Promise<void> {
-  const calls = toolCallParts(step.state.parts);
-  const later = calls.slice(calls.findIndex((call) => call.id === terminal.id) + 1);
+/** Skips every call after a completed terminal tool (spec §4.7), in the closing block. */
+async function skipRemaining(tx: TurnTx, calls: readonly ToolCall[], terminal: ToolCall): Promise<void> {
+  const later = calls.slice(calls.indexOf(terminal) + 1);
   const message = `not executed: turn ended by ${terminal.name}`;
   for (const call of later) {
-    await step.write(async (tx) => {
-      if (await findToolExecution(tx.store, tx.turn.id, call.id)) return;
-      const closed = await closeUnrun(tx.store, tx.turn, call, undefined, message);
-      if (!closed?.message) return;
-      tx.emit(
-        messageCreated(closed.message),
-        turnEvent('tool_call.skipped', { id: call.id, name: call.name }),
-      );
-    });
+    if (await findToolExecution(tx.store, tx.turn.id, call.id)) continue;
+    const closed = await closeUnrun(tx.store, tx.turn, call, undefined, message);
+    if (!closed?.message) continue;
+    tx.emit(messageCreated(closed.message), turnEvent('tool_call.skipped', { id: call.id, name: call.name }));
   }
 }
 
@@ -45,10 +41,14 @@ export async function finishToolsPhase(
   return closeToolsPhase(await TurnStep.open(runtime, input), input.terminalToolCallId);
 }
 
-/** `finishToolsPhase` in the step of the tool call that closes the phase (decision 28). */
+/**
+ * `finishToolsPhase` in the step of the tool call that closes the phase (decision 28);
+ * `known`: rows this step closed itself, which need no second read.
+ */
 export async function closeToolsPhase(
   step: TurnStep,
   terminalToolCallId: string | null,
+  known: readonly ToolExecutionRecord[] = [],
 ): Promise<TurnDigest> {
   const { turn, agent } = step;
   if (step.state.phase !== 'tools') return turnDigest(agent, turn);
@@ -59,7 +59,7 @@ export async function closeToolsPhase(
   // open is a stale workflow task of this run (its worker paused past the task timeout),
   // behind a live task that is still working through the phase: it must stop, not fail.
   const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
-  const executions = await executionsOfCalls(step.store, turn.id, ran);
+  const executions = await executionsOf(step, ran, known);
   const finished = new Set(
     executions.filter((row) => !isOpenToolExecution(row)).map((row) => row.toolCallId),
   );
@@ -76,11 +76,11 @@ export async function closeToolsPhase(
     });
     return turnDigest(agent, step.turn);
   }
-  await skipRemaining(step, terminal);
   const execution = executions.find((row) => row.toolCallId === terminal.id);
   const tool = agent.effectiveTools.find((candidate) => candidate.name === terminal.name);
   const candidate = tool?.completionMessage(execution?.result ?? null) ?? `Completed via ${terminal.name}.`;
   await step.write(async (tx) => {
+    await skipRemaining(tx, calls, terminal);
     const appended = await appendAfterResults(tx);
     const message = await tx.store.appendMessage({
       conversationId: turn.conversationId,
@@ -93,6 +93,20 @@ export async function closeToolsPhase(
     tx.patchState({ phase: 'output', candidate, output_data: null, terminal_tool_name: terminal.name });
   });
   return turnDigest(agent, step.turn);
+}
+
+/** The executions of `calls`: those in `known` as they are, the others read. */
+async function executionsOf(
+  step: TurnStep,
+  calls: readonly ToolCall[],
+  known: readonly ToolExecutionRecord[],
+): Promise<ToolExecutionRecord[]> {
+  const ids = new Set(calls.map((call) => call.id));
+  const have = known.filter((row) => ids.has(row.toolCallId));
+  const missing = calls.filter((call) => !have.some((row) => row.toolCallId === call.id));
+  return missing.length === 0
+    ? have
+    : [...have, ...(await executionsOfCalls(step.store, step.turn.id, missing))];
 }
 
 /** The turn waits for its children: status `waiting`, claim cleared, no worker held. */
