@@ -6,6 +6,8 @@ import { AuthorizationError, RecordNotFound, StoreError, storedErrorClass } from
 import { canonicalJson, nowIso } from '../../store/records.js';
 import type { DeliveryRecord, JsonObject, Store, TurnRecord } from '../../store/types.js';
 import type { Runtime } from '../runtime.js';
+import type { TurnEvent } from '../step/events.js';
+import { turnEvent } from '../step/events.js';
 import { principalOf } from '../step/turn-state.js';
 import { subAgentResult } from '../tools/delegation.js';
 
@@ -84,16 +86,28 @@ export async function completionCallback(
   return { delivery, denied: null };
 }
 
+/** The events of a committed callback: its delivery, or the policy's denial. */
+export function callbackEvents(callback: {
+  delivery: DeliveryRecord | null;
+  denied: JsonObject | null;
+}): TurnEvent[] {
+  const events: TurnEvent[] = [];
+  if (callback.delivery) {
+    events.push(
+      turnEvent('callback.created', {
+        delivery_id: callback.delivery.id,
+        destination_conversation_id: callback.delivery.destinationConversationId,
+      }),
+    );
+  }
+  if (callback.denied) events.push(turnEvent('callback.denied', callback.denied));
+  return events;
+}
+
 export async function emitCallback(
   runtime: Runtime,
   turn: TurnRecord,
   callback: { delivery: DeliveryRecord | null; denied: JsonObject | null },
 ): Promise<void> {
-  if (callback.delivery) {
-    await runtime.emit(turn, 'callback.created', {
-      delivery_id: callback.delivery.id,
-      destination_conversation_id: callback.delivery.destinationConversationId,
-    });
-  }
-  if (callback.denied) await runtime.emit(turn, 'callback.denied', callback.denied);
+  await runtime.publish(turn, callbackEvents(callback));
 }

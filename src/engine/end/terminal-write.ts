@@ -11,7 +11,9 @@ import type {
 import type { Runtime } from '../runtime.js';
 import { interruptOpen } from '../tools/tool-results.js';
 import type { CallbackVerdict } from './callback.js';
-import { callbackVerdict, completionCallback, emitCallback } from './callback.js';
+import { callbackEvents, callbackVerdict, completionCallback, emitCallback } from './callback.js';
+import { messageCreated } from '../step/events.js';
+import type { TurnTx } from '../step/turn-step.js';
 import { repairTranscript } from './transcript-repair.js';
 
 /** The rows of a terminal write, and what it must announce once they commit. */
@@ -81,6 +83,21 @@ export async function writeTerminalRows(
     });
     return { turn: updated, repaired, interrupted, callback };
   });
+}
+
+/**
+ * The terminal write as a block of the turn's own step (a failure, the output step): the
+ * block's read is the fence check, and its events go out after the commit.
+ */
+export async function writeTerminalIn(
+  tx: TurnTx,
+  attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
+  reason: string,
+  verdict: CallbackVerdict,
+): Promise<TerminalWrite> {
+  const write = await writeTerminalRows(tx.store, tx.turn.id, attrs, reason, verdict);
+  tx.emit(...write.repaired.map(messageCreated), ...callbackEvents(write.callback));
+  return write;
 }
 
 /** The events of a committed terminal write: its repaired transcript, its callback. */
