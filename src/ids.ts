@@ -21,8 +21,3 @@ export function newId(prefix: IdPrefix): string {
   const seq = counter.toString(16).padStart(4, '0');
   return `${prefix}_${time}${seq}${randomBytes(4).toString('hex')}`;
 }
-
-/** A random 32-hex claim token. */
-export function newClaimToken(): string {
-  return randomBytes(16).toString('hex');
-}

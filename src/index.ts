@@ -25,8 +25,9 @@ export type {
   OutputPolicyOption,
   OutputPolicyOptions,
 } from './agents/output-policy.js';
-export { checkOutputPolicy } from './engine/output/output-checks.js';
-export type { CheckOutputPolicyOptions, OutputAudit } from './engine/output/output-checks.js';
+export { checkOutputPolicy } from './engine/output/check-output-policy.js';
+export type { CheckOutputPolicyOptions } from './engine/output/check-output-policy.js';
+export type { OutputAudit } from './engine/output/violations.js';
 export { defineTool } from './agents/tool.js';
 export { imageTool, IMAGE_MAX_BYTES } from './agents/image-tool.js';
 export { viewMediaTool } from './agents/view-media-tool.js';

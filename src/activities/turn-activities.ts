@@ -14,9 +14,9 @@ import type { RepairContext } from '../engine/end/repair.js';
 import { repairTurns } from '../engine/end/repair.js';
 import { checkLaneAhead } from '../engine/end/lane-ahead.js';
 import { startOrNudgeTurn, wakeLane } from '../engine/end/workflow-start.js';
-import { runCompactionStep } from '../engine/model/compaction.js';
+import { runCompactionStep } from '../engine/model/compact-step.js';
 import { runModelStep } from '../engine/model/model-step.js';
-import { runOutputAudit } from '../engine/output/output-checks.js';
+import { runOutputAudit } from '../engine/output/audit.js';
 import { runOutputStep } from '../engine/output/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { retryWhileStoreDown } from '../engine/step/store-outage.js';
@@ -84,10 +84,24 @@ function repairContext(runtime: Runtime, settings?: TurnSettings): RepairContext
   };
 }
 
-export function createTurnActivities(
-  runtime: Runtime,
-  pacer: HeartbeatPacer = new HeartbeatPacer(),
-): TurnActivities {
+/**
+ * Runs a long activity body (model, compaction, tool, audit): mapped failures, heartbeats at
+ * the pacer's period, and a store outage waited out inside the attempt (decision 14) instead
+ * of using up the step's own attempts.
+ */
+function storeOutageAware<T>(
+  pacer: HeartbeatPacer,
+  fn: (hooks: { signal: AbortSignal; heartbeat: (details?: unknown) => void }) => Promise<T>,
+): Promise<T> {
+  const signal = Context.current().cancellationSignal;
+  return mappingFailures(() =>
+    withHeartbeat(pacer, (heartbeat) => retryWhileStoreDown(() => fn({ signal, heartbeat }), { signal })),
+  );
+}
+
+type Activities<K extends keyof TurnActivities> = Pick<TurnActivities, K>;
+
+function laneActivities(runtime: Runtime): Activities<'laneStep' | 'wakeLanes' | 'waitsReady'> {
   return {
     async laneStep(input) {
       return mappingFailures(async () => {
@@ -117,7 +131,11 @@ export function createTurnActivities(
     async waitsReady(input) {
       return mappingFailures(async () => ({ ready: await waitsReady(runtime.store, input.turnId) }));
     },
+  };
+}
 
+function claimActivities(runtime: Runtime): Activities<'claimTurn'> {
+  return {
     async claimTurn(input) {
       // Only the open run of the turn's own workflow, whose run id is the token, may take over
       // a claim that an ended run (reset, terminated) still holds.
@@ -143,115 +161,91 @@ export function createTurnActivities(
         return claim;
       });
     },
+  };
+}
 
+function modelActivities(runtime: Runtime, pacer: HeartbeatPacer): Activities<'modelStep' | 'compactStep'> {
+  return {
     async modelStep(input) {
-      const { cancellationSignal: signal, info } = Context.current();
+      const { attempt } = Context.current().info;
       let dispatches = 0;
-      // A store outage waits inside the attempt instead of using up the model's attempts.
-      return mappingFailures(() =>
-        withHeartbeat(pacer, (heartbeat) =>
-          retryWhileStoreDown(
-            () =>
-              runModelStep(runtime, input, {
-                signal,
-                heartbeat,
-                retry: info.attempt > 1 || dispatches++ > 0,
-              }),
-            { signal },
-          ),
-        ),
+      return storeOutageAware(pacer, (hooks) =>
+        runModelStep(runtime, input, { ...hooks, retry: attempt > 1 || dispatches++ > 0 }),
       );
     },
 
     async compactStep(input) {
-      const signal = Context.current().cancellationSignal;
-      return mappingFailures(() =>
-        withHeartbeat(pacer, (heartbeat) =>
-          retryWhileStoreDown(() => runCompactionStep(runtime, input, { signal, heartbeat }), { signal }),
-        ),
-      );
+      return storeOutageAware(pacer, (hooks) => runCompactionStep(runtime, input, hooks));
     },
+  };
+}
 
+function toolActivities(
+  runtime: Runtime,
+  pacer: HeartbeatPacer,
+): Activities<'toolCall' | 'finishTools' | 'suspendTurn' | 'resumeTurn' | 'turnStatus'> {
+  return {
     async toolCall(input) {
-      const signal = Context.current().cancellationSignal;
       // A store outage re-dispatches the call inside this attempt (a finished execution keeps
       // its result; a running one is re-run only if replay-safe) instead of failing it.
-      return mappingFailures(() =>
-        withHeartbeat(pacer, (heartbeat) =>
-          retryWhileStoreDown(
-            () => runToolCall(runtime, input, { signal, heartbeat, maxAttempts: input.maxAttempts }),
-            { signal },
-          ),
-        ),
+      return storeOutageAware(pacer, (hooks) =>
+        runToolCall(runtime, input, { ...hooks, maxAttempts: input.maxAttempts }),
       );
     },
+    finishTools: (input) => mappingFailures(() => finishToolsPhase(runtime, input)),
+    suspendTurn: (input) => mappingFailures(() => suspendTurn(runtime, input)),
+    resumeTurn: (input) => mappingFailures(() => resumeTurn(runtime, input)),
+    turnStatus: (input) => mappingFailures(() => turnStatus(runtime, input)),
+  };
+}
 
-    async finishTools(input) {
-      return mappingFailures(() => finishToolsPhase(runtime, input));
-    },
-
-    async suspendTurn(input) {
-      return mappingFailures(() => suspendTurn(runtime, input));
-    },
-
-    async resumeTurn(input) {
-      return mappingFailures(() => resumeTurn(runtime, input));
-    },
-
-    async turnStatus(input) {
-      return mappingFailures(() => turnStatus(runtime, input));
-    },
-
+function outputActivities(runtime: Runtime, pacer: HeartbeatPacer): Activities<'outputAudit' | 'outputStep'> {
+  return {
     async outputAudit(input) {
-      const signal = Context.current().cancellationSignal;
-      // A store outage waits inside the attempt, as for a model step (decision 14).
-      return mappingFailures(() =>
-        withHeartbeat(pacer, (heartbeat) =>
-          retryWhileStoreDown(
-            () => runOutputAudit(runtime, input, { signal, heartbeat: () => heartbeat() }),
-            {
-              signal,
-            },
-          ),
-        ),
+      return storeOutageAware(pacer, (hooks) =>
+        runOutputAudit(runtime, input, { signal: hooks.signal, heartbeat: () => hooks.heartbeat() }),
       );
     },
+    outputStep: (input) => mappingFailures(() => runOutputStep(runtime, input)),
+  };
+}
 
-    async outputStep(input) {
-      return mappingFailures(() => runOutputStep(runtime, input));
-    },
+function endActivities(
+  runtime: Runtime,
+): Activities<'authorizeCancel' | 'rejectCancel' | 'cancelTurn' | 'failTurn'> {
+  return {
+    authorizeCancel: (input) =>
+      mappingFailures(() => authorizeCancel(runtime, { ...input, use: activityUse() })),
+    rejectCancel: (input) => mappingFailures(() => rejectCancel(runtime, input)),
+    cancelTurn: (input) => mappingFailures(() => cancelTurn(runtime, input)),
+    failTurn: (input) => mappingFailures(() => failTurn(runtime, input)),
+  };
+}
 
-    async authorizeCancel(input) {
-      return mappingFailures(() => authorizeCancel(runtime, { ...input, use: activityUse() }));
-    },
+function controlActivities(
+  runtime: Runtime,
+): Activities<'authorizeControl' | 'pauseTurn' | 'resumePausedTurn' | 'steerTurn'> {
+  return {
+    authorizeControl: (input) =>
+      mappingFailures(() => authorizeControl(runtime, { ...input, use: activityUse() })),
+    pauseTurn: (input) => mappingFailures(() => pauseTurn(runtime, input)),
+    resumePausedTurn: (input) => mappingFailures(() => resumePausedTurn(runtime, input)),
+    steerTurn: (input) => mappingFailures(() => steerTurn(runtime, input)),
+  };
+}
 
-    async rejectCancel(input) {
-      return mappingFailures(() => rejectCancel(runtime, input));
-    },
-
-    async cancelTurn(input) {
-      return mappingFailures(() => cancelTurn(runtime, input));
-    },
-
-    async failTurn(input) {
-      return mappingFailures(() => failTurn(runtime, input));
-    },
-
-    async authorizeControl(input) {
-      return mappingFailures(() => authorizeControl(runtime, { ...input, use: activityUse() }));
-    },
-
-    async pauseTurn(input) {
-      return mappingFailures(() => pauseTurn(runtime, input));
-    },
-
-    async resumePausedTurn(input) {
-      return mappingFailures(() => resumePausedTurn(runtime, input));
-    },
-
-    async steerTurn(input) {
-      return mappingFailures(() => steerTurn(runtime, input));
-    },
+export function createTurnActivities(
+  runtime: Runtime,
+  pacer: HeartbeatPacer = new HeartbeatPacer(),
+): TurnActivities {
+  return {
+    ...laneActivities(runtime),
+    ...claimActivities(runtime),
+    ...modelActivities(runtime, pacer),
+    ...toolActivities(runtime, pacer),
+    ...outputActivities(runtime, pacer),
+    ...endActivities(runtime),
+    ...controlActivities(runtime),
   };
 }
 

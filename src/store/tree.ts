@@ -54,8 +54,14 @@ export async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolea
  * with startedAt kept, heartbeatAt now and the token. A retry with the token that already
  * owns the running turn gets the same claim back.
  */
-export async function claimInLane(store: Store, turnId: string, claimToken: string): Promise<LaneClaim> {
-  const initial = await store.loadTurn(turnId);
+export async function claimInLane(
+  store: Store,
+  turnId: string,
+  claimToken: string,
+  loaded?: TurnRecord,
+): Promise<LaneClaim> {
+  // The caller's unlocked read, if it has one: only the root and the conversation come from it.
+  const initial = loaded ?? (await store.loadTurn(turnId));
   const root = await rootConversationId(store, initial);
   return store.atomic(root, () =>
     store.atomic(initial.conversationId, async (): Promise<LaneClaim> => {

@@ -10,7 +10,7 @@ import {
   requireImage,
   requireMediaAnalysis,
 } from '../../src/agents/output-policy.js';
-import { checkOutputPolicy } from '../../src/engine/output/output-checks.js';
+import { checkOutputPolicy } from '../../src/engine/output/check-output-policy.js';
 import { ArgumentError, ConfigError } from '../../src/errors.js';
 import { ScriptedImageModel } from '../../src/models/image.js';
 import type { ModelRequest } from '../../src/models/types.js';

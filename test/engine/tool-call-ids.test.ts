@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
-import { uniqueToolCallIds } from '../../src/engine/model/model-step.js';
+import { uniqueToolCallIds } from '../../src/engine/model/tool-call-ids.js';
 import { toolCallParts } from '../../src/engine/step/turn-state.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ContentPart } from '../../src/store/types.js';

@@ -6,9 +6,11 @@ import { checkTaskMark } from '../step/fence.js';
 import type { Store, TurnRecord, TurnStatus } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
 import { turnDigest } from '../step/digest.js';
-import { validateModel } from '../model/model-step.js';
+import { validateModel } from '../model/model-failure.js';
 import type { Runtime } from '../runtime.js';
-import { phaseOf, turnState, updateState } from '../step/turn-state.js';
+import { phaseOf, turnState } from '../step/turn-state.js';
+import { messageCreated } from '../step/events.js';
+import { TurnStep } from '../step/turn-step.js';
 import type { ClaimDigest, OwnerInput } from '../../contract/digests.js';
 
 /**
@@ -34,11 +36,11 @@ async function injectWaitResults(runtime: Runtime, turn: TurnRecord, owner: Owne
   if (turnState(turn).phase || turnState(turn).wait_input) return turn;
   const edges = await runtime.store.listWaits({ turnId: turn.id });
   if (edges.length === 0) return turn;
-  const { store } = await runtime.ownTurn(owner, turn);
-  const targets = await Promise.all(edges.map((edge) => store.loadTurn(edge.targetTurnId)));
+  const targets = await Promise.all(edges.map((edge) => runtime.store.loadTurn(edge.targetTurnId)));
   if (!targets.every(isFinished)) return turn;
-  const { message, updated } = await store.atomic(null, async () => {
-    const message = await store.appendMessage({
+  const step = await TurnStep.open(runtime, owner, turn);
+  await step.write(async (tx) => {
+    const message = await tx.store.appendMessage({
       conversationId: turn.conversationId,
       turnId: turn.id,
       role: 'user',
@@ -46,10 +48,10 @@ async function injectWaitResults(runtime: Runtime, turn: TurnRecord, owner: Owne
       content: JSON.stringify({ wait_results: targets.map(subAgentResult) }),
       metadata: { wait_results: true },
     });
-    return { message, updated: await updateState(store, turn.id, { wait_input: true }) };
+    tx.patchState({ wait_input: true });
+    tx.emit(messageCreated(message));
   });
-  await runtime.emit(updated, 'message.created', { message_id: message.id, role: 'user', kind: 'text' });
-  return updated;
+  return step.turn;
 }
 
 /**
@@ -140,10 +142,13 @@ export async function claimTurn(
   const store = runtime.store;
   const initial = await store.loadTurn(turnId);
   const agent = runtime.agents.resolve(initial.agentName);
-  let budget: Promise<Budget> | undefined;
-  // The root's deadline is fixed at submission: the budget is loaded once, when first needed.
-  const deadline = async () =>
-    (await (budget ??= Budget.load(store, initial.rootTurnId, agent.limits))).deadline;
+  let root: Promise<TurnRecord> | undefined;
+  // The root's deadline is fixed once it starts: read from its row, once (a root's own read serves).
+  const deadline = async (latest: TurnRecord = initial) =>
+    Budget.deadlineOf(
+      latest.id === latest.rootTurnId ? latest : await (root ??= store.loadTurn(latest.rootTurnId)),
+      agent.limits,
+    );
   if (!turnState(initial).phase && (initial.status === 'waiting' || initial.status === 'pending')) {
     if (!(await joinOpen(store, initial, deadline))) {
       const at = await deadline();
@@ -166,9 +171,9 @@ export async function claimTurn(
   if (taken) {
     await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
     await validateModel(runtime, agent, taken);
-    return { claimed: true, ...turnDigest(agent, taken, await deadline()) };
+    return { claimed: true, ...turnDigest(agent, taken, await deadline(taken)) };
   }
-  const outcome = await claimInLane(store, turnId, claimToken);
+  const outcome = await claimInLane(store, turnId, claimToken, initial);
   if (!outcome.claimed) return { claimed: false, reason: outcome.reason, status: outcome.turn.status };
   if (initial.status !== 'running') {
     await runtime.emit(outcome.turn, 'turn.started', {
@@ -183,5 +188,5 @@ export async function claimTurn(
     claimToken,
     ...(options.taskHistoryLength !== undefined ? { taskHistoryLength: options.taskHistoryLength } : {}),
   });
-  return { claimed: true, ...turnDigest(agent, turn, await deadline()) };
+  return { claimed: true, ...turnDigest(agent, turn, await deadline(turn)) };
 }

@@ -6,18 +6,15 @@
  */
 import type { Agent } from '../../agents/agent.js';
 import type { CompactionPolicy } from '../../agents/compaction-policy.js';
-import { BudgetError, CompactionError, LostClaim, StoreError, storedErrorClass } from '../../errors.js';
-import { addUsage, costFromUsage } from '../../models/cost.js';
+import { CompactionError } from '../../errors.js';
 import type { ModelClient, ModelMessage, ModelRequest, ModelUsage } from '../../models/types.js';
 import { nowIso } from '../../store/records.js';
 import type { JsonObject, MessageRecord, Store, TurnRecord } from '../../store/types.js';
-import { Budget } from '../step/budget.js';
 import { historyForTurn, projectMessages } from './model-request.js';
 import type { Runtime } from '../runtime.js';
 import type { CompactionMetadata } from './summaries.js';
 import { activeHistory, summaryMeta } from './summaries.js';
-import { depthOf, turnState, updateState } from '../step/turn-state.js';
-import type { CompactionDigest, CompactionStepInput } from '../../contract/activities.js';
+import { turnState } from '../step/turn-state.js';
 
 /** TurnKit's estimate: `ceil(chars / 4) + 8` tokens per projected message. */
 export function estimateTokens(messages: readonly ModelMessage[]): number {
@@ -185,98 +182,6 @@ export async function compactionDue(store: Store, agent: Agent, turn: TurnRecord
   if (compact === true) return true;
   const limit = policy.threshold * Math.max(policy.contextLimit - policy.reservedTokens, 1);
   return estimateTokens(projectMessages(history)) >= limit;
-}
-
-/**
- * The `compactStep` activity: summarize the turn's history before its model call. Usage and
- * cost are charged to the turn; a BudgetError propagates, any other failure is logged,
- * recorded as `compaction.failed`, and the turn goes on. Idempotent per step key.
- */
-export async function runCompactionStep(
-  runtime: Runtime,
-  input: CompactionStepInput,
-  hooks: { signal: AbortSignal; heartbeat: () => void },
-): Promise<CompactionDigest> {
-  const { store, turn, agent } = await runtime.ownTurn(input);
-  const policy = agent.compaction;
-  if (turnState(turn).compaction_step === input.step || !policy || turn.options['compact'] === false)
-    return { compacted: false, messageId: null };
-  try {
-    const budget = await Budget.load(store, turn.rootTurnId, agent.limits);
-    budget.check(await depthOf(store, turn));
-    const selection = selectForCompaction(await historyForTurn(store, turn), policy);
-    if (!selection) {
-      await updateState(store, turn.id, { compaction_step: input.step, compaction_forced: true });
-      return { compacted: false, messageId: null };
-    }
-    const model = policy.model ?? runtime.modelFor(agent, turn);
-    await runtime.emit(turn, 'compaction.started', {
-      auto: true,
-      message_count: selection.middle.length,
-      replaces_from_sequence: selection.from,
-      replaces_through_sequence: selection.through,
-    });
-    const { request, inputTokens } = summaryRequest(selection, policy, {
-      model,
-      focus: null,
-      metadata: { turnId: turn.id, conversationId: turn.conversationId, agentName: agent.name },
-    });
-    const summary = await summarize(policy.client ?? runtime.modelClientFor(agent), request, {
-      signal: hooks.signal,
-      onProgress: hooks.heartbeat,
-    });
-    const cost = costFromUsage(summary.usage, summary.model, runtime.cost);
-    const message = await store.atomic(null, async () => {
-      const fresh = await store.loadTurn(turn.id);
-      if (turnState(fresh).compaction_step === input.step) return null;
-      await store.updateTurn(fresh.id, {
-        usage: addUsage(fresh.usage, summary.usage, cost),
-        cost: (fresh.cost ?? 0) + (cost.total ?? 0),
-      });
-      const appended = await store.appendMessage({
-        conversationId: fresh.conversationId,
-        turnId: fresh.id,
-        role: 'assistant',
-        kind: 'context_summary',
-        content: summary.text,
-        metadata: compactionMetadata(selection, {
-          auto: true,
-          focus: null,
-          model: summary.model,
-          inputTokens,
-          usage: summary.usage,
-          turnId: fresh.id,
-        }),
-      });
-      await updateState(store, fresh.id, { compaction_step: input.step, compaction_forced: true });
-      return appended;
-    });
-    if (!message) return { compacted: false, messageId: null };
-    await runtime.emit(turn, 'compaction.completed', {
-      message_id: message.id,
-      replaces_from_sequence: selection.from,
-      replaces_through_sequence: selection.through,
-      input_tokens: inputTokens,
-      summary_tokens: summary.usage.outputTokens ?? 0,
-      cost: cost.total,
-    });
-    budget.addCost(cost.total);
-    return { compacted: true, messageId: message.id };
-  } catch (error) {
-    if (
-      hooks.signal.aborted ||
-      error instanceof BudgetError ||
-      error instanceof LostClaim ||
-      (error instanceof StoreError && error.retryable)
-    )
-      throw error;
-    const reason = error instanceof Error ? error.message : String(error);
-    runtime.logger.warn(`turnkit: automatic compaction of ${turn.id} failed (ignored): ${reason}`);
-    await runtime.emit(turn, 'compaction.failed', {
-      error: { class: storedErrorClass(error instanceof Error ? error.name : 'Error'), message: reason },
-    });
-    return { compacted: false, messageId: null };
-  }
 }
 
 export interface ManualCompactionOptions {

@@ -2,37 +2,32 @@ import type { Agent } from '../../agents/agent.js';
 import { hasOutputChecks } from '../../agents/agent.js';
 import type { OutputViolation } from '../../agents/output-policy.js';
 import { storedErrorClass } from '../../errors.js';
-import type { JsonObject, TurnRecord } from '../../store/types.js';
-import type { OutputAudit } from './output-checks.js';
-import { auditKey, checkTurnOutput, schemaViolations, storedAudit } from './output-checks.js';
+import type { JsonObject } from '../../store/types.js';
+import { TERMINAL_TURN_STATUSES } from '../../store/types.js';
+import { messageCreated, turnEvent } from '../step/events.js';
+import { TurnStep } from '../step/turn-step.js';
+import type { OutputAudit } from './violations.js';
+import { schemaViolations } from './violations.js';
+import { auditKey, checkTurnOutput, storedAudit } from './audit.js';
 import type { Runtime } from '../runtime.js';
 import { repeatedNotice, terminalNotice } from '../end/notice.js';
-import { writeTerminal } from '../end/terminal-write.js';
+import { announceTerminalWrite, writeTerminalRows } from '../end/terminal-write.js';
 import { callbackVerdict } from '../end/callback.js';
-import type { TurnState } from '../step/turn-state.js';
-import { turnState, updateState } from '../step/turn-state.js';
 import type { OutputStepDigest, OwnerInput } from '../../contract/digests.js';
-
-export type { OutputAudit } from './output-checks.js';
 
 /**
  * The audit of the turn's candidate: the schema check here, then what the `outputAudit`
  * activity stored for this candidate. A workflow that did not run that activity (a history
  * recorded before it existed) gets the checks run here, as they used to be.
  */
-async function auditCandidate(
-  runtime: Runtime,
-  store: Parameters<typeof checkTurnOutput>[1],
-  agent: Agent,
-  turn: TurnRecord,
-  state: TurnState,
-): Promise<OutputAudit | null> {
+async function auditCandidate(step: TurnStep): Promise<OutputAudit | null> {
+  const { agent, state } = step;
   if (!agent.outputSchema && !hasOutputChecks(agent)) return null;
   const violations: OutputViolation[] = schemaViolations(agent, state.output_data ?? null);
   if (hasOutputChecks(agent)) {
     violations.push(
       ...(storedAudit(state, auditKey(state)) ??
-        (await checkTurnOutput(runtime, store, agent, turn, { signal: new AbortController().signal }))),
+        (await checkTurnOutput(step, { signal: new AbortController().signal }))),
     );
   }
   return { clean: violations.length === 0, violations };
@@ -64,44 +59,44 @@ function revisionPrompt(
  * request and go back to the model; otherwise write the terminal status with the output.
  */
 export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promise<OutputStepDigest> {
+  const step = await TurnStep.open(runtime, input);
   // Run again after the terminal write committed (the worker died in a listener, BG-14).
-  const repeated = await repeatedNotice(runtime, input.turnId);
-  if (repeated) {
-    return { done: true, status: (await runtime.store.loadTurn(input.turnId)).status, notice: repeated };
+  if (TERMINAL_TURN_STATUSES.includes(step.turn.status)) {
+    const repeated = await repeatedNotice(runtime, input.turnId);
+    if (repeated) return { done: true, status: step.turn.status, notice: repeated };
   }
-  const { store, turn, agent } = await runtime.ownTurn(input);
-  const state = turnState(turn);
-  const candidate = state.candidate ?? '';
-  const outputData = state.output_data ?? null;
-  const audit = await auditCandidate(runtime, store, agent, turn, state);
+  const audit = await auditCandidate(step);
+  const { agent, state } = step;
   const revisionsUsed = state.revisions_used ?? 0;
-
   if (audit && !audit.clean && revisionsUsed < agent.outputRetries) {
-    const attempt = revisionsUsed + 1;
-    const { message, updated } = await store.atomic(null, async () => {
-      const message = await store.appendMessage({
-        conversationId: turn.conversationId,
-        turnId: turn.id,
-        role: 'user',
-        kind: 'text',
-        content: revisionPrompt(agent, audit, state.terminal_tool_name),
-        metadata: { source: 'output_policy', attempt },
-      });
-      const updated = await updateState(store, turn.id, {
-        phase: 'model',
-        parts: null,
-        revisions_used: attempt,
-      });
-      return { message, updated };
-    });
-    await runtime.emit(updated, 'message.created', { message_id: message.id, role: 'user', kind: 'text' });
-    await runtime.emit(updated, 'output_policy.revision', {
-      violation_count: audit.violations.length,
-      attempt,
-    });
-    return { done: false, status: updated.status };
+    await requestRevision(step, audit, revisionsUsed + 1);
+    return { done: false, status: step.turn.status };
   }
+  return writeOutput(step, audit);
+}
 
+/** Appends the revision request and sends the turn back to the model. */
+async function requestRevision(step: TurnStep, audit: OutputAudit, attempt: number): Promise<void> {
+  await step.write(async (tx) => {
+    const message = await tx.store.appendMessage({
+      conversationId: tx.turn.conversationId,
+      turnId: tx.turn.id,
+      role: 'user',
+      kind: 'text',
+      content: revisionPrompt(step.agent, audit, tx.state.terminal_tool_name),
+      metadata: { source: 'output_policy', attempt },
+    });
+    tx.patchState({ phase: 'model', parts: null, revisions_used: attempt });
+    tx.emit(
+      messageCreated(message),
+      turnEvent('output_policy.revision', { violation_count: audit.violations.length, attempt }),
+    );
+  });
+}
+
+/** The terminal write with the candidate as the output: completed, or failed by its audit. */
+async function writeOutput(step: TurnStep, audit: OutputAudit | null): Promise<OutputStepDigest> {
+  const { runtime, agent, state } = step;
   const failed = audit !== null && !audit.clean && agent.outputPolicyMode === 'fail';
   const auditJson = audit as unknown as JsonObject | null;
   const error = failed
@@ -111,30 +106,43 @@ export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promis
         policy_audit: auditJson,
       }
     : null;
-  const verdict = await callbackVerdict(runtime, turn);
-  const { turn: done, callback } = await store.atomic(null, async () => {
-    if (auditJson) await updateState(store, turn.id, { policy_audit: auditJson });
-    return writeTerminal(
-      runtime,
-      store,
-      turn.id,
-      { status: failed ? 'failed' : 'completed', outputText: candidate, outputData, error },
+  const verdict = await callbackVerdict(runtime, step.turn);
+  const status = failed ? 'failed' : 'completed';
+  const attrs = {
+    status,
+    outputText: state.candidate ?? '',
+    outputData: state.output_data ?? null,
+    error,
+  } as const;
+  const write = await step.write(async (tx) => {
+    if (auditJson) tx.patchState({ policy_audit: auditJson });
+    const write = await writeTerminalRows(
+      tx.store,
+      tx.turn.id,
+      attrs,
       'turn failed its output checks',
       verdict,
     );
+    // Its repaired transcript and callback are appended in this transaction, heard after it.
+    await announceTerminalWrite(runtime, write);
+    if (audit)
+      tx.emit(
+        turnEvent('output_policy.completed', {
+          clean: audit.clean,
+          violation_count: audit.violations.length,
+        }),
+      );
+    tx.emit(
+      failed
+        ? turnEvent('turn.failed', { error: error as JsonObject })
+        : turnEvent('turn.completed', { status: write.turn.status, output_text: write.turn.outputText }),
+    );
+    return write;
   });
-  await runtime.emitAll(done, [
-    ...(audit
-      ? [
-          ['output_policy.completed', { clean: audit.clean, violation_count: audit.violations.length }] as [
-            string,
-            JsonObject,
-          ],
-        ]
-      : []),
-    failed
-      ? ['turn.failed', { error: error as JsonObject }]
-      : ['turn.completed', { status: done.status, output_text: done.outputText }],
-  ]);
-  return { done: true, status: done.status, notice: await terminalNotice(runtime.store, done, callback) };
+  const done = step.turn;
+  return {
+    done: true,
+    status: done.status,
+    notice: await terminalNotice(runtime.store, done, write.callback.delivery),
+  };
 }

@@ -10,26 +10,34 @@ import type { ModelUsage } from '../../models/types.js';
 import type { Store } from '../../store/types.js';
 import { Budget } from './budget.js';
 import type { Runtime } from '../runtime.js';
+import type { TurnStep, TurnTx } from './turn-step.js';
 
-/**
- * Adds the call's usage and cost to the turn in one transaction, then checks the tree's
- * spend: over `maxSpend` is a BudgetError "cost limit reached", raised after the cost is
- * recorded (like a main model call's).
- */
-export async function chargeInternalCall(
+/** Adds the call's usage and cost to the turn in the block's one update (no spend check). */
+export function chargeCall(
+  tx: Pick<TurnTx, 'charge'>,
   runtime: Pick<Runtime, 'cost'>,
-  store: Store,
-  turnId: string,
   usage: ModelUsage,
   model: string,
-  limits: BudgetLimits,
-): Promise<Cost> {
-  const cost = await recordInternalCall(runtime, store, turnId, usage, model);
-  if (cost.total !== null) await checkTreeSpend(store, turnId, limits);
+): Cost {
+  const cost = costFromUsage(usage, model, runtime.cost);
+  tx.charge(usage, cost);
   return cost;
 }
 
-/** Adds the call's usage and cost to the turn, in one transaction (no spend check). */
+/**
+ * BudgetError "cost limit reached" when the step's tree spent more than its `maxSpend`, checked
+ * once the charge committed (the cost is recorded even when it trips the cap). A root reuses
+ * the step's row.
+ */
+export async function checkStepSpend(step: Pick<TurnStep, 'store' | 'turn' | 'agent'>): Promise<void> {
+  const { store, turn, agent } = step;
+  (await Budget.load(store, turn.rootTurnId, agent.limits, { root: turn })).checkSpend();
+}
+
+/**
+ * Adds the call's usage and cost to the turn, in one transaction (no spend check).
+ * @deprecated In a block: `chargeCall(tx, …)`.
+ */
 export async function recordInternalCall(
   runtime: Pick<Runtime, 'cost'>,
   store: Store,

@@ -18,6 +18,8 @@ import { checkFence, fencedView, taskMark } from './fence.js';
 import type { StepErrorField, TurnState } from './turn-state.js';
 import { nextStepErrorCount, turnState } from './turn-state.js';
 
+type StreamParts = readonly NewStreamPart[] | ((turn: TurnRecord) => readonly NewStreamPart[]);
+
 /** One block of `TurnStep.write`: the row read under the root lock, and what the block changes. */
 export interface TurnTx {
   /** The row as read at the block's start (fence checked), or as a write through `store` left it. */
@@ -38,8 +40,11 @@ export interface TurnTx {
   countError(field: StepErrorField, step: string): number;
   /** Appended with its stream parts once the block commits; listeners hear of it after. */
   emit(...events: AnyTurnEvent[]): void;
-  /** Stream parts written last in the block (the stream's lock comes after every other). */
-  stream(parts: readonly NewStreamPart[]): void;
+  /**
+   * Stream parts written last in the block (the stream's lock comes after every other); given
+   * as a function, built from the row as the block's update leaves it.
+   */
+  stream(parts: StreamParts): void;
 }
 
 /** Root conversations by root turn id: fixed for a tree's life, so cached across activities. */
@@ -139,7 +144,7 @@ class Block implements TurnTx {
   #state: Partial<TurnState> | null = null;
   #attrs: TurnUpdate = {};
   #charges: { usage: ModelUsage; cost: Cost }[] = [];
-  #parts: NewStreamPart[] = [];
+  #parts: StreamParts[] = [];
   #budget: Promise<Budget> | undefined;
 
   constructor(
@@ -193,8 +198,8 @@ class Block implements TurnTx {
     this.events.push(...events);
   }
 
-  stream(parts: readonly NewStreamPart[]): void {
-    this.#parts.push(...parts);
+  stream(parts: StreamParts): void {
+    this.#parts.push(parts);
   }
 
   /** The block's one update of the row, then its stream parts. */
@@ -215,7 +220,8 @@ class Block implements TurnTx {
       Object.assign(update, { usage, cost });
     }
     if (Object.keys(update).length > 0) this.#turn = await this.base.updateTurn(turn.id, update);
-    if (this.#parts.length > 0) await this.base.appendStreamParts(this.#parts);
+    const parts = this.#parts.flatMap((next) => (typeof next === 'function' ? next(this.#turn) : next));
+    if (parts.length > 0) await this.base.appendStreamParts(parts);
   }
 }
 
