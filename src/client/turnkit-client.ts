@@ -64,7 +64,7 @@ import { RunHandle, sumCost, sumUsage } from './run-handle.js';
 import { sendControl } from './controls.js';
 import { asSent, signPrincipal } from '../engine/controls/principal-signature.js';
 import { buildTurn, taskOf } from '../engine/lane/build-turn.js';
-import { sendMessage } from '../engine/lane/messaging.js';
+import { sendMessage } from '../engine/lane/send-message.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { rootConversationId } from '../store/tree.js';
 import { addWaits, waitsReady } from '../store/wait-graph.js';

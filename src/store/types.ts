@@ -40,6 +40,15 @@ export const TOOL_EXECUTION_STATUSES = [
   'awaiting_approval',
 ] as const;
 export type ToolExecutionStatus = (typeof TOOL_EXECUTION_STATUSES)[number];
+/** Not finished: the call has no outcome yet, so it has no result message either. */
+export const OPEN_TOOL_EXECUTION_STATUSES: readonly ToolExecutionStatus[] = [
+  'pending',
+  'running',
+  'awaiting_approval',
+];
+export function isOpenToolExecution(execution: { status: ToolExecutionStatus }): boolean {
+  return OPEN_TOOL_EXECUTION_STATUSES.includes(execution.status);
+}
 
 export const MESSAGE_ROLES = ['user', 'assistant', 'tool'] as const;
 export type MessageRole = (typeof MESSAGE_ROLES)[number];

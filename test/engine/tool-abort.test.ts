@@ -11,8 +11,8 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { interruptToolExecutions, OUTCOME_UNKNOWN } from '../../src/engine/end/terminal.js';
-import { runToolCall } from '../../src/engine/tools/tool-runner.js';
+import { interruptOpen, OUTCOME_UNKNOWN } from '../../src/engine/tools/tool-results.js';
+import { runToolCall } from '../../src/engine/tools/tool-call.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
 let started: () => void = () => undefined;
@@ -72,7 +72,7 @@ describe('BG-42 an aborted tool attempt records no outcome of its own', () => {
     expect(row!.status).toBe('running');
     expect(await results()).toEqual([]);
 
-    const interrupted = await interruptToolExecutions(store, await store.loadTurn(turn.id));
+    const interrupted = await interruptOpen(store, await store.loadTurn(turn.id));
     expect(interrupted.map((r) => [r.toolCallId, r.status, r.error])).toEqual([
       ['call_1', 'interrupted', { message: OUTCOME_UNKNOWN }],
     ]);

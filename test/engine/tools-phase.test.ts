@@ -9,7 +9,7 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { runToolCall } from '../../src/engine/tools/tool-runner.js';
+import { runToolCall } from '../../src/engine/tools/tool-call.js';
 import { finishToolsPhase } from '../../src/engine/tools/tools-phase.js';
 import { phaseOf } from '../../src/engine/step/turn-state.js';
 import { LostClaim, StaleTask } from '../../src/errors.js';

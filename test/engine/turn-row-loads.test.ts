@@ -14,7 +14,7 @@ import { buildTurn } from '../../src/engine/lane/build-turn.js';
 import { runModelStep } from '../../src/engine/model/model-step.js';
 import { runOutputStep } from '../../src/engine/output/output-step.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { runToolCall } from '../../src/engine/tools/tool-runner.js';
+import { runToolCall } from '../../src/engine/tools/tool-call.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { Store } from '../../src/store/types.js';

@@ -6,15 +6,11 @@ import type { CancelDescendants, CancelRequest } from '../../contract/cancel-req
 import { signedCancelParams } from '../../contract/cancel-request.js';
 import type { Runtime } from '../runtime.js';
 import { verifyOnce } from '../controls/signature-use.js';
-import type { CallbackVerdict } from '../lane/messaging.js';
-import { callbackVerdict, completionCallback, mergeNotices } from '../lane/messaging.js';
-import {
-  emitCallback,
-  interruptToolExecutions,
-  repairTranscript,
-  repeatedNotice,
-  terminalNotice,
-} from './terminal.js';
+import type { CallbackVerdict } from './callback.js';
+import { callbackVerdict, emitCallback } from './callback.js';
+import { mergeNotices, repeatedNotice, terminalNotice } from './notice.js';
+import { emitInterrupted, writeTerminalRows } from './terminal-write.js';
+import type { TerminalWrite } from './terminal-write.js';
 import type { TerminalNotice } from '../../contract/digests.js';
 
 export type { CancelDescendants, CancelRequest } from '../../contract/cancel-request.js';
@@ -72,6 +68,11 @@ export async function rejectCancel(
   await runtime.emit(turn, 'cancel.rejected', { reason: input.reason });
 }
 
+const CANCELLED = {
+  status: 'cancelled',
+  error: { class: storedErrorClass('Cancelled'), message: 'cancelled by application' },
+} as const;
+
 /**
  * Cancels the turn and, with `cascade`, every transitive child (spec §5.9), under the root
  * lock on the unfenced store: open executions become `interrupted`, every tool call gets its
@@ -96,54 +97,41 @@ export async function cancelTurn(
   // The policy's word on each completion callback is asked before the transaction; a child
   // created meanwhile is asked about too, and the transaction runs again.
   const verdicts = new Map<string, CallbackVerdict>();
-  let cancelled: { row: TurnRecord; callback: Awaited<ReturnType<typeof completionCallback>> }[] | null =
-    null;
+  let cancelled: TerminalWrite[] | null = null;
   while (cancelled === null) {
     for (const row of await rowsToCancel())
       if (!verdicts.has(row.id)) verdicts.set(row.id, await callbackVerdict(runtime, row));
     cancelled = await store.atomic(root, async () => {
       const rows = await rowsToCancel();
       if (rows.some((row) => !verdicts.has(row.id))) return null;
-      const done: { row: TurnRecord; callback: Awaited<ReturnType<typeof completionCallback>> }[] = [];
+      const done: TerminalWrite[] = [];
       for (const row of rows) {
-        for (const execution of await interruptToolExecutions(store, row)) {
-          // Appended with this transaction; listeners hear of it after the commit.
-          await runtime.emit(row, 'tool_call.interrupted', {
-            id: execution.toolCallId,
-            name: execution.toolName,
-            tool_execution_id: execution.id,
-          });
-        }
-        await repairTranscript(store, row, 'turn was cancelled');
-        const attrs = {
-          status: 'cancelled' as const,
-          claimToken: null,
-          completedAt: new Date().toISOString(),
-          error: { class: storedErrorClass('Cancelled'), message: 'cancelled by application' },
-        };
-        const fresh = await store.loadTurn(row.id);
-        const callback = await completionCallback(store, { ...fresh, ...attrs }, verdicts.get(row.id)!);
-        const options = callback.denied ? { ...fresh.options, callback_denied: callback.denied } : undefined;
-        done.push({
-          row: await store.updateTurn(row.id, { ...attrs, ...(options ? { options } : {}) }),
-          callback,
-        });
+        const written = await writeTerminalRows(
+          store,
+          row.id,
+          CANCELLED,
+          'turn was cancelled',
+          verdicts.get(row.id)!,
+        );
+        // Appended with this transaction; listeners hear of it after the commit.
+        await emitInterrupted(runtime, written);
+        done.push(written);
       }
       return done;
     });
   }
   const notices: TerminalNotice[] = [];
-  for (const { row, callback } of cancelled) {
-    await runtime.emit(row, 'turn.cancelled', { descendants: input.descendants });
-    await emitCallback(runtime, row, callback);
-    notices.push(await terminalNotice(store, row, callback.delivery));
+  for (const { turn, callback } of cancelled) {
+    await runtime.emit(turn, 'turn.cancelled', { descendants: input.descendants });
+    await emitCallback(runtime, turn, callback);
+    notices.push(await terminalNotice(store, turn, callback.delivery));
   }
   // Run again after its worker died past the commit: whoever must hear of it hears again.
   const repeated = cancelled.length === 0 ? await repeatedNotice(runtime, target.id) : null;
   if (repeated) notices.push(repeated);
   return {
     status: (await store.loadTurn(target.id)).status,
-    cancelled: cancelled.map(({ row }) => row.id),
+    cancelled: cancelled.map(({ turn }) => turn.id),
     notice: mergeNotices(notices),
   };
 }

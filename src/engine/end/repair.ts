@@ -20,26 +20,14 @@
  *   untouched), and only `failMissing` fails a held turn that ran.
  */
 import type { Client } from '@temporalio/client';
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
-import { storedErrorClass } from '../../errors.js';
-import { rootConversationId } from '../../store/tree.js';
-import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '../../store/types.js';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '../../store/types.js';
 import type { TurnRecord, TurnStatus } from '../../store/types.js';
 import type { TurnSettings } from '../../workflows/contract.js';
-import {
-  laneFreeSignal,
-  laneStartOptions,
-  targetFinishedSignal,
-  turnStartOptions,
-  turnWorkflowId,
-} from '../../workflows/contract.js';
-import type { laneWorkflow } from '../../workflows/lane-workflow.js';
-import type { turnWorkflow } from '../../workflows/turn-workflow.js';
-import { taskOf } from '../lane/build-turn.js';
+import { turnWorkflowId } from '../../workflows/contract.js';
 import type { Runtime } from '../runtime.js';
-import { callbackVerdict } from '../lane/messaging.js';
-import { announceTerminalWrite, terminalNotice, writeTerminalRows } from './terminal.js';
-import type { TerminalNotice } from '../../contract/digests.js';
+import { failVanished } from './fail-vanished.js';
+import { startOrNudgeTurn } from './workflow-start.js';
 
 /** Where repair runs: a worker's activity, the client, the CLI. */
 export interface RepairContext {
@@ -223,120 +211,4 @@ async function storeSeenHere(context: RepairContext, missing: readonly TurnRecor
 export async function unfinishedSubmittedTurns(runtime: Runtime): Promise<TurnRecord[]> {
   const rows = await runtime.store.listTurns({ status: [...LANE_TURN_STATUSES] });
   return rows.filter((turn) => turn.submittedAt !== null);
-}
-
-/**
- * A claim of `turnId` was refused `lane_busy`: the turns ahead of it (those that hold the lane,
- * and the oldest submitted pending one) are checked and repaired. When no turn holds the
- * lane and another pending turn heads it, the lane is woken, so that head is started or
- * nudged (it may be waiting for a wake that never came).
- */
-export async function checkLaneAhead(context: RepairContext, turnId: string): Promise<RepairFinding[]> {
-  const store = context.runtime.store;
-  const turn = await store.loadTurn(turnId);
-  if (turn.submittedAt === null) return [];
-  const lane = await store.listTurns({
-    conversationId: turn.conversationId,
-    status: [...LANE_TURN_STATUSES],
-  });
-  const busy = lane.filter((other) => other.id !== turnId && BUSY_TURN_STATUSES.includes(other.status));
-  const head = lane.find((other) => other.status === 'pending' && other.submittedAt !== null);
-  const ahead = head && head.id !== turnId ? [...busy, head] : busy;
-  const findings = await repairTurns(context, ahead);
-  if (busy.length === 0 && head && head.id !== turnId && !findings.some((f) => f.done)) {
-    await wakeLane(context, turn.conversationId);
-  }
-  return findings;
-}
-
-/**
- * Starts the turn's workflow, or nudges it when it already runs (waiting for its lane):
- * signal-with-start on the fixed workflow id, so a turn never runs twice. `closed` when its
- * workflow ran and closed already (nothing was started: repair decides what the row needs).
- */
-export async function startOrNudgeTurn(
-  context: RepairContext,
-  turn: TurnRecord,
-): Promise<'started' | 'closed'> {
-  try {
-    await context.temporal.workflow.signalWithStart<typeof turnWorkflow, []>('turnWorkflow', {
-      ...turnStartOptions({
-        turn,
-        task: await taskOf(context.runtime.store, turn),
-        settings: context.settings,
-      }),
-      taskQueue: context.taskQueue,
-      signal: laneFreeSignal,
-      signalArgs: [],
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-    });
-    return 'started';
-  } catch (error) {
-    if (error instanceof WorkflowExecutionAlreadyStartedError) return 'closed';
-    throw error;
-  }
-}
-
-/** Signal-with-start of a conversation's lane. */
-export async function wakeLane(context: RepairContext, conversationId: string): Promise<void> {
-  await context.temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
-    ...laneStartOptions(conversationId, context.settings),
-    taskQueue: context.taskQueue,
-  });
-}
-
-/**
- * Fails a turn whose workflow is gone, fenced: under the root's and the conversation's locks
- * (the claim's), and only while the row is as it was when Temporal was asked — same status,
- * same claim token, not updated since — so a run that claimed it meanwhile is never touched.
- * False when the row moved.
- */
-async function failVanished(context: RepairContext, seen: TurnRecord, workflow: string): Promise<boolean> {
-  const { runtime } = context;
-  const store = runtime.store;
-  const error = { class: storedErrorClass('WorkflowClosed'), message: workflow };
-  // The policy's word on a completion callback, before the transaction (no user code under its
-  // lock); the terminal write re-checks what it decided on.
-  const verdict = await callbackVerdict(runtime, seen);
-  const written = await store.atomic(await rootConversationId(store, seen), () =>
-    store.atomic(seen.conversationId, async () => {
-      const fresh = await store.loadTurn(seen.id);
-      const unchanged =
-        fresh.status === seen.status &&
-        fresh.claimToken === seen.claimToken &&
-        fresh.updatedAt === seen.updatedAt;
-      if (!unchanged) return null;
-      return writeTerminalRows(
-        store,
-        seen.id,
-        { status: 'failed', error },
-        `turn failed: its workflow ${workflow}`,
-        verdict,
-      );
-    }),
-  );
-  if (!written) return false;
-  for (const execution of written.interrupted) {
-    await runtime.emit(written.turn, 'tool_call.interrupted', {
-      id: execution.toolCallId,
-      name: execution.toolName,
-      tool_execution_id: execution.id,
-    });
-  }
-  await announceTerminalWrite(runtime, written);
-  await runtime.emit(written.turn, 'turn.failed', { error, repaired: true });
-  await deliverNotice(context, await terminalNotice(store, written.turn, written.callback.delivery), seen.id);
-  return true;
-}
-
-/** What a turn's workflow does after its terminal write (`notify`), done from outside it. */
-async function deliverNotice(context: RepairContext, notice: TerminalNotice, turnId: string): Promise<void> {
-  for (const waiter of notice.waiters) {
-    // A waiter whose workflow is gone is repaired on its own; the others re-check their waits.
-    await context.temporal.workflow
-      .getHandle(turnWorkflowId(waiter))
-      .signal(targetFinishedSignal, turnWorkflowId(turnId))
-      .catch(() => undefined);
-  }
-  for (const conversationId of notice.lanes) await wakeLane(context, conversationId);
 }

@@ -4,7 +4,7 @@ import { limitsToJson, resolvePromptMode, resolveThinking, schemaToJson } from '
 import { ArgumentError } from '../../errors.js';
 import type { Thinking } from '../../models/types.js';
 import { jsonCopy, nowIso } from '../../store/records.js';
-import type { Json, JsonObject, Store, TurnRecord } from '../../store/types.js';
+import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 
 export interface BuildTurnOptions {
   /** The turn's id, when the caller allocated it first (to authorize with it). */
@@ -27,12 +27,18 @@ export interface BuildTurnOptions {
   submit?: boolean;
   /** Where the completion callback goes (spec §5.8). */
   callbackConversationId?: string;
+  /**
+   * A child turn (a sub-agent, a launched agent): its parent and the execution that created it.
+   * It joins the parent's tree, is submitted, and names only what it was given: its agent's
+   * thinking and output schema apply as defined when it runs.
+   */
+  lineage?: { parent: TurnRecord; execution: ToolExecutionRecord };
 }
 
 /**
  * Builds a pending turn that snapshots the conversation as it is now (spec §3.1): the
  * trigger message, the agent's limits, and copies of the principal and the run context.
- * Used by the client, by wake-ups and by launched agents, so every turn is built alike.
+ * The one turn builder: the client's turns, wake-ups, sub-agents and launched agents.
  */
 export async function buildTurn(
   store: Store,
@@ -42,21 +48,24 @@ export async function buildTurn(
   options: BuildTurnOptions = {},
 ): Promise<TurnRecord> {
   const conversation = await store.loadConversation(conversationId);
+  const { lineage } = options;
+  const thinking =
+    options.thinking !== undefined
+      ? resolveThinking('turn', options.thinking)
+      : lineage
+        ? undefined
+        : (agent.thinking ?? null);
   const turnOptions: JsonObject = {
     trigger_message_id: trigger.id,
     budget_limits: limitsToJson(agent.limits),
     // An explicit null is kept: it turns the agent's thinking off for this turn (CORE-08).
-    thinking: jsonCopy(
-      'thinking' in options && options.thinking !== undefined
-        ? resolveThinking('turn', options.thinking)
-        : (agent.thinking ?? null),
-    ) as Json,
+    ...(thinking === undefined ? {} : { thinking: jsonCopy(thinking) as Json }),
     context: jsonCopy(
       options.context ?? (conversation.metadata['turnkit_context'] as JsonObject | undefined) ?? {},
     ),
     principal: jsonCopy(options.principal ?? conversation.metadata['principal'] ?? null),
   };
-  const schema = outputJsonSchema(options.outputSchema) ?? agent.outputJsonSchema;
+  const schema = outputJsonSchema(options.outputSchema) ?? (lineage ? undefined : agent.outputJsonSchema);
   if (schema) turnOptions['output_schema'] = jsonCopy(schema);
   if (options.compact !== undefined) {
     if (typeof options.compact !== 'boolean') throw new ArgumentError('compact must be true or false');
@@ -74,10 +83,18 @@ export async function buildTurn(
     conversationId,
     agentName: agent.name,
     contextMessageSequence: trigger.sequence,
-    ...(options.rootTurnId ? { rootTurnId: options.rootTurnId } : {}),
+    ...(lineage
+      ? {
+          parentTurnId: lineage.parent.id,
+          parentToolExecutionId: lineage.execution.id,
+          rootTurnId: lineage.parent.rootTurnId,
+        }
+      : options.rootTurnId
+        ? { rootTurnId: options.rootTurnId }
+        : {}),
     model: options.model ?? conversation.model ?? agent.model ?? null,
     options: turnOptions,
-    submittedAt: options.submit ? nowIso() : null,
+    submittedAt: options.submit || lineage ? nowIso() : null,
   });
 }
 

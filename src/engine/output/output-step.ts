@@ -10,8 +10,9 @@ import type { OutputAudit } from './violations.js';
 import { schemaViolations } from './violations.js';
 import { auditKey, checkTurnOutput, storedAudit } from './audit.js';
 import type { Runtime } from '../runtime.js';
-import { announceTerminalWrite, repeatedNotice, terminalNotice, writeTerminalRows } from '../end/terminal.js';
-import { callbackVerdict } from '../lane/messaging.js';
+import { repeatedNotice, terminalNotice } from '../end/notice.js';
+import { announceTerminalWrite, writeTerminalRows } from '../end/terminal-write.js';
+import { callbackVerdict } from '../end/callback.js';
 import type { OutputStepDigest, OwnerInput } from '../../contract/digests.js';
 
 /**

@@ -11,7 +11,7 @@ import { canonicalJson } from '../../store/records.js';
 import type { JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { addWaits } from '../../store/wait-graph.js';
 import { childTurn, isFinished, subAgentResult } from './delegation.js';
-import { sendMessage } from '../lane/messaging.js';
+import { sendMessage } from '../lane/send-message.js';
 import type { Runtime } from '../runtime.js';
 import { principalOf } from '../step/turn-state.js';
 

@@ -1,13 +1,12 @@
 import type { Agent } from '../../agents/agent.js';
-import { limitsToJson } from '../../agents/agent.js';
 import type { ToolDefinition } from '../../agents/tool.js';
 import { validateToolArguments } from '../../agents/tool.js';
 import { newId } from '../../ids.js';
-import { nowIso } from '../../store/records.js';
 import { rootConversationId } from '../../store/tree.js';
 import { TERMINAL_TURN_STATUSES } from '../../store/types.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { addWaits } from '../../store/wait-graph.js';
+import { buildTurn } from '../lane/build-turn.js';
 import type { Runtime } from '../runtime.js';
 import { principalOf } from '../step/turn-state.js';
 
@@ -101,25 +100,12 @@ export async function childTurn(
       content: task,
       metadata: lineage,
     });
-    const turnOptions: JsonObject = {
-      trigger_message_id: message.id,
-      budget_limits: limitsToJson(subAgent.limits),
-      context: {},
-      principal,
-    };
-    if (options.callbackConversationId)
-      turnOptions['callback_conversation_id'] = options.callbackConversationId;
-    return store.createTurn({
+    return buildTurn(store, subAgent, conversation.id, message, {
       ...(options.id ? { id: options.id } : {}),
-      conversationId: conversation.id,
-      agentName: subAgent.name,
-      parentTurnId: parent.id,
-      parentToolExecutionId: execution.id,
-      rootTurnId: parent.rootTurnId,
-      contextMessageSequence: message.sequence,
-      model: subAgent.model ?? null,
-      submittedAt: nowIso(),
-      options: turnOptions,
+      ...(options.callbackConversationId ? { callbackConversationId: options.callbackConversationId } : {}),
+      principal,
+      context: {},
+      lineage: { parent, execution },
     });
   });
 }

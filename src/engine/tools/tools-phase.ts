@@ -3,66 +3,31 @@
  * after a terminal tool, completion message), suspending while children run, resuming.
  */
 import { LostClaim, StaleTask } from '../../errors.js';
-import { nowIso } from '../../store/records.js';
-import type { JsonObject, MessageRecord, Store, TurnRecord } from '../../store/types.js';
+import { isOpenToolExecution } from '../../store/types.js';
+import type { ToolExecutionRecord } from '../../store/types.js';
 import { retakeClaim } from '../claim/claim.js';
 import { turnDigest } from '../step/digest.js';
+import { messageCreated, turnEvent } from '../step/events.js';
+import { TurnStep } from '../step/turn-step.js';
+import type { TurnTx } from '../step/turn-step.js';
+import { toolCallParts } from '../step/turn-state.js';
 import type { Runtime } from '../runtime.js';
 import { appendAfterResults } from './after-results.js';
-import { appendToolResultOnce } from '../end/terminal.js';
-import { executionsOfCalls, findToolExecution } from './tool-executions.js';
-import { toolCallParts, turnState, updateState } from '../step/turn-state.js';
+import { executionsOfCalls, findToolExecution } from './execution-lookup.js';
+import type { ToolCall } from './tool-execution.js';
+import { closeUnrun } from './tool-results.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 
-type ToolCall = ReturnType<typeof toolCallParts>[number];
-
-/** Skips every call after a completed terminal tool (spec §4.7). */
-async function skipRemaining(
-  runtime: Runtime,
-  store: Store,
-  turn: TurnRecord,
-  terminal: ToolCall,
-): Promise<void> {
-  const calls = toolCallParts(turnState(turn).parts);
-  const later = calls.slice(calls.findIndex((call) => call.id === terminal.id) + 1);
+/** Skips every call after a completed terminal tool (spec §4.7), in the closing block. */
+async function skipRemaining(tx: TurnTx, calls: readonly ToolCall[], terminal: ToolCall): Promise<void> {
+  const later = calls.slice(calls.indexOf(terminal) + 1);
+  const message = `not executed: turn ended by ${terminal.name}`;
   for (const call of later) {
-    const skipped = await store.atomic(null, async () => {
-      if (await findToolExecution(store, turn.id, call.id)) return null;
-      const payload = { skipped: true, message: `not executed: turn ended by ${terminal.name}` };
-      const row = await store.createToolExecution({
-        turnId: turn.id,
-        toolCallId: call.id,
-        toolName: call.name,
-        arguments: call.arguments,
-        status: 'pending',
-      });
-      await store.claimToolExecution(row.id, {
-        from: 'pending',
-        to: 'cancelled',
-        result: payload,
-        completedAt: nowIso(),
-      });
-      return appendToolResultOnce(store, turn, call, row.id, payload, false);
-    });
-    if (skipped) {
-      await runtime.emit(turn, 'message.created', {
-        message_id: skipped.id,
-        role: 'tool',
-        kind: 'tool_result',
-      });
-      await runtime.emit(turn, 'tool_call.skipped', { id: call.id, name: call.name });
-    }
+    if (await findToolExecution(tx.store, tx.turn.id, call.id)) continue;
+    const closed = await closeUnrun(tx.store, tx.turn, call, undefined, message);
+    if (!closed?.message) continue;
+    tx.emit(messageCreated(closed.message), turnEvent('tool_call.skipped', { id: call.id, name: call.name }));
   }
-}
-
-async function emitCreated(runtime: Runtime, turn: TurnRecord, messages: readonly MessageRecord[]) {
-  await runtime.emitAll(
-    turn,
-    messages.map((message): [string, JsonObject] => [
-      'message.created',
-      { message_id: message.id, role: message.role, kind: message.kind },
-    ]),
-  );
 }
 
 /**
@@ -73,23 +38,30 @@ export async function finishToolsPhase(
   runtime: Runtime,
   input: OwnerInput & { terminalToolCallId: string | null },
 ): Promise<TurnDigest> {
-  const { store, turn, agent } = await runtime.ownTurn(input);
-  if (turnState(turn).phase !== 'tools') return turnDigest(agent, turn);
-  const calls = toolCallParts(turnState(turn).parts);
-  const terminal = input.terminalToolCallId
-    ? calls.find((call) => call.id === input.terminalToolCallId)
-    : undefined;
+  return closeToolsPhase(await TurnStep.open(runtime, input), input.terminalToolCallId);
+}
+
+/**
+ * `finishToolsPhase` in the step of the tool call that closes the phase (decision 28);
+ * `known`: rows this step closed itself, which need no second read.
+ */
+export async function closeToolsPhase(
+  step: TurnStep,
+  terminalToolCallId: string | null,
+  known: readonly ToolExecutionRecord[] = [],
+): Promise<TurnDigest> {
+  const { turn, agent } = step;
+  if (step.state.phase !== 'tools') return turnDigest(agent, turn);
+  const calls = toolCallParts(step.state.parts);
+  const terminal = terminalToolCallId ? calls.find((call) => call.id === terminalToolCallId) : undefined;
   // Every call up to the terminal one (all of them otherwise) must have run to an end. The
   // workflow closes the phase only after every call returned, so a caller that finds one
   // open is a stale workflow task of this run (its worker paused past the task timeout),
   // behind a live task that is still working through the phase: it must stop, not fail.
   const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
+  const executions = await executionsOf(step, ran, known);
   const finished = new Set(
-    (await executionsOfCalls(store, turn.id, ran))
-      .filter(
-        (row) => row.status !== 'pending' && row.status !== 'running' && row.status !== 'awaiting_approval',
-      )
-      .map((row) => row.toolCallId),
+    executions.filter((row) => !isOpenToolExecution(row)).map((row) => row.toolCallId),
   );
   const open = ran.filter((call) => !finished.has(call.id));
   if (open.length > 0) {
@@ -98,42 +70,49 @@ export async function finishToolsPhase(
     );
   }
   if (!terminal) {
-    const { updated, appended } = await store.atomic(null, async () => {
-      const appended = await appendAfterResults(store, turn);
-      return { updated: await updateState(store, turn.id, { phase: 'model', parts: null }), appended };
+    await step.write(async (tx) => {
+      tx.emit(...(await appendAfterResults(tx)).map(messageCreated));
+      tx.patchState({ phase: 'model', parts: null });
     });
-    await emitCreated(runtime, updated, appended);
-    return turnDigest(agent, updated);
+    return turnDigest(agent, step.turn);
   }
-  await skipRemaining(runtime, store, turn, terminal);
-  const execution = await findToolExecution(store, turn.id, terminal.id);
+  const execution = executions.find((row) => row.toolCallId === terminal.id);
   const tool = agent.effectiveTools.find((candidate) => candidate.name === terminal.name);
   const candidate = tool?.completionMessage(execution?.result ?? null) ?? `Completed via ${terminal.name}.`;
-  const { updated, message, appended } = await store.atomic(null, async () => {
-    const appended = await appendAfterResults(store, turn);
-    const message = await store.appendMessage({
+  await step.write(async (tx) => {
+    await skipRemaining(tx, calls, terminal);
+    const appended = await appendAfterResults(tx);
+    const message = await tx.store.appendMessage({
       conversationId: turn.conversationId,
       turnId: turn.id,
       role: 'assistant',
       kind: 'text',
       content: candidate,
     });
-    const updated = await updateState(store, turn.id, {
-      phase: 'output',
-      candidate,
-      output_data: null,
-      terminal_tool_name: terminal.name,
-    });
-    return { updated, message, appended };
+    tx.emit(...[...appended, message].map(messageCreated));
+    tx.patchState({ phase: 'output', candidate, output_data: null, terminal_tool_name: terminal.name });
   });
-  await emitCreated(runtime, updated, [...appended, message]);
-  return turnDigest(agent, updated);
+  return turnDigest(agent, step.turn);
+}
+
+/** The executions of `calls`: those in `known` as they are, the others read. */
+async function executionsOf(
+  step: TurnStep,
+  calls: readonly ToolCall[],
+  known: readonly ToolExecutionRecord[],
+): Promise<ToolExecutionRecord[]> {
+  const ids = new Set(calls.map((call) => call.id));
+  const have = known.filter((row) => ids.has(row.toolCallId));
+  const missing = calls.filter((call) => !have.some((row) => row.toolCallId === call.id));
+  return missing.length === 0
+    ? have
+    : [...have, ...(await executionsOfCalls(step.store, step.turn.id, missing))];
 }
 
 /** The turn waits for its children: status `waiting`, claim cleared, no worker held. */
 export async function suspendTurn(runtime: Runtime, input: OwnerInput): Promise<void> {
-  const { store } = await runtime.ownTurn(input);
-  await store.atomic(null, () => store.updateTurn(input.turnId, { status: 'waiting', claimToken: null }));
+  const step = await TurnStep.open(runtime, input);
+  await step.write(async (tx) => tx.set({ status: 'waiting', claimToken: null }));
 }
 
 /** Takes the turn back after its children resolved; fails with LostClaim if it was cancelled meanwhile. */

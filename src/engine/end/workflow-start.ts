@@ -1,0 +1,44 @@
+/** Starting or nudging the workflows of the store from outside them (repair, the lane). */
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { TurnRecord } from '../../store/types.js';
+import { laneStartOptions, laneFreeSignal, turnStartOptions } from '../../workflows/contract.js';
+import type { laneWorkflow } from '../../workflows/lane-workflow.js';
+import type { turnWorkflow } from '../../workflows/turn-workflow.js';
+import { taskOf } from '../lane/build-turn.js';
+import type { RepairContext } from './repair.js';
+
+/**
+ * Starts the turn's workflow, or nudges it when it already runs (waiting for its lane):
+ * signal-with-start on the fixed workflow id, so a turn never runs twice. `closed` when its
+ * workflow ran and closed already (nothing was started: repair decides what the row needs).
+ */
+export async function startOrNudgeTurn(
+  context: RepairContext,
+  turn: TurnRecord,
+): Promise<'started' | 'closed'> {
+  try {
+    await context.temporal.workflow.signalWithStart<typeof turnWorkflow, []>('turnWorkflow', {
+      ...turnStartOptions({
+        turn,
+        task: await taskOf(context.runtime.store, turn),
+        settings: context.settings,
+      }),
+      taskQueue: context.taskQueue,
+      signal: laneFreeSignal,
+      signalArgs: [],
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    });
+    return 'started';
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) return 'closed';
+    throw error;
+  }
+}
+
+/** Signal-with-start of a conversation's lane. */
+export async function wakeLane(context: RepairContext, conversationId: string): Promise<void> {
+  await context.temporal.workflow.signalWithStart<typeof laneWorkflow, []>('laneWorkflow', {
+    ...laneStartOptions(conversationId, context.settings),
+    taskQueue: context.taskQueue,
+  });
+}

@@ -1,0 +1,64 @@
+/**
+ * Calls the engine runs itself instead of a tool's `execute`: a sub-agent (its child turn) and
+ * the coordination tools. Their rows start `pending` and never take the running claim; what
+ * the workflow must do next (await a child, start one, wake a lane) rides on the outcome.
+ */
+import { isLaunchAgentTool } from '../../agents/coordination.js';
+import type { ToolDefinition } from '../../agents/tool.js';
+import { ToolError } from '../../errors.js';
+import type { ToolExecutionRecord } from '../../store/types.js';
+import type { ToolCallOutcome } from '../../contract/digests.js';
+import type { CoordinationOutcome } from './coordination.js';
+import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
+import { delegate, isFinished, subAgentResult } from './delegation.js';
+import type { ToolExecution } from './tool-execution.js';
+
+/** Tool kinds the engine runs itself. */
+export const ENGINE_RUN_KINDS = new Set(['subAgent', 'launchAgent', 'waitFor', 'sendMessage']);
+
+/** A sub-agent call: its child turn is created (or found); the workflow runs and awaits it. */
+export async function delegateCall(
+  run: ToolExecution,
+  tool: ToolDefinition,
+  execution: ToolExecutionRecord,
+): Promise<ToolCallOutcome> {
+  const child = await delegate(run.runtime, run.store, run.turn, tool, execution, run.call.arguments);
+  if (isFinished(child)) return run.outcome(await run.finish(execution, 'completed', subAgentResult(child)));
+  return {
+    ...run.outcome(execution),
+    waiting: true,
+    childTurnId: child.id,
+    childConversationId: child.conversationId,
+  };
+}
+
+/** launch_agent, send_message, wait_for. */
+export async function coordinationCall(
+  run: ToolExecution,
+  execution: ToolExecutionRecord,
+): Promise<ToolCallOutcome> {
+  const outcome = await coordinate(run, execution);
+  if (outcome.kind === 'waiting')
+    return { ...run.outcome(execution), waiting: true, waitTargets: outcome.targets };
+  const row = await run.finish(execution, 'completed', outcome.payload);
+  if (outcome.kind === 'launched') {
+    const { child } = outcome;
+    return {
+      ...run.outcome(row),
+      launched: { turnId: child.id, agent: child.agentName, conversationId: child.conversationId },
+    };
+  }
+  if (outcome.kind === 'sent') return { ...run.outcome(row), wakeLanes: [outcome.destinationConversationId] };
+  return run.outcome(row);
+}
+
+/** Runs a coordination tool (launch_agent, send_message, wait_for) for this execution. */
+function coordinate(run: ToolExecution, execution: ToolExecutionRecord): Promise<CoordinationOutcome> {
+  const { runtime, store, turn, tool, call } = run;
+  if (tool && isLaunchAgentTool(tool))
+    return launchAgent(runtime, store, turn, tool, execution, call.arguments);
+  if (tool?.kind === 'sendMessage')
+    return sendMessageCall(runtime, store, turn, tool, execution, call.arguments);
+  if (tool?.kind === 'waitFor') return waitForCall(runtime, store, turn, tool, call.arguments);
+  throw new ToolError(`${call.name}: this ${tool?.kind ?? 'unknown'} tool cannot run here`);
+}
