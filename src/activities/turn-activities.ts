@@ -33,7 +33,7 @@ import { claimTokenOf, turnWorkflowId } from '../workflows/contract.js';
  * TurnKit errors become ApplicationFailures typed by class name, non-retryable unless the
  * error says a retry could help; anything else is an infrastructure failure Temporal retries.
  */
-export function toFailure(error: unknown): unknown {
+function toFailure(error: unknown): unknown {
   if (error instanceof TurnKitError) {
     return ApplicationFailure.create({
       type: error.name,

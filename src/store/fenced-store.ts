@@ -8,7 +8,6 @@ import { fencedView } from '../engine/step/fence.js';
 import { rootConversationId } from './tree.js';
 import type { Store, TurnRecord } from './types.js';
 
-export type { Fence } from '../engine/step/fence.js';
 export type FencedStore = FencedView;
 
 async function forTurn(

@@ -10,7 +10,7 @@ import type { DeliveryRecord, MessageRecord, Store, TurnRecord } from './types.j
 import { LANE_TURN_STATUSES } from './types.js';
 
 /** `maintenance_batch_size`: how many rows one maintenance pass looks at by default. */
-export const DEFAULT_MAINTENANCE_LIMIT = 100;
+const DEFAULT_MAINTENANCE_LIMIT = 100;
 
 /** Any running/waiting turn of the conversation, or (by default) a submitted pending one. */
 export async function busyConversation(

@@ -10,7 +10,6 @@ import type {
   ConversationUpdate,
   DeliveryRecord,
   DeliveryUpdate,
-  Json,
   JsonObject,
   MessageRecord,
   NewConversation,
@@ -63,7 +62,7 @@ function sortKeys(value: unknown): unknown {
   return value;
 }
 
-export function assertTurnStatus(status: unknown): asserts status is TurnStatus {
+function assertTurnStatus(status: unknown): asserts status is TurnStatus {
   if (!TURN_STATUSES.includes(status as TurnStatus)) {
     throw new ArgumentError(
       `unknown turn status: ${JSON.stringify(status)} (expected one of ${TURN_STATUSES.join(', ')})`,
@@ -268,5 +267,3 @@ export function consumedThrough(turns: readonly TurnRecord[]): number {
 export function isDeliveredMessage(message: MessageRecord): boolean {
   return typeof message.metadata['delivery_id'] === 'string';
 }
-
-export type { Json };

@@ -26,7 +26,7 @@ export function subtreeOf(tree: readonly TurnRecord[], turnId: string): TurnReco
   return rows;
 }
 
-export type LaneRefusal = 'not_pending' | 'lane_busy';
+type LaneRefusal = 'not_pending' | 'lane_busy';
 export type LaneClaim =
   { claimed: true; turn: TurnRecord } | { claimed: false; reason: LaneRefusal; turn: TurnRecord };
 
@@ -36,7 +36,7 @@ export type LaneClaim =
  * running or waiting and it is the oldest submitted pending turn there. Call it under the
  * turn's conversation lock, or the answer is stale before it is used.
  */
-export async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolean> {
+async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolean> {
   if (turn.submittedAt === null) return true;
   const lane = await store.listTurns({
     conversationId: turn.conversationId,

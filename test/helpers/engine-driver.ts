@@ -20,11 +20,11 @@
 import { claimTurn } from '../../src/engine/claim/claim.js';
 import { runCompactionStep } from '../../src/engine/model/compact-step.js';
 import { runModelStep } from '../../src/engine/model/model-step.js';
-import { runToolCall } from '../../src/engine/tools/tool-runner.js';
+import { runToolCall } from '../../src/engine/tools/tool-call.js';
 import { finishToolsPhase, resumeTurn, suspendTurn } from '../../src/engine/tools/tools-phase.js';
 import { runOutputAudit } from '../../src/engine/output/audit.js';
 import { runOutputStep } from '../../src/engine/output/output-step.js';
-import { failTurn } from '../../src/engine/end/terminal.js';
+import { failTurn } from '../../src/engine/end/fail.js';
 import type { Runtime } from '../../src/engine/runtime.js';
 import { LostClaim, TurnKitError } from '../../src/errors.js';
 import type { TurnRecord } from '../../src/store/types.js';

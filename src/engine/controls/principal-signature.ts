@@ -11,7 +11,7 @@ import type { Json, JsonObject } from '../../store/types.js';
 import type { PrincipalSignature } from '../../contract/control-request.js';
 
 /** How long a signature is honoured after the client signed it, unless it says otherwise. */
-export const DEFAULT_SIGNATURE_TTL_MS = 5 * 60_000;
+const DEFAULT_SIGNATURE_TTL_MS = 5 * 60_000;
 
 /** JSON with object keys sorted, so the same request always signs the same bytes. */
 function canonical(value: Json): string {

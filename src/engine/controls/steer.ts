@@ -15,7 +15,7 @@ import { TurnStep } from '../step/turn-step.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 import type { Steer } from '../../contract/activities.js';
 
-export const SUPERSEDED = 'superseded by human steering';
+const SUPERSEDED = 'superseded by human steering';
 
 /**
  * Applies steering at a control boundary, in one transaction: in the tools phase every call

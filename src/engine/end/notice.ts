@@ -47,7 +47,7 @@ export function mergeNotices(notices: readonly TerminalNotice[]): TerminalNotice
 }
 
 /** Turns waiting on `turnId` that are not finished yet: they get a nudge when it ends. */
-export async function openWaiters(store: Store, turnId: string): Promise<string[]> {
+async function openWaiters(store: Store, turnId: string): Promise<string[]> {
   const waiters: string[] = [];
   for (const edge of await store.listWaits({ targetTurnId: turnId })) {
     const waiter = await store.loadTurn(edge.turnId);
@@ -60,7 +60,7 @@ export async function openWaiters(store: Store, turnId: string): Promise<string[
  * Whether the conversation's lane has anything to do once `turnId` lets go of it: an
  * undelivered delivery, a buffered message, or another submitted pending turn.
  */
-export async function laneHasWork(store: Store, conversationId: string, turnId: string): Promise<boolean> {
+async function laneHasWork(store: Store, conversationId: string, turnId: string): Promise<boolean> {
   if (
     (await store.listDeliveries({ destinationConversationId: conversationId, pending: true, limit: 1 }))
       .length

@@ -88,7 +88,7 @@ const CLOSED: Readonly<Record<string, string>> = {
  * The turn workflow's fate: `open` (running, or anything Temporal does not call closed),
  * a closed status (`terminated`, `timed out`, …) or `not found`.
  */
-export async function turnWorkflowFate(temporal: Client, turnId: string): Promise<string> {
+async function turnWorkflowFate(temporal: Client, turnId: string): Promise<string> {
   try {
     const { status } = await temporal.workflow.getHandle(turnWorkflowId(turnId)).describe();
     return CLOSED[status.name] ?? 'open';

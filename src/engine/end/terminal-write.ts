@@ -11,7 +11,7 @@ import type {
 import type { Runtime } from '../runtime.js';
 import { interruptOpen } from '../tools/tool-results.js';
 import type { CallbackVerdict } from './callback.js';
-import { callbackEvents, callbackVerdict, completionCallback, emitCallback } from './callback.js';
+import { callbackEvents, completionCallback, emitCallback } from './callback.js';
 import { messageCreated } from '../step/events.js';
 import type { TurnTx } from '../step/turn-step.js';
 import { repairTranscript } from './transcript-repair.js';
@@ -26,27 +26,7 @@ export interface TerminalWrite {
 }
 
 /**
- * The one terminal write of a turn: interrupts what is still open, repairs the transcript,
- * creates the completion callback, clears the claim token (so this execution can never
- * write again) and sets the status — all in one transaction. Returns who must hear of it.
- */
-export async function writeTerminal(
-  runtime: Runtime,
-  store: Store,
-  turnId: string,
-  attrs: TurnUpdate & { status: 'completed' | 'failed' | 'cancelled' },
-  reason: string,
-  decided?: CallbackVerdict,
-): Promise<{ turn: TurnRecord; repaired: MessageRecord[]; callback: DeliveryRecord | null }> {
-  // The policy's word on the callback comes before the transaction (or from the caller's, before its own).
-  const verdict = decided ?? (await callbackVerdict(runtime, await store.loadTurn(turnId)));
-  const result = await store.atomic(null, () => writeTerminalRows(store, turnId, attrs, reason, verdict));
-  await announceTerminalWrite(runtime, result);
-  return { turn: result.turn, repaired: result.repaired, callback: result.callback.delivery };
-}
-
-/**
- * The rows of `writeTerminal`, inside the caller's transaction (which may check the row
+ * The rows of the one terminal write (see `writeTerminalIn`), inside the caller's transaction (which may check the row
  * first, as the repair of a vanished workflow does); `announceTerminalWrite` after the commit.
  * `verdict` is the policy's word on the callback, asked before the transaction.
  */

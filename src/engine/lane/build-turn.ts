@@ -99,7 +99,7 @@ export async function buildTurn(
 }
 
 /** The JSON Schema of a per-turn output schema: a zod schema is converted, an object is taken as is. */
-export function outputJsonSchema(schema: z.ZodType | JsonObject | undefined): JsonObject | undefined {
+function outputJsonSchema(schema: z.ZodType | JsonObject | undefined): JsonObject | undefined {
   if (schema === undefined) return undefined;
   if (schema instanceof z.ZodType) return schemaToJson(schema);
   if (schema && typeof schema === 'object' && !Array.isArray(schema)) return schema;

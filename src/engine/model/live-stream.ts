@@ -15,9 +15,9 @@ import type {
 } from '../../store/types.js';
 
 /** A batch is written once it is this old… */
-export const DELTA_BATCH_MS = 50;
+const DELTA_BATCH_MS = 50;
 /** …or this long, whichever comes first. */
-export const DELTA_BATCH_CHARS = 256;
+const DELTA_BATCH_CHARS = 256;
 
 type StreamTurn = Pick<TurnRecord, 'id' | 'rootTurnId'>;
 

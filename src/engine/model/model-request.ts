@@ -102,23 +102,21 @@ export function projectMessages(messages: readonly MessageRecord[]): ModelMessag
   });
 }
 
-export { escapePromptText } from './system-prompt.js';
-
-export function effectivePromptMode(agent: Agent, turn: TurnRecord, depth: number): PromptMode {
+function effectivePromptMode(agent: Agent, turn: TurnRecord, depth: number): PromptMode {
   const stored = turn.options['prompt_mode'];
   if (stored === 'full' || stored === 'minimal' || stored === 'task' || stored === 'none') return stored;
   return agent.promptMode ?? (depth > 0 ? 'minimal' : 'full');
 }
 
 /** The subject's prompt snapshot: the turn's (taken when it was built), else the conversation's. */
-export function subjectPromptOf(turn: TurnRecord, conversation: ConversationRecord): string | null {
+function subjectPromptOf(turn: TurnRecord, conversation: ConversationRecord): string | null {
   const own = turn.options['subject_prompt'];
   if (typeof own === 'string') return own;
   const stored = conversation.metadata['turnkit_subject_prompt'];
   return typeof stored === 'string' ? stored : null;
 }
 
-export interface ContributorFailure {
+interface ContributorFailure {
   index: number;
   message: string;
 }
@@ -128,7 +126,7 @@ export interface ContributorFailure {
  * contributor's block. Contributors get copies, so what they mutate never reaches the store;
  * one that throws or returns a wrong shape is skipped and reported, and the call goes on.
  */
-export async function liveContextBlocks(
+async function liveContextBlocks(
   agent: Agent,
   turn: TurnRecord,
   conversation: ConversationRecord,
@@ -172,7 +170,7 @@ export async function liveContextBlocks(
   return { blocks, failures };
 }
 
-export function toolSpec(tool: ToolDefinition): ModelToolSpec {
+function toolSpec(tool: ToolDefinition): ModelToolSpec {
   return { name: tool.name, description: tool.description, inputSchema: tool.jsonSchema };
 }
 

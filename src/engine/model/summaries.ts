@@ -6,8 +6,7 @@ import type { ModelMessage } from '../../models/types.js';
 import type { MessageRecord } from '../../store/types.js';
 
 export const SUMMARY_QUESTION = 'What did we do so far?';
-export const SUMMARY_PREAMBLE =
-  'For reference only: a summary of the earlier conversation (not new instructions).';
+const SUMMARY_PREAMBLE = 'For reference only: a summary of the earlier conversation (not new instructions).';
 
 /** `metadata.compaction` of a summary message, in TurnKit's keys. */
 export interface CompactionMetadata {

@@ -16,18 +16,18 @@ import type { ToolDefinition } from '../../agents/tool.js';
 import { ConfigError } from '../../errors.js';
 import type { TurnRecord } from '../../store/types.js';
 
-export const ORCHESTRATOR_PREAMBLE =
+const ORCHESTRATOR_PREAMBLE =
   'You are an autonomous orchestrator. Break the task into steps, delegate to your sub-agents and tools, ' +
   'check their results, and finish with a complete answer without asking the user questions.';
-export const INTERACTIVE_BEHAVIOR =
+const INTERACTIVE_BEHAVIOR =
   'Answer the user directly. Use tools when they help; every tool call gets a result you can read.';
-export const TASK_BEHAVIOR =
+const TASK_BEHAVIOR =
   'You are running non-interactively: nobody will answer questions. Complete the task with the tools you have, ' +
   'then reply with the final result.';
-export const SUB_AGENT_TEXT = 'You are a sub-agent: reply with a complete report of your work.';
+const SUB_AGENT_TEXT = 'You are a sub-agent: reply with a complete report of your work.';
 
 /** Escapes text interpolated into the prompt's XML-ish sections; strips control characters. */
-export function escapePromptText(text: string): string {
+function escapePromptText(text: string): string {
   return (
     String(text)
       // eslint-disable-next-line no-control-regex
@@ -57,7 +57,7 @@ export function promptDataBlock(name: string, content: string, maxChars: number)
   return `<prompt_data name="${attribute(name)}">\n${escapePromptText(clip(content, maxChars))}\n</prompt_data>`;
 }
 
-export interface PromptSkill {
+interface PromptSkill {
   key: string;
   name: string;
   description: string;
@@ -175,7 +175,7 @@ function custom(section: CustomPromptSection, input: PromptInput): string | null
 }
 
 /** The sections a mode renders, in order (spec §3.7). */
-export function sectionsFor(agent: Agent, mode: PromptMode): readonly PromptSectionEntry[] {
+function sectionsFor(agent: Agent, mode: PromptMode): readonly PromptSectionEntry[] {
   if (mode === 'minimal') return MINIMAL_SECTIONS;
   return agent.promptSections ?? DEFAULT_PROMPT_SECTIONS;
 }

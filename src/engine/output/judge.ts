@@ -55,7 +55,7 @@ function verdictJson(result: ModelResult): unknown {
 }
 
 /** The judge's verdict as violations; an answer that is not a verdict is one violation. */
-export function verdictViolations(policy: OutputPolicy, result: ModelResult): OutputViolation[] {
+function verdictViolations(policy: OutputPolicy, result: ModelResult): OutputViolation[] {
   const verdict = verdictJson(result);
   if (verdict === undefined) {
     return [{ rule: policy.name, message: `output policy ${policy.name} returned invalid JSON` }];

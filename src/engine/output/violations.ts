@@ -55,7 +55,7 @@ export function toViolations(value: unknown): OutputViolation[] {
 }
 
 /** The output a check sees: the structured output when there is one, else the text. */
-export function outputOf(outputText: string | null, outputData: Json): Json {
+function outputOf(outputText: string | null, outputData: Json): Json {
   return outputData !== null && outputData !== undefined ? outputData : outputText;
 }
 

@@ -9,7 +9,7 @@ import { iterationsOf, phaseOf, toolCallParts, turnState } from './turn-state.js
 import type { ToolCallDigest, TurnDigest } from '../../contract/digests.js';
 
 /** The tool calls of a turn in its tools phase, as the workflow dispatches them. */
-export function toolCallDigests(agent: Agent, turn: TurnRecord): ToolCallDigest[] {
+function toolCallDigests(agent: Agent, turn: TurnRecord): ToolCallDigest[] {
   if (phaseOf(turn) !== 'tools') return [];
   return toolCallParts(turnState(turn).parts).map((call) => {
     const tool = agent.effectiveTools.find((candidate) => candidate.name === call.name);

@@ -96,7 +96,7 @@ type StreamTurn = Pick<TurnRecord, 'id' | 'rootTurnId'>;
  * the root's terminal status; a sub-agent's `running` with where it comes from), and each tool
  * call's result. Appended with the events, in their transaction.
  */
-export async function streamPartsForEvents(
+async function streamPartsForEvents(
   store: Store,
   turn: StreamTurn,
   events: readonly AnyTurnEvent[],

@@ -1,7 +1,7 @@
 import { StoreError } from '../../errors.js';
 
 /** How long one activity attempt waits for the store to answer again before it gives up. */
-export const STORE_OUTAGE_WAIT_MS = 60_000;
+const STORE_OUTAGE_WAIT_MS = 60_000;
 
 function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {

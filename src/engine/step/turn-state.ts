@@ -1,6 +1,5 @@
 import type { ContentPart, Json, JsonObject, Store, TurnRecord } from '../../store/types.js';
 import type { Phase } from '../../contract/digests.js';
-import { retryDelayMs } from './retry-delay.js';
 
 /**
  * The runtime state persisted in `options.state` (spec §2.3), in TurnKit's key names, plus
@@ -92,24 +91,6 @@ export type StepErrorField = 'provider_errors' | 'output_errors';
 export function nextStepErrorCount(state: TurnState, field: StepErrorField, step: string): number {
   const previous = state[field];
   return previous?.step === step ? previous.count + 1 : 1;
-}
-
-/**
- * Counts one more error of `step` under `field`, in one transaction.
- * @deprecated In a block: `tx.countError(field, step)`, and `retryDelayMs(count)`.
- */
-export async function countStepError(
-  store: Store,
-  turnId: string,
-  field: StepErrorField,
-  step: string,
-): Promise<{ count: number; retryDelayMs: number }> {
-  const count = await store.atomic(null, async () => {
-    const count = nextStepErrorCount(turnState(await store.loadTurn(turnId)), field, step);
-    await updateState(store, turnId, { [field]: { step, count } });
-    return count;
-  });
-  return { count, retryDelayMs: retryDelayMs(count) };
 }
 
 export function toolCallParts(parts: readonly ContentPart[] | null | undefined) {

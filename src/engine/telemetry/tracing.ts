@@ -75,7 +75,7 @@ function safeSpan(span: Span, guard: Guard): Span {
 }
 
 /** The user's tracer behind guards, so that Temporal's interceptors can never fail on it either. */
-export function safeTracer(tracer: Tracer, logger: Logger): Tracer {
+function safeTracer(tracer: Tracer, logger: Logger): Tracer {
   const guard = new Guard(logger);
   const startSpan = (name: string, options?: SpanOptions, ctx?: Context): Span =>
     safeSpan(

@@ -14,7 +14,7 @@ import { errorDetails } from './tool-execution.js';
  * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
  * under the same idempotency key. The engine's own signal, not part of the public API.
  */
-export class ToolRetry extends TurnKitError {
+class ToolRetry extends TurnKitError {
   override readonly retryable = true;
 }
 
@@ -56,7 +56,7 @@ export async function failedOutcome(
 }
 
 /** One more run of this execution threw: the count lives in the turn's state. */
-export function countToolError(run: ToolExecution, execution: ToolExecutionRecord): Promise<number> {
+function countToolError(run: ToolExecution, execution: ToolExecutionRecord): Promise<number> {
   return run.step.write(async (tx) => {
     const errors = tx.state.tool_errors ?? {};
     const runs = (errors[execution.id] ?? 0) + 1;
