@@ -117,19 +117,13 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     activities: createTurnActivities(runtime, heartbeats),
     // OpenTelemetry, only when a tracer provider was passed (options.tracing).
     ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
-    // The SDK sends each heartbeat the pacer makes (it paces them at 100 ms to 1 s itself).
+    // The SDK sends each heartbeat the pacer makes (it paces them at 100–500 ms itself).
     maxHeartbeatThrottleInterval: CANCEL_INTERVAL_MS,
     defaultHeartbeatThrottleInterval: CANCEL_INTERVAL_MS,
     // A workflow task sent to a worker that died waits this long on its sticky queue before
     // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
     // only costs a replay from history on another worker (docs/architecture.md, decision 20).
     stickyQueueScheduleToStartTimeout: '3 seconds',
-    // Pollers (decision 37): the SDK's default, 10 workflow-task pollers of which 2 poll the
-    // shared queue, cannot drain it after a worker is lost, when every workflow the lost worker
-    // held needs a worker that has not seen it; its tasks waited 20 s at the median.
-    workflowTaskPollerBehavior: { type: 'simple-maximum', maximum: 40 },
-    nonStickyToStickyPollRatio: 1,
-    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 40 },
     ...deployment,
     ...options.worker,
   }).catch(closeOwned);

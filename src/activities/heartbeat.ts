@@ -2,20 +2,16 @@
  * How often a long activity (model call, tool, compaction, output checks) heartbeats.
  *
  * A heartbeat does two jobs. It keeps a live attempt from timing out (3 s heartbeat timeout,
- * docs/architecture.md decision 20), which needs one every second. And, unless the server
+ * docs/architecture.md decision 20), which needs one every 500 ms. And, unless the server
  * pushes cancellations to the worker (Temporal's worker commands), its reply is the only way a
  * cancel reaches the attempt, so the period bounds how late a cancel aborts the model request
- * or tool. The pacer therefore beats every second when cancellations are pushed, and otherwise
+ * or tool. The pacer therefore beats every 500 ms when cancellations are pushed, and otherwise
  * as often as every 100 ms, spreading a budget of heartbeats per second over the attempts in
- * flight in this process, never slower than the second liveness needs (decision 24).
- *
- * Every heartbeat is a write to the workflow's history shard, so heartbeats are the server's
- * largest load under many model calls at once: at 500 ms they were two thirds of its writes
- * and queued the workflow tasks behind them (decision 37).
+ * flight in this process, never slower than the 500 ms liveness needs (decision 24).
  */
 
-/** Liveness alone: a 3 s heartbeat timeout misses two of these before a worker is lost. */
-export const LIVENESS_INTERVAL_MS = 1_000;
+/** Liveness alone: a 3 s heartbeat timeout misses five of these before a worker is lost. */
+export const LIVENESS_INTERVAL_MS = 500;
 /** The shortest period, for a cancel carried by the heartbeat's reply. */
 export const CANCEL_INTERVAL_MS = 100;
 /** Heartbeats per second one worker process sends at most, above the liveness floor. */
