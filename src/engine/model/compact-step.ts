@@ -87,20 +87,32 @@ export async function runCompactionStep(
     budget.addCost(cost.total);
     return { compacted: true, messageId: message.id };
   } catch (error) {
-    if (
-      hooks.signal.aborted ||
-      error instanceof BudgetError ||
-      error instanceof LostClaim ||
-      (error instanceof StoreError && error.retryable)
-    )
-      throw error;
-    const reason = error instanceof Error ? error.message : String(error);
-    runtime.logger.warn(`turnkit: automatic compaction of ${turn.id} failed (ignored): ${reason}`);
-    const failure = {
-      class: storedErrorClass(error instanceof Error ? error.name : 'Error'),
-      message: reason,
-    };
-    await step.publish([turnEvent('compaction.failed', { error: failure })]);
-    return NOTHING;
+    return compactionFailed(step, error, hooks.signal);
   }
+}
+
+/**
+ * A failed compaction is logged and recorded, and the turn goes on without it; a budget, a
+ * lost claim, an abort or a store outage is not the compaction's to swallow.
+ */
+async function compactionFailed(
+  step: TurnStep,
+  error: unknown,
+  signal: AbortSignal,
+): Promise<CompactionDigest> {
+  if (
+    signal.aborted ||
+    error instanceof BudgetError ||
+    error instanceof LostClaim ||
+    (error instanceof StoreError && error.retryable)
+  )
+    throw error;
+  const reason = error instanceof Error ? error.message : String(error);
+  step.runtime.logger.warn(`turnkit: automatic compaction of ${step.turn.id} failed (ignored): ${reason}`);
+  const failure = {
+    class: storedErrorClass(error instanceof Error ? error.name : 'Error'),
+    message: reason,
+  };
+  await step.publish([turnEvent('compaction.failed', { error: failure })]);
+  return NOTHING;
 }

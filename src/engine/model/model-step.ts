@@ -133,6 +133,20 @@ async function callModel(
   return { request, result, deltas: await deltas.drain() };
 }
 
+/** The response's parts with tool-call ids no earlier call of the turn has used. */
+async function uniqueCalls(step: TurnStep, responseParts: readonly ContentPart[]) {
+  // Only this response's ids can collide: read those executions, not the whole turn's.
+  const proposed = responseParts.flatMap((part) =>
+    part.type === 'tool_call' && typeof part.id === 'string' && part.id.trim() !== '' ? [part.id.trim()] : [],
+  );
+  const taken = new Set(
+    (await step.store.listToolExecutions({ turnId: step.turn.id, toolCallIds: proposed })).map(
+      (row) => row.toolCallId,
+    ),
+  );
+  return uniqueToolCallIds(responseParts, taken);
+}
+
 /**
  * Stores the response in one block: usage and cost, the assistant message, the next phase
  * and the step key; then its events. The cost, or undefined when this step's response is
@@ -145,17 +159,7 @@ async function persistResponse(
   result: ModelResult,
   deltas: readonly NewStreamPart[],
 ): Promise<number | null | undefined> {
-  const responseParts = Array.isArray(result?.parts) ? result.parts : [];
-  // Only this response's ids can collide: read those executions, not the whole turn's.
-  const proposed = responseParts.flatMap((part) =>
-    part.type === 'tool_call' && typeof part.id === 'string' && part.id.trim() !== '' ? [part.id.trim()] : [],
-  );
-  const taken = new Set(
-    (await step.store.listToolExecutions({ turnId: step.turn.id, toolCallIds: proposed })).map(
-      (row) => row.toolCallId,
-    ),
-  );
-  const { parts, renamed } = uniqueToolCallIds(responseParts, taken);
+  const { parts, renamed } = await uniqueCalls(step, Array.isArray(result?.parts) ? result.parts : []);
   const calls = toolCallParts(parts);
   const text = responseText(parts);
   if (

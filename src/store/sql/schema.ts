@@ -28,16 +28,9 @@ export interface Migration {
   statements(types: DialectTypes): string[];
 }
 
-/**
- * Versioned migrations, applied in order on open inside one transaction that holds the
- * migration lock (see migrate.ts). Never edit a released migration: add a new version.
- */
-export const MIGRATIONS: readonly Migration[] = [
-  {
-    version: 1,
-    name: 'turnkit 0.6 data model',
-    statements: (t) => [
-      `CREATE TABLE turnkit_conversations (
+/** Migration 1's conversations and their messages. */
+const conversationTables = (t: DialectTypes): string[] => [
+  `CREATE TABLE turnkit_conversations (
         id ${t.text} PRIMARY KEY,
         agent_name ${t.text} NOT NULL,
         model ${t.text},
@@ -45,7 +38,7 @@ export const MIGRATIONS: readonly Migration[] = [
         metadata ${t.json} NOT NULL,
         created_at ${t.time} NOT NULL,
         updated_at ${t.time} NOT NULL)`,
-      `CREATE TABLE turnkit_messages (
+  `CREATE TABLE turnkit_messages (
         id ${t.text} PRIMARY KEY,
         conversation_id ${t.text} NOT NULL REFERENCES turnkit_conversations (id),
         turn_id ${t.text},
@@ -57,11 +50,15 @@ export const MIGRATIONS: readonly Migration[] = [
         provider_message_id ${t.text},
         metadata ${t.json} NOT NULL,
         created_at ${t.time} NOT NULL)`,
-      `CREATE UNIQUE INDEX turnkit_messages_conversation_sequence ON turnkit_messages (conversation_id, sequence)`,
-      `CREATE INDEX turnkit_messages_conversation_turn ON turnkit_messages (conversation_id, turn_id)`,
-      `CREATE INDEX turnkit_messages_turn ON turnkit_messages (turn_id)`,
-      `CREATE INDEX turnkit_messages_tool_execution ON turnkit_messages (tool_execution_id)`,
-      `CREATE TABLE turnkit_turns (
+  `CREATE UNIQUE INDEX turnkit_messages_conversation_sequence ON turnkit_messages (conversation_id, sequence)`,
+  `CREATE INDEX turnkit_messages_conversation_turn ON turnkit_messages (conversation_id, turn_id)`,
+  `CREATE INDEX turnkit_messages_turn ON turnkit_messages (turn_id)`,
+  `CREATE INDEX turnkit_messages_tool_execution ON turnkit_messages (tool_execution_id)`,
+];
+
+/** Migration 1's turns and their tool executions. */
+const turnTables = (t: DialectTypes): string[] => [
+  `CREATE TABLE turnkit_turns (
         id ${t.text} PRIMARY KEY,
         conversation_id ${t.text} NOT NULL REFERENCES turnkit_conversations (id),
         agent_name ${t.text} NOT NULL,
@@ -84,13 +81,13 @@ export const MIGRATIONS: readonly Migration[] = [
         completed_at ${t.time},
         created_at ${t.time} NOT NULL,
         updated_at ${t.time} NOT NULL)`,
-      `CREATE INDEX turnkit_turns_conversation ON turnkit_turns (conversation_id)`,
-      `CREATE INDEX turnkit_turns_root ON turnkit_turns (root_turn_id)`,
-      `CREATE INDEX turnkit_turns_parent ON turnkit_turns (parent_turn_id)`,
-      `CREATE INDEX turnkit_turns_parent_tool_execution ON turnkit_turns (parent_tool_execution_id)`,
-      `CREATE INDEX turnkit_turns_heartbeat ON turnkit_turns (status, heartbeat_at)`,
-      `CREATE INDEX turnkit_turns_maintenance ON turnkit_turns (status, submitted_at, updated_at)`,
-      `CREATE TABLE turnkit_tool_executions (
+  `CREATE INDEX turnkit_turns_conversation ON turnkit_turns (conversation_id)`,
+  `CREATE INDEX turnkit_turns_root ON turnkit_turns (root_turn_id)`,
+  `CREATE INDEX turnkit_turns_parent ON turnkit_turns (parent_turn_id)`,
+  `CREATE INDEX turnkit_turns_parent_tool_execution ON turnkit_turns (parent_tool_execution_id)`,
+  `CREATE INDEX turnkit_turns_heartbeat ON turnkit_turns (status, heartbeat_at)`,
+  `CREATE INDEX turnkit_turns_maintenance ON turnkit_turns (status, submitted_at, updated_at)`,
+  `CREATE TABLE turnkit_tool_executions (
         id ${t.text} PRIMARY KEY,
         turn_id ${t.text} NOT NULL REFERENCES turnkit_turns (id),
         tool_call_id ${t.text} NOT NULL,
@@ -103,9 +100,13 @@ export const MIGRATIONS: readonly Migration[] = [
         completed_at ${t.time},
         created_at ${t.time} NOT NULL,
         updated_at ${t.time} NOT NULL)`,
-      `CREATE UNIQUE INDEX turnkit_tool_executions_call ON turnkit_tool_executions (turn_id, tool_call_id)`,
-      `CREATE INDEX turnkit_tool_executions_status ON turnkit_tool_executions (turn_id, status)`,
-      `CREATE TABLE turnkit_deliveries (
+  `CREATE UNIQUE INDEX turnkit_tool_executions_call ON turnkit_tool_executions (turn_id, tool_call_id)`,
+  `CREATE INDEX turnkit_tool_executions_status ON turnkit_tool_executions (turn_id, status)`,
+];
+
+/** Migration 1's deliveries, waits and events. */
+const deliveryTables = (t: DialectTypes): string[] => [
+  `CREATE TABLE turnkit_deliveries (
         id ${t.text} PRIMARY KEY,
         source_conversation_id ${t.text},
         destination_conversation_id ${t.text} NOT NULL,
@@ -115,17 +116,17 @@ export const MIGRATIONS: readonly Migration[] = [
         message_id ${t.text},
         delivered_at ${t.time},
         created_at ${t.time} NOT NULL)`,
-      `CREATE UNIQUE INDEX turnkit_deliveries_key ON turnkit_deliveries (key)`,
-      `CREATE INDEX turnkit_deliveries_source ON turnkit_deliveries (source_conversation_id, created_at)`,
-      `CREATE INDEX turnkit_deliveries_destination ON turnkit_deliveries (destination_conversation_id, delivered_at)`,
-      `CREATE INDEX turnkit_deliveries_pending ON turnkit_deliveries (delivered_at, created_at)`,
-      `CREATE TABLE turnkit_waits (
+  `CREATE UNIQUE INDEX turnkit_deliveries_key ON turnkit_deliveries (key)`,
+  `CREATE INDEX turnkit_deliveries_source ON turnkit_deliveries (source_conversation_id, created_at)`,
+  `CREATE INDEX turnkit_deliveries_destination ON turnkit_deliveries (destination_conversation_id, delivered_at)`,
+  `CREATE INDEX turnkit_deliveries_pending ON turnkit_deliveries (delivered_at, created_at)`,
+  `CREATE TABLE turnkit_waits (
         turn_id ${t.text} NOT NULL,
         target_turn_id ${t.text} NOT NULL,
         created_at ${t.time} NOT NULL)`,
-      `CREATE UNIQUE INDEX turnkit_waits_edge ON turnkit_waits (turn_id, target_turn_id)`,
-      `CREATE INDEX turnkit_waits_target ON turnkit_waits (target_turn_id)`,
-      `CREATE TABLE turnkit_events (
+  `CREATE UNIQUE INDEX turnkit_waits_edge ON turnkit_waits (turn_id, target_turn_id)`,
+  `CREATE INDEX turnkit_waits_target ON turnkit_waits (target_turn_id)`,
+  `CREATE TABLE turnkit_events (
         turn_id ${t.text} NOT NULL,
         sequence ${t.int} NOT NULL CHECK (sequence > 0),
         type ${t.text} NOT NULL,
@@ -133,7 +134,17 @@ export const MIGRATIONS: readonly Migration[] = [
         payload ${t.json} NOT NULL,
         created_at ${t.time} NOT NULL,
         PRIMARY KEY (turn_id, sequence))`,
-    ],
+];
+
+/**
+ * Versioned migrations, applied in order on open inside one transaction that holds the
+ * migration lock (see migrate.ts). Never edit a released migration: add a new version.
+ */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'turnkit 0.6 data model',
+    statements: (t) => [...conversationTables(t), ...turnTables(t), ...deliveryTables(t)],
   },
   {
     version: 2,
