@@ -268,6 +268,10 @@ class PostgresDriver implements SqlDriver {
       query: (sql, params = []) => run(client, sql, params),
     };
     let broken: unknown;
+    // A server lost between two statements of the block is reported by the next statement;
+    // the client's 'error' event, with nobody listening, would crash the process.
+    const lost = (error: unknown) => (broken = error);
+    client.on('error', lost);
     try {
       await client.query('BEGIN');
       const result = await fn(connection);
@@ -284,7 +288,8 @@ class PostgresDriver implements SqlDriver {
       await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError));
       throw error;
     } finally {
-      // A client whose rollback failed may still be inside the transaction: discard it.
+      client.off('error', lost);
+      // A client whose rollback failed, or whose server went away, is discarded.
       client.release(broken instanceof Error ? broken : undefined);
     }
   }
