@@ -82,13 +82,7 @@ export async function writeTerminalIn(
 
 /** The events of a committed terminal write: its repaired transcript, its callback. */
 export async function announceTerminalWrite(runtime: Runtime, write: TerminalWrite): Promise<void> {
-  for (const message of write.repaired) {
-    await runtime.emit(write.turn, 'message.created', {
-      message_id: message.id,
-      role: message.role,
-      kind: message.kind,
-    });
-  }
+  await runtime.publish(write.turn, write.repaired.map(messageCreated));
   await emitCallback(runtime, write.turn, write.callback);
 }
 
