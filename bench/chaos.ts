@@ -198,13 +198,27 @@ function samplePg(database: string): { stop(): Promise<PgFigures> } {
 }
 
 /**
- * Where a turn workflow's time went, from its Temporal history: waiting for workflow tasks to
- * be picked up, running them, waiting for activity tasks, running them (seconds), and how many
- * workflow tasks timed out; averaged over `sample` random turns of the run.
+ * Where a turn workflow's time went, from its Temporal history: how many workflow tasks it
+ * had, waiting for them to be picked up (on a worker's sticky queue, and on the shared queue),
+ * running them, waiting for activity tasks, running them (seconds), and how many workflow
+ * tasks timed out (taken by a worker that died; left on a dead worker's sticky queue);
+ * averaged over `sample` random turns of the run.
  */
 async function historyBreakdown(temporal: Client, runs: RunHandle[], sample = 25) {
   const picked = [...runs].sort(() => Math.random() - 0.5).slice(0, sample);
-  const sum = { wall: 0, wftWait: 0, wftRun: 0, actWait: 0, actRun: 0, wftTimeouts: 0 };
+  const sum = {
+    wall: 0,
+    wfts: 0,
+    wftWait: 0,
+    wftWaitSticky: 0,
+    wftWaitShared: 0,
+    wftRun: 0,
+    actWait: 0,
+    actRun: 0,
+    wftTimeouts: 0,
+    wftStartTimeouts: 0,
+    wftStickyTimeouts: 0,
+  };
   const seconds = (a: unknown, b: unknown) =>
     Number((a as { seconds?: unknown })?.seconds ?? 0) -
     Number((b as { seconds?: unknown })?.seconds ?? 0) +
@@ -215,11 +229,26 @@ async function historyBreakdown(temporal: Client, runs: RunHandle[], sample = 25
     const at = (id: unknown) => byId.get(Number(id))?.eventTime;
     sum.wall += seconds(events.at(-1)?.eventTime, events[0]?.eventTime);
     for (const e of events) {
-      if (e.workflowTaskStartedEventAttributes)
-        sum.wftWait += seconds(e.eventTime, at(e.workflowTaskStartedEventAttributes.scheduledEventId));
+      if (e.workflowTaskStartedEventAttributes) {
+        const scheduled = byId.get(Number(e.workflowTaskStartedEventAttributes.scheduledEventId));
+        const wait = seconds(e.eventTime, scheduled?.eventTime);
+        // TaskQueueKind 2 is a worker's sticky queue.
+        const sticky = Number(scheduled?.workflowTaskScheduledEventAttributes?.taskQueue?.kind) === 2;
+        sum.wfts += 1;
+        sum.wftWait += wait;
+        if (sticky) sum.wftWaitSticky += wait;
+        else sum.wftWaitShared += wait;
+      }
       if (e.workflowTaskCompletedEventAttributes)
         sum.wftRun += seconds(e.eventTime, at(e.workflowTaskCompletedEventAttributes.startedEventId));
-      if (e.workflowTaskTimedOutEventAttributes) sum.wftTimeouts += 1;
+      if (e.workflowTaskTimedOutEventAttributes) {
+        sum.wftTimeouts += 1;
+        // TimeoutType 1 is start-to-close (a worker took the task and never answered); 2,
+        // schedule-to-start (a dead worker's sticky queue).
+        const type = Number(e.workflowTaskTimedOutEventAttributes.timeoutType);
+        if (type === 1) sum.wftStartTimeouts += 1;
+        if (type === 2) sum.wftStickyTimeouts += 1;
+      }
       if (e.activityTaskStartedEventAttributes)
         sum.actWait += seconds(e.eventTime, at(e.activityTaskStartedEventAttributes.scheduledEventId));
       if (e.activityTaskCompletedEventAttributes)

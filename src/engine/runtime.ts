@@ -4,7 +4,6 @@ import { globalDefaults } from '../config.js';
 import { AuthorizationError, ConfigError } from '../errors.js';
 import type { CostConfig } from '../models/cost.js';
 import type { ModelClient, Thinking } from '../models/types.js';
-import { FencedStore } from '../store/fenced-store.js';
 import type {
   EventRecord,
   Json,
@@ -20,7 +19,6 @@ import type { AnyTurnEvent } from './step/events.js';
 import { appendEvents } from './step/events.js';
 import { checkSigningKey } from './controls/principal-signature.js';
 import { afterCommit, assertNoTransaction } from '../store/transaction-marker.js';
-import type { OwnerInput } from '../contract/digests.js';
 
 export type AuthorizationAction =
   | 'tool'
@@ -44,15 +42,6 @@ export interface AuthorizationRequest {
 /** Must return literally `true` to allow; anything else denies (spec §6). */
 export type AuthorizationPolicy =
   ((request: AuthorizationRequest) => unknown) | { authorize(request: AuthorizationRequest): unknown };
-
-/** What an activity acting as the turn's owner loads once and passes down (deprecated: `TurnStep`). */
-export interface OwnedTurn {
-  /** Bound to the claim (and the workflow task, for store steps): see `Runtime.ownTurn`. */
-  store: Store;
-  /** The turn as it was when the activity started. */
-  turn: TurnRecord;
-  agent: Agent;
-}
 
 export type EventListener = (event: EventRecord) => void | Promise<void>;
 
@@ -142,21 +131,6 @@ export class Runtime {
 
   modelFor(agent: Agent, turn: TurnRecord): string {
     return turn.model ?? agent.model ?? this.defaultModel;
-  }
-
-  /**
-   * The turn, its agent, and a store bound to the turn's claim: every write raises LostClaim
-   * once the token changed, and, given the workflow task's history length (store steps),
-   * StaleTask once a newer task of the same run has written. `turn`: already loaded.
-   * @deprecated `TurnStep.open(runtime, input)` (step/turn-step.ts): one load, fenced blocks.
-   */
-  async ownTurn(input: OwnerInput, turn?: TurnRecord): Promise<OwnedTurn> {
-    const loaded = turn ?? (await this.store.loadTurn(input.turnId));
-    return {
-      store: await FencedStore.forTurn(this.store, loaded, input.claimToken, input.taskHistoryLength),
-      turn: loaded,
-      agent: this.agents.resolve(loaded.agentName),
-    };
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */

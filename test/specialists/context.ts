@@ -2,7 +2,8 @@
 import type { ToolContext, ToolDefinition } from '../../src/agents/tool.js';
 import { validateToolArguments } from '../../src/agents/tool.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { checkTreeSpend, recordInternalCall } from '../../src/engine/step/charge.js';
+import { checkTreeSpend } from '../../src/engine/step/charge.js';
+import { addUsage, costFromUsage } from '../../src/models/cost.js';
 import { DEFAULT_LIMITS } from '../../src/agents/agent.js';
 import type { CostConfig } from '../../src/models/cost.js';
 import type {
@@ -45,8 +46,15 @@ export async function toolContext(
     execution,
     store,
     heartbeat: () => undefined,
-    recordUsage: async (usage, model) =>
-      (await recordInternalCall({ cost }, store, turn.id, usage, model)).total,
+    recordUsage: async (usage, model) => {
+      const charged = costFromUsage(usage, model, cost);
+      const fresh = await store.loadTurn(turn.id);
+      await store.updateTurn(turn.id, {
+        usage: addUsage(fresh.usage, usage, charged),
+        cost: (fresh.cost ?? 0) + (charged.total ?? 0),
+      });
+      return charged.total;
+    },
     checkSpend: () => checkTreeSpend(store, turn.id, DEFAULT_LIMITS),
     appendAfterResults: async (message) =>
       (await store.appendMessage({ ...message, conversationId: conversation.id, turnId: turn.id })).id,

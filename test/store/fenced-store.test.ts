@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { LostClaim, StaleTask } from '../../src/errors.js';
-import { phaseOf, updateState } from '../../src/engine/step/turn-state.js';
+import { phaseOf, turnState } from '../../src/engine/step/turn-state.js';
 import { FencedStore } from '../../src/store/fenced-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import type { Store } from '../../src/store/types.js';
+import type { JsonObject, Store } from '../../src/store/types.js';
 
 const TOKEN = 'a'.repeat(32);
 const OTHER = 'b'.repeat(32);
@@ -286,7 +286,12 @@ describe('FencedStore: stale workflow tasks of the same run (task marks)', () =>
     await append(at(s, 25), s, 'task 25');
     expect(await taskMark(s)).toEqual({ token: TOKEN, progress: 25 });
     // A task whose first write replaces the options (a state update) keeps the mark it raised.
-    await updateState(at(s, 30), s.child.id, { phase: 'model' });
+    const store = at(s, 30);
+    await store.atomic(null, async () => {
+      const turn = await store.loadTurn(s.child.id);
+      const state = { ...turnState(turn), phase: 'model' } as JsonObject;
+      await store.updateTurn(s.child.id, { options: { ...turn.options, state } });
+    });
     expect(await taskMark(s)).toEqual({ token: TOKEN, progress: 30 });
     expect(phaseOf(await s.base.loadTurn(s.child.id))).toBe('model');
   });

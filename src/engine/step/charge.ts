@@ -5,7 +5,7 @@
  */
 import type { BudgetLimits } from '../../agents/agent.js';
 import type { Cost } from '../../models/cost.js';
-import { addUsage, costFromUsage } from '../../models/cost.js';
+import { costFromUsage } from '../../models/cost.js';
 import type { ModelUsage } from '../../models/types.js';
 import type { Store } from '../../store/types.js';
 import { Budget } from './budget.js';
@@ -32,28 +32,6 @@ export function chargeCall(
 export async function checkStepSpend(step: Pick<TurnStep, 'store' | 'turn' | 'agent'>): Promise<void> {
   const { store, turn, agent } = step;
   (await Budget.load(store, turn.rootTurnId, agent.limits, { root: turn })).checkSpend();
-}
-
-/**
- * Adds the call's usage and cost to the turn, in one transaction (no spend check).
- * @deprecated In a block: `chargeCall(tx, …)`.
- */
-export async function recordInternalCall(
-  runtime: Pick<Runtime, 'cost'>,
-  store: Store,
-  turnId: string,
-  usage: ModelUsage,
-  model: string,
-): Promise<Cost> {
-  const cost = costFromUsage(usage, model, runtime.cost);
-  await store.atomic(null, async () => {
-    const fresh = await store.loadTurn(turnId);
-    await store.updateTurn(turnId, {
-      usage: addUsage(fresh.usage, usage, cost),
-      cost: (fresh.cost ?? 0) + (cost.total ?? 0),
-    });
-  });
-  return cost;
 }
 
 /** BudgetError "cost limit reached" when the turn's tree spent more than its `maxSpend`. */

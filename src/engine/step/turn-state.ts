@@ -62,24 +62,6 @@ export function iterationsOf(turn: TurnRecord): number {
   return typeof legacy === 'number' ? legacy : 0;
 }
 
-/**
- * Merges into `options.state`; `options` is replaced whole, so always merge from a fresh read.
- * @deprecated A step writes its state in a block: `TurnStep.write(tx => tx.patchState(…))`.
- */
-export async function updateState(
-  store: Store,
-  turnId: string,
-  patch: Partial<TurnState>,
-): Promise<TurnRecord> {
-  // Read and write in one transaction: a concurrent write of another key (a fenced store's
-  // task mark, for one) is never overwritten by a stale copy of the options.
-  return store.atomic(null, async () => {
-    const turn = await store.loadTurn(turnId);
-    const state = { ...turnState(turn), ...patch } as JsonObject;
-    return store.updateTurn(turnId, { options: { ...turn.options, state } });
-  });
-}
-
 /** Errors one step has seen, counted in the turn's state (`provider_errors`, `output_errors`). */
 export type StepErrorField = 'provider_errors' | 'output_errors';
 

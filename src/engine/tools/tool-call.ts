@@ -13,7 +13,7 @@ import { toolForTurn } from './skills.js';
 import { findToolExecution } from './execution-lookup.js';
 import { retryWhileStoreDown } from '../step/store-outage.js';
 import { newId } from '../../ids.js';
-import { checkTreeSpend, recordInternalCall } from '../step/charge.js';
+import { chargeCall, checkTreeSpend } from '../step/charge.js';
 import { closeToolsPhase } from './tools-phase.js';
 import { TurnStep } from '../step/turn-step.js';
 import { contextOf, phaseOf, principalOf, toolCallParts, turnState } from '../step/turn-state.js';
@@ -253,8 +253,9 @@ async function executeTool(
     execution,
     store: run.store,
     heartbeat: hooks.heartbeat,
+    // Charged in a fenced block of the step: a tool of a turn whose claim moved on charges nothing.
     recordUsage: async (usage, model) =>
-      (await recordInternalCall(run.runtime, run.store, run.turn.id, usage, model)).total,
+      (await run.step.write(async (tx) => chargeCall(tx, run.runtime, usage, model))).total,
     checkSpend: () => checkTreeSpend(run.store, run.turn.id, run.agent.limits),
     appendAfterResults: async (message) => {
       const id = newId('msg');
