@@ -1,6 +1,7 @@
 import type { Agent } from '../../agents/agent.js';
 import type { ToolContext, ToolDefinition } from '../../agents/tool.js';
 import { normalizeToolPayload, validateToolArguments } from '../../agents/tool.js';
+import { isLaunchAgentTool } from '../../agents/coordination.js';
 import { BudgetError, LostClaim, TurnKitError } from '../../errors.js';
 import { nowIso } from '../../store/records.js';
 import { isOpenToolExecution } from '../../store/types.js';
@@ -138,7 +139,28 @@ async function redispatchFinished(
 ): Promise<ToolCallOutcome> {
   const { payload, error } = resultOf(existing);
   if (!run.deferResult) await run.step.write((tx) => run.appendResult(tx, existing, payload, error));
-  return run.outcome(existing);
+  return { ...run.outcome(existing), ...(await reportedAgain(run, existing)) };
+}
+
+/**
+ * What a coordination call's workflow acts on, reported again by the retry of an attempt
+ * that committed and died before it reported (issue 27): the workflow wakes a `send_message`
+ * destination's lane, and starts a `launch_agent` child, only from the outcome. A second wake
+ * is harmless, and a second start of the child's workflow is refused by Temporal and ignored.
+ */
+async function reportedAgain(
+  run: ToolExecution,
+  existing: ToolExecutionRecord,
+): Promise<Pick<ToolCallOutcome, 'wakeLanes' | 'launched'>> {
+  if (!run.tool || existing.status !== 'completed') return {};
+  const result = (existing.result ?? {}) as JsonObject;
+  if (run.tool.kind === 'sendMessage' && typeof result['destination_conversation_id'] === 'string')
+    return { wakeLanes: [result['destination_conversation_id']] };
+  if (isLaunchAgentTool(run.tool) && typeof result['turn_id'] === 'string') {
+    const child = await run.store.loadTurn(result['turn_id']);
+    return { launched: { turnId: child.id, agent: child.agentName, conversationId: child.conversationId } };
+  }
+  return {};
 }
 
 /**
