@@ -87,5 +87,11 @@ describe('repair: a coordination call retried after it committed', () => {
     expect((await store.listTurns({ agentName: 'helper' })).map((t) => t.id)).toEqual([
       first.launched!.turnId,
     ]);
+
+    // A child that already ended is not reported: its workflow must not run a second time.
+    await store.updateTurn(first.launched!.turnId, { status: 'completed' });
+    const late = await attempt();
+    expect(late).toMatchObject({ status: 'completed', executionId: first.executionId });
+    expect(late.launched).toBeUndefined();
   });
 });

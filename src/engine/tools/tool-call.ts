@@ -5,6 +5,7 @@ import { isLaunchAgentTool } from '../../agents/coordination.js';
 import { BudgetError, LostClaim, TurnKitError } from '../../errors.js';
 import { nowIso } from '../../store/records.js';
 import { isOpenToolExecution } from '../../store/types.js';
+import { TERMINAL_TURN_STATUSES } from '../../contract/turn-statuses.js';
 import type { Json, JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
 import { toolSpanAttributes } from '../telemetry/genai-spans.js';
@@ -146,7 +147,8 @@ async function redispatchFinished(
  * What a coordination call's workflow acts on, reported again by the retry of an attempt
  * that committed and died before it reported (issue 27): the workflow wakes a `send_message`
  * destination's lane, and starts a `launch_agent` child, only from the outcome. A second wake
- * is harmless, and a second start of the child's workflow is refused by Temporal and ignored.
+ * is harmless; a child still open is reported again (a second start of its running workflow
+ * is refused by Temporal and ignored), one that ended is not.
  */
 async function reportedAgain(
   run: ToolExecution,
@@ -157,7 +159,9 @@ async function reportedAgain(
   if (run.tool.kind === 'sendMessage' && typeof result['destination_conversation_id'] === 'string')
     return { wakeLanes: [result['destination_conversation_id']] };
   if (isLaunchAgentTool(run.tool) && typeof result['turn_id'] === 'string') {
+    // A child that already ended had its workflow: starting one again would run it twice.
     const child = await run.store.loadTurn(result['turn_id']);
+    if (TERMINAL_TURN_STATUSES.includes(child.status)) return {};
     return { launched: { turnId: child.id, agent: child.agentName, conversationId: child.conversationId } };
   }
   return {};
