@@ -6,7 +6,8 @@
 import { isLaunchAgentTool } from '../../agents/coordination.js';
 import type { ToolDefinition } from '../../agents/tool.js';
 import { ToolError } from '../../errors.js';
-import type { ToolExecutionRecord } from '../../store/types.js';
+import type { JsonObject, ToolExecutionRecord } from '../../store/types.js';
+import { TERMINAL_TURN_STATUSES } from '../../contract/turn-statuses.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { CoordinationOutcome } from './coordination.js';
 import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
@@ -61,4 +62,28 @@ function coordinate(run: ToolExecution, execution: ToolExecutionRecord): Promise
     return sendMessageCall(runtime, store, turn, tool, execution, call.arguments);
   if (tool?.kind === 'waitFor') return waitForCall(runtime, store, turn, tool, call.arguments);
   throw new ToolError(`${call.name}: this ${tool?.kind ?? 'unknown'} tool cannot run here`);
+}
+
+/**
+ * What a coordination call's workflow acts on, reported again by the retry of an attempt
+ * that committed and died before it reported (issue 27): the workflow wakes a `send_message`
+ * destination's lane, and starts a `launch_agent` child, only from the outcome. A second wake
+ * is harmless; a child still open is reported again (a second start of its running workflow
+ * is refused by Temporal and ignored), one that ended is not.
+ */
+export async function reportedAgain(
+  run: ToolExecution,
+  existing: ToolExecutionRecord,
+): Promise<Pick<ToolCallOutcome, 'wakeLanes' | 'launched'>> {
+  if (!run.tool || existing.status !== 'completed') return {};
+  const result = (existing.result ?? {}) as JsonObject;
+  if (run.tool.kind === 'sendMessage' && typeof result['destination_conversation_id'] === 'string')
+    return { wakeLanes: [result['destination_conversation_id']] };
+  if (isLaunchAgentTool(run.tool) && typeof result['turn_id'] === 'string') {
+    // A child that already ended had its workflow: starting one again would run it twice.
+    const child = await run.store.loadTurn(result['turn_id']);
+    if (TERMINAL_TURN_STATUSES.includes(child.status)) return {};
+    return { launched: { turnId: child.id, agent: child.agentName, conversationId: child.conversationId } };
+  }
+  return {};
 }

@@ -1,11 +1,9 @@
 import type { Agent } from '../../agents/agent.js';
 import type { ToolContext, ToolDefinition } from '../../agents/tool.js';
 import { normalizeToolPayload, validateToolArguments } from '../../agents/tool.js';
-import { isLaunchAgentTool } from '../../agents/coordination.js';
 import { BudgetError, LostClaim, TurnKitError } from '../../errors.js';
 import { nowIso } from '../../store/records.js';
 import { isOpenToolExecution } from '../../store/types.js';
-import { TERMINAL_TURN_STATUSES } from '../../contract/turn-statuses.js';
 import type { Json, JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
 import { toolSpanAttributes } from '../telemetry/genai-spans.js';
@@ -22,7 +20,7 @@ import { contextOf, phaseOf, principalOf, toolCallParts, turnState } from '../st
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { ToolCallInput } from '../../contract/activities.js';
 import { askApproval, awaitingOutcome, decideApproval } from './approval.js';
-import { coordinationCall, delegateCall, ENGINE_RUN_KINDS } from './engine-run-call.js';
+import { coordinationCall, delegateCall, ENGINE_RUN_KINDS, reportedAgain } from './engine-run-call.js';
 import { failedOutcome } from './tool-failure.js';
 import type { ToolCallHooks } from './tool-execution.js';
 import { errorDetails, ToolExecution } from './tool-execution.js';
@@ -141,30 +139,6 @@ async function redispatchFinished(
   const { payload, error } = resultOf(existing);
   if (!run.deferResult) await run.step.write((tx) => run.appendResult(tx, existing, payload, error));
   return { ...run.outcome(existing), ...(await reportedAgain(run, existing)) };
-}
-
-/**
- * What a coordination call's workflow acts on, reported again by the retry of an attempt
- * that committed and died before it reported (issue 27): the workflow wakes a `send_message`
- * destination's lane, and starts a `launch_agent` child, only from the outcome. A second wake
- * is harmless; a child still open is reported again (a second start of its running workflow
- * is refused by Temporal and ignored), one that ended is not.
- */
-async function reportedAgain(
-  run: ToolExecution,
-  existing: ToolExecutionRecord,
-): Promise<Pick<ToolCallOutcome, 'wakeLanes' | 'launched'>> {
-  if (!run.tool || existing.status !== 'completed') return {};
-  const result = (existing.result ?? {}) as JsonObject;
-  if (run.tool.kind === 'sendMessage' && typeof result['destination_conversation_id'] === 'string')
-    return { wakeLanes: [result['destination_conversation_id']] };
-  if (isLaunchAgentTool(run.tool) && typeof result['turn_id'] === 'string') {
-    // A child that already ended had its workflow: starting one again would run it twice.
-    const child = await run.store.loadTurn(result['turn_id']);
-    if (TERMINAL_TURN_STATUSES.includes(child.status)) return {};
-    return { launched: { turnId: child.id, agent: child.agentName, conversationId: child.conversationId } };
-  }
-  return {};
 }
 
 /**
