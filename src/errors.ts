@@ -39,13 +39,27 @@ export class StreamCursorError extends ArgumentError {}
 export class ModelError extends TurnKitError {
   readonly status: number | undefined;
   override readonly retryable: boolean;
+  /** How long the provider asked to wait (`retry-after-ms`, `retry-after`), when it said. */
+  readonly retryAfterMs: number | undefined;
+  /** The model id the failed call asked for, when known. */
+  readonly model: string | undefined;
   constructor(
     message: string,
-    options?: { cause?: unknown; status?: number; retryable?: boolean; retryDelayMs?: number },
+    options?: {
+      cause?: unknown;
+      status?: number;
+      retryable?: boolean;
+      retryDelayMs?: number;
+      retryAfterMs?: number;
+      model?: string;
+      details?: Record<string, unknown>;
+    },
   ) {
     super(message, options);
     this.status = options?.status;
     this.retryable = options?.retryable ?? false;
+    this.retryAfterMs = options?.retryAfterMs;
+    this.model = options?.model;
   }
 }
 /**

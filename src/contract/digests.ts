@@ -65,6 +65,8 @@ export interface ModelStepDigest extends TurnDigest {
   cost: number | null;
   /** True when a stored response was reused instead of calling the model again. */
   reused: boolean;
+  /** The model of the chain that served the step (absent when reused). */
+  model?: string;
   /** The model was not called: compaction is due first (only when the step asked). */
   compactionDue?: boolean;
 }

@@ -1,3 +1,5 @@
+import type { ModelChoice } from '../models/model-chain.js';
+import { envModelChain, fallbackModelsOf, modelChain, optionalModelChain } from '../models/model-chain.js';
 import type { Agent } from '../agents/agent.js';
 import type { AgentRegistry } from '../agents/registry.js';
 import { globalDefaults } from '../config.js';
@@ -50,15 +52,18 @@ export interface RuntimeOptions {
   agents: AgentRegistry;
   /** Default model client; an agent's own `client` wins. */
   model?: ModelClient;
-  /** Model id for agents that name none (default `TURNKIT_MODEL`, e.g. `openai:gpt-4o-mini`). */
-  defaultModel?: string;
+  /**
+   * Model id, or fallback chain, for agents that name none (default `TURNKIT_MODEL`, e.g.
+   * `openai:gpt-4o-mini`; a comma-separated `TURNKIT_MODEL` is a chain).
+   */
+  defaultModel?: ModelChoice;
   cost?: CostConfig;
   authorization?: AuthorizationPolicy;
   /** In-process listeners, called after each event is durably appended. */
   onEvent?: EventListener | readonly EventListener[];
   logger?: Pick<Console, 'warn' | 'error'>;
-  /** Default model of output-policy judges (after the policy's and the agent's own). */
-  outputPolicyModel?: string;
+  /** Default model (or chain) of output-policy judges (after the policy's and the agent's own). */
+  outputPolicyModel?: ModelChoice;
   /** Default thinking of output-policy judges; `{effort: 'low'}` when unset. */
   outputPolicyThinking?: Thinking | null;
   /** OpenTelemetry, opt-in: spans for turns, model calls and tool calls (none without it). */
@@ -74,10 +79,10 @@ export interface RuntimeOptions {
 export class Runtime {
   readonly store: Store;
   readonly agents: AgentRegistry;
-  readonly #defaultModel: string | undefined;
+  readonly #defaultModels: readonly string[] | undefined;
   readonly cost: CostConfig;
   readonly logger: Pick<Console, 'warn' | 'error'>;
-  readonly outputPolicyModel: string | undefined;
+  readonly outputPolicyModel: ModelChoice | undefined;
   readonly outputPolicyThinking: Thinking | null | undefined;
   readonly telemetry: Telemetry;
   readonly #model: ModelClient | undefined;
@@ -92,10 +97,16 @@ export class Runtime {
     this.store = options.store;
     this.agents = options.agents;
     // An explicit default, else TURNKIT_MODEL, else the global one (configure({defaultModel})).
-    this.#defaultModel = options.defaultModel ?? (process.env['TURNKIT_MODEL'] || undefined);
+    this.#defaultModels = optionalModelChain(
+      options.defaultModel ?? envModelChain(process.env['TURNKIT_MODEL']),
+      'defaultModel',
+    );
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
-    this.outputPolicyModel = options.outputPolicyModel;
+    this.outputPolicyModel =
+      options.outputPolicyModel === undefined
+        ? undefined
+        : modelChain(options.outputPolicyModel, 'outputPolicyModel');
     this.outputPolicyThinking = options.outputPolicyThinking;
     this.telemetry = new Telemetry(options.tracing, this.logger);
     this.#model = options.model;
@@ -126,11 +137,26 @@ export class Runtime {
 
   /** The runtime's own default model, else the global one (`configure({defaultModel})`). */
   get defaultModel(): string {
-    return this.#defaultModel ?? globalDefaults().defaultModel;
+    return this.defaultModels[0]!;
   }
 
+  /** The runtime's own default chain, else the global one. */
+  get defaultModels(): readonly string[] {
+    return this.#defaultModels ?? modelChain(globalDefaults().defaultModel, 'defaultModel');
+  }
+
+  /** The first model of the turn's chain: the one its steps ask first. */
   modelFor(agent: Agent, turn: TurnRecord): string {
-    return turn.model ?? agent.model ?? this.defaultModel;
+    return this.modelsFor(agent, turn)[0]!;
+  }
+
+  /**
+   * The turn's fallback chain: its own model and the fallbacks stored with it when the turn
+   * was built, else the agent's chain, else the default one.
+   */
+  modelsFor(agent: Agent, turn: TurnRecord): readonly string[] {
+    if (turn.model) return [turn.model, ...fallbackModelsOf(turn)];
+    return agent.models ?? this.defaultModels;
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */

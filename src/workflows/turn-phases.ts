@@ -90,6 +90,8 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
         digest = await callModel(step);
       }
       const calls = digest.toolCalls.length;
+      const served = (digest as ModelStepDigest).model;
+      if (served) run.console.update({ model: served });
       run.console.digest(digest);
       run.console.update({
         lastStep: `${summary} → ${calls === 0 ? 'output' : `${calls} tool call${calls === 1 ? '' : 's'}`}`,
