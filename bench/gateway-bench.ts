@@ -6,7 +6,9 @@
  * wait the provider asked for; and the chain [flaky, steady] with one attempt per model, whose
  * 429s fall over to the steady model at once. Per run: turns completed, p50 and p90 latency
  * from `run()` to the turn's end, and how many steps failed over. The 429s follow a seeded
- * sequence, so both runs see the same one.
+ * sequence, so both runs see the same one. Then what a provider's own queue costs (decision
+ * 43): BENCH_GATEWAY_TURNS turns one at a time with the model on the turn's queue, and as many
+ * with it on a provider queue (`createWorker({ models })`), no 429s: p50 of each.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
@@ -71,31 +73,42 @@ const baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
 
 const alone = defineAgent({ name: 'alone', instructions: 'Be brief.', model: 'gw:flaky' });
 const chained = defineAgent({ name: 'chained', instructions: 'Be brief.', model: ['gw:flaky', 'gw:steady'] });
-const agents = new AgentRegistry([alone, chained]);
+const direct = defineAgent({ name: 'direct', instructions: 'Be brief.', model: 'gw:steady' });
+const queued = defineAgent({ name: 'queued', instructions: 'Be brief.', model: 'gwq:steady' });
+const agents = new AgentRegistry([alone, chained, direct, queued]);
 const store = await openStore(join(mkdtempSync(join(tmpdir(), 'turnkit-gateway-bench-')), 'turnkit.sqlite'));
 const taskQueue = `turnkit-gateway-bench-${Date.now()}`;
 const gw = createOpenAICompatible({ name: 'gw', baseURL, apiKey: 'sk-local', includeUsage: true });
+// The same server as a provider whose calls run on a queue of their own.
+const gwq = createOpenAICompatible({ name: 'gwq', baseURL, apiKey: 'sk-local', includeUsage: true });
 const worker = await createWorker({
   store,
   agents,
   connection: await NativeConnection.connect({ address }),
   taskQueue,
-  model: new ProviderRegistryModel({ providers: { gw } }),
+  model: new ProviderRegistryModel({ providers: { gw, gwq } }),
+  models: { gwq: {} },
 });
 const running = worker.run();
 const connection = await Connection.connect({ address });
 const temporal = new Client({ connection });
 
-async function bench(agent: string, maxProviderAttempts: number) {
+async function bench(agent: string, maxProviderAttempts: number, width = WIDTH) {
   random = seeded(30);
   limited = 0;
-  const client = new TurnKitClient({ store, agents, temporal, taskQueue, turnSettings: { maxProviderAttempts } });
+  const client = new TurnKitClient({
+    store,
+    agents,
+    temporal,
+    taskQueue,
+    turnSettings: { maxProviderAttempts },
+  });
   const latencies: number[] = [];
   let completed = 0;
   let failovers = 0;
   let next = 0;
   await Promise.all(
-    Array.from({ length: WIDTH }, async () => {
+    Array.from({ length: width }, async () => {
       while (next < TURNS) {
         next += 1;
         const start = performance.now();
@@ -119,6 +132,9 @@ async function bench(agent: string, maxProviderAttempts: number) {
 await bench('chained', 1); // warm-up: the worker's caches and the first workflow tasks
 const without = await bench('alone', 5);
 const withFallback = await bench('chained', 1);
+await bench('queued', 1, 1); // warm-up of the provider queue's poller
+const onTurnQueue = await bench('direct', 1, 1);
+const onProviderQueue = await bench('queued', 1, 1);
 const figures = {
   gateway_turns: TURNS,
   gateway_429_share: LIMITED_SHARE,
@@ -131,6 +147,8 @@ const figures = {
   gateway_fallback_p90_ms: withFallback.p90,
   gateway_fallback_failovers: withFallback.failovers,
   gateway_fallback_429s: withFallback.limited,
+  gateway_turn_queue_p50_ms: onTurnQueue.p50,
+  gateway_provider_queue_p50_ms: onProviderQueue.p50,
 };
 console.log(figures);
 worker.shutdown();

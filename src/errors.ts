@@ -63,6 +63,12 @@ export class ModelError extends TurnKitError {
   }
 }
 /**
+ * A model of a routed step's chain used up its attempts (decision 43): not a failure of the
+ * turn, but the workflow's cue to schedule the step again on the next model's queue
+ * (`details.index`).
+ */
+export class ModelFallback extends ModelError {}
+/**
  * A person's control (approve, reject, pause, resume, steer) that the turn cannot take as it
  * is: an unknown or already decided tool call, a finished turn, resuming a turn that is not
  * paused. `code` names which. Nothing was written.

@@ -1,3 +1,4 @@
+import type { ModelRoute } from '../contract/digests.js';
 import type { ModelChoice } from '../models/model-chain.js';
 import { envModelChain, fallbackModelsOf, modelChain, optionalModelChain } from '../models/model-chain.js';
 import type { Agent } from '../agents/agent.js';
@@ -62,6 +63,16 @@ export interface RuntimeOptions {
   /** In-process listeners, called after each event is durably appended. */
   onEvent?: EventListener | readonly EventListener[];
   logger?: Pick<Console, 'warn' | 'error'>;
+  /**
+   * Task queues of their own for the model calls of some providers (provider prefix → queue),
+   * set up by `createWorker({ models })` (decision 43).
+   */
+  modelQueues?: Readonly<Record<string, string>>;
+  /**
+   * The fairness key of a turn's model calls on those queues, from its principal (default:
+   * its `tenant`, else its `id`, else none); a key Temporal's fairness shares dispatch by.
+   */
+  fairnessKey?: (principal: Json) => string | undefined;
   /** Default model (or chain) of output-policy judges (after the policy's and the agent's own). */
   outputPolicyModel?: ModelChoice;
   /** Default thinking of output-policy judges; `{effort: 'low'}` when unset. */
@@ -83,6 +94,8 @@ export class Runtime {
   readonly cost: CostConfig;
   readonly logger: Pick<Console, 'warn' | 'error'>;
   readonly outputPolicyModel: ModelChoice | undefined;
+  readonly #modelQueues: Readonly<Record<string, string>>;
+  readonly #fairnessKey: (principal: Json) => string | undefined;
   readonly outputPolicyThinking: Thinking | null | undefined;
   readonly telemetry: Telemetry;
   readonly #model: ModelClient | undefined;
@@ -103,6 +116,8 @@ export class Runtime {
     );
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
+    this.#modelQueues = options.modelQueues ?? {};
+    this.#fairnessKey = options.fairnessKey ?? defaultFairnessKey;
     this.outputPolicyModel =
       options.outputPolicyModel === undefined
         ? undefined
@@ -157,6 +172,26 @@ export class Runtime {
   modelsFor(agent: Agent, turn: TurnRecord): readonly string[] {
     if (turn.model) return [turn.model, ...fallbackModelsOf(turn)];
     return agent.models ?? this.defaultModels;
+  }
+
+  /**
+   * Where the turn's model calls run (decision 43): each chain model's queue by its provider
+   * prefix, and the tenant's fairness key; undefined when no model of the chain has a queue.
+   */
+  modelRouteFor(agent: Agent, turn: TurnRecord): ModelRoute | undefined {
+    const queues = this.modelsFor(agent, turn).map((model) => {
+      const at = model.indexOf(':');
+      return at > 0 ? (this.#modelQueues[model.slice(0, at)] ?? null) : null;
+    });
+    if (queues.every((queue) => queue === null)) return undefined;
+    const principal = (turn.options['principal'] ?? null) as Json;
+    let key: string | undefined;
+    try {
+      key = this.#fairnessKey(principal);
+    } catch (error) {
+      this.logger.warn('turnkit: the fairness key function failed; the turn gets none:', error);
+    }
+    return { queues, ...(typeof key === 'string' && key !== '' ? { fairnessKey: key.slice(0, 64) } : {}) };
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */
@@ -230,4 +265,14 @@ export class Runtime {
       }
     }
   }
+}
+
+/** A principal's `tenant`, else its `id` (strings or numbers), else no key. */
+function defaultFairnessKey(principal: Json): string | undefined {
+  if (!principal || typeof principal !== 'object' || Array.isArray(principal)) return undefined;
+  for (const field of ['tenant', 'id']) {
+    const value = (principal as Record<string, Json>)[field];
+    if (typeof value === 'string' || typeof value === 'number') return String(value);
+  }
+  return undefined;
 }

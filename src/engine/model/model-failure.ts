@@ -1,6 +1,6 @@
 /** What a failure of the model client becomes, and how provider errors are counted (spec §3.2, §3.10). */
 import type { Agent } from '../../agents/agent.js';
-import { ConfigError, ModelError } from '../../errors.js';
+import { ConfigError, ModelError, ModelFallback } from '../../errors.js';
 import type { TurnRecord } from '../../store/types.js';
 import { DEFAULT_TURN_SETTINGS } from '../../workflows/contract.js';
 import type { ModelStepInput } from '../../contract/activities.js';
@@ -117,6 +117,12 @@ export async function countProviderError(
       { retryable: false },
     );
   const movesOn = chain.length > 1 && count % perModel === 0;
+  // A routed step moves to the next model's queue through the workflow (decision 43).
+  if (movesOn && retryable && input.routed)
+    return new ModelFallback(message, {
+      cause,
+      details: { index: count / perModel, model: chain[count / perModel] },
+    });
   const asked = error instanceof ModelError ? error.retryAfterMs : undefined;
   return new ModelError(message, {
     cause,
