@@ -22,6 +22,8 @@ readonly SEARCH_ATTRIBUTES=(TurnKitAgent TurnKitConversationId TurnKitRootTurnId
 readonly DYNAMIC_CONFIG=(
   --dynamic-config-value frontend.WorkerCommandsEnabled=true
   --dynamic-config-value system.enableCancelActivityWorkerCommand=true
+  # Fairness keys share a task queue's dispatch between tenants (decision 43).
+  --dynamic-config-value matching.enableFairness=true
 )
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

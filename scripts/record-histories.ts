@@ -309,5 +309,28 @@ if (wanted('querybusy')) {
   console.log(`querybusy: ${answered} query pairs answered`);
   await save('querybusy', second.workflowId);
 }
+if (wanted('routed')) {
+  // Decision 43: a provider's model calls on a queue of their own (the claim's `modelRoute`),
+  // and a chain that falls over from that queue to the turn's own (`ModelFallback`).
+  let calls = 0;
+  const routedKit = await startKit({
+    agents: [defineAgent({ name: 'routed', model: ['sc:first', 'other:second'] })],
+    model: new ScriptedModel({
+      routed: () =>
+        ++calls === 1 ? { error: { status: 429, message: 'rate limited' } } : 'served by the second',
+    }),
+    worker: { models: { sc: { perSecond: 100 } } },
+    turnSettings: { maxProviderAttempts: 1 },
+  });
+  const run = await routedKit.client.run('routed', 'record routed');
+  await run.result();
+  const history = await routedKit.client.temporal.workflow.getHandle(run.workflowId).fetchHistory();
+  writeFileSync(
+    new URL('../test/fixtures/histories/routed.json', import.meta.url),
+    `${historyToJSON(history)}\n`,
+  );
+  console.log(`recorded routed: ${history.events?.length} events`);
+  await routedKit.stop();
+}
 await kit.stop();
 await plain.close();

@@ -118,6 +118,7 @@ export type { ProviderConfig } from './models/providers.js';
 export { ProviderRegistryModel } from './models/provider-registry.js';
 export type { ProviderMap, ProviderRegistryModelOptions } from './models/provider-registry.js';
 export type { Cost, CostConfig, CostRates } from './models/cost.js';
+export type { ModelChoice } from './models/model-chain.js';
 export { AiSdkImageModel } from './models/image.js';
 export type {
   AiSdkImageModelOptions,

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { ArgumentError, ConfigError } from '../errors.js';
 import type { ModelClient, Thinking } from '../models/types.js';
+import type { ModelChoice } from '../models/model-chain.js';
+import { optionalModelChain } from '../models/model-chain.js';
 import type { Json, JsonObject } from '../store/types.js';
 import { DEFAULT_LIMITS, globalDefaults } from '../config.js';
 import type { ContextContributor, PromptSectionEntry, SystemPromptOption } from './prompt.js';
@@ -42,8 +44,12 @@ export interface AgentOptions {
   name: string;
   description?: string;
   instructions?: string;
-  /** Model id handed to the model client; falls back to the runtime's default model. */
-  model?: string;
+  /**
+   * Model id handed to the model client, or a fallback chain of ids (the next serves a step
+   * once the one before has used up its attempts on retryable provider errors); falls back
+   * to the runtime's default model.
+   */
+  model?: ModelChoice;
   tools?: readonly ToolDefinition[];
   subAgents?: readonly Agent[];
   /** Autonomous orchestrator: prepends the orchestrator preamble, defaults to task mode. */
@@ -80,7 +86,7 @@ export interface AgentOptions {
    */
   outputPolicy?: OutputPolicyOption | readonly OutputPolicyOption[] | null;
   /** The judges' model when a policy names none (else the runtime's, else the turn's model). */
-  outputPolicyModel?: string;
+  outputPolicyModel?: ModelChoice;
   /** The judges' thinking when a policy sets none (else the runtime's, else `{effort: 'low'}`). */
   outputPolicyThinking?: Thinking | null;
   /** `fail` (default): dirty output fails the turn. `report`: completes with the audit. */
@@ -95,7 +101,10 @@ export interface Agent {
   readonly name: string;
   readonly description: string;
   readonly instructions: string;
+  /** The first model of the agent's chain. */
   readonly model: string | undefined;
+  /** The agent's whole chain (`model` first), when it names one. */
+  readonly models: readonly string[] | undefined;
   readonly tools: readonly ToolDefinition[];
   readonly subAgents: readonly Agent[];
   readonly orchestrator: boolean;
@@ -115,7 +124,7 @@ export interface Agent {
   readonly outputJsonSchema: JsonObject | undefined;
   readonly outputConstraints: readonly OutputConstraint[];
   readonly outputPolicies: readonly OutputPolicy[];
-  readonly outputPolicyModel: string | undefined;
+  readonly outputPolicyModel: readonly string[] | undefined;
   readonly outputPolicyThinking: Thinking | null | undefined;
   readonly outputPolicyMode: 'fail' | 'report';
   readonly outputRetries: number;
@@ -260,11 +269,13 @@ export function defineAgent(options: AgentOptions): Agent {
     throw new ArgumentError(`agent ${name}: promptBehavior must be a string`);
   const outputJsonSchema = options.outputSchema ? schemaToJson(options.outputSchema) : undefined;
   const policies = resolveOutputPolicies(name, options.outputPolicy);
+  const models = optionalModelChain(options.model, `agent ${name}: model`);
   return Object.freeze({
     name,
     description: options.description ?? '',
     instructions: options.instructions ?? '',
-    model: options.model,
+    model: models?.[0],
+    models,
     tools: Object.freeze(tools),
     subAgents: Object.freeze(subAgents),
     orchestrator: options.orchestrator ?? false,
@@ -289,7 +300,7 @@ export function defineAgent(options: AgentOptions): Agent {
     outputJsonSchema,
     outputConstraints: Object.freeze([...(options.outputConstraints ?? []), ...policies.constraints]),
     outputPolicies: Object.freeze(policies.policies),
-    outputPolicyModel: options.outputPolicyModel,
+    outputPolicyModel: optionalModelChain(options.outputPolicyModel, `agent ${name}: outputPolicyModel`),
     outputPolicyThinking: options.outputPolicyThinking,
     outputPolicyMode: mode,
     outputRetries,

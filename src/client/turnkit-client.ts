@@ -7,6 +7,7 @@ import {
 import type { z } from 'zod';
 import type { Agent, PromptMode } from '../agents/agent.js';
 import type { ModelClient, Thinking } from '../models/types.js';
+import type { ModelChoice } from '../models/model-chain.js';
 import type { ManualCompactionOptions } from '../engine/model/compaction.js';
 import { compactConversation } from '../engine/model/compaction.js';
 import type { MediaInput, MediaPart } from '../models/media.js';
@@ -77,7 +78,7 @@ export interface TurnKitClientOptions {
   address?: string;
   namespace?: string;
   taskQueue?: string;
-  defaultModel?: string;
+  defaultModel?: ModelChoice;
   /** Activity timeouts and retries of every turn this client starts. */
   turnSettings?: TurnSettings;
   /** The same policy the workers use: checked before this client writes anything. */
@@ -127,7 +128,8 @@ export interface RunOptions extends TurnOptions {
   principal?: Json;
   /** Run context, copied on write, rendered to the model as untrusted data. */
   context?: JsonObject;
-  model?: string;
+  /** This run's model, or fallback chain (the first is stored as the turn's `model`). */
+  model?: ModelChoice;
   subject?: SubjectInput;
   metadata?: JsonObject;
   /** Attach this run to another run's tree: shared budget, usage and cost (CORE-07). */
@@ -301,7 +303,12 @@ export class TurnKitClient {
       });
     }
     const turn = await this.store.atomic(conversationId, async () => {
-      await this.#createConversation(conversationId, resolved, options);
+      // A conversation keeps one model (its column); a run's chain rides with its turn only.
+      const { model, ...rest } = options;
+      await this.#createConversation(conversationId, resolved, {
+        ...rest,
+        ...(typeof model === 'string' ? { model } : {}),
+      });
       const message = await this.store.appendMessage({
         conversationId,
         role: 'user',

@@ -310,6 +310,8 @@ export interface TurnConsoleState {
   iteration: number;
   maxIterations: number | null;
   modelCalls: number;
+  /** The model that served the last model step (a fallback chain's later model, when it did). */
+  model?: string | null;
   runningTools: string[];
   /** e.g. "model call 2 → 3 tool calls", "tool lookup completed". */
   lastStep: string | null;

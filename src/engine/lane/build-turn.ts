@@ -3,6 +3,8 @@ import type { Agent, PromptMode } from '../../agents/agent.js';
 import { limitsToJson, resolvePromptMode, resolveThinking, schemaToJson } from '../../agents/agent.js';
 import { ArgumentError } from '../../errors.js';
 import type { Thinking } from '../../models/types.js';
+import type { ModelChoice } from '../../models/model-chain.js';
+import { modelChain } from '../../models/model-chain.js';
 import { jsonCopy, nowIso } from '../../store/records.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 
@@ -13,7 +15,8 @@ export interface BuildTurnOptions {
   principal?: Json;
   /** Run context; absent → the conversation's stored context. */
   context?: JsonObject;
-  model?: string;
+  /** The turn's model or fallback chain; absent → the conversation's model, else the agent's chain. */
+  model?: ModelChoice;
   promptMode?: PromptMode;
   /** Thinking for this turn; `null` turns it off. Absent → the agent's. */
   thinking?: Thinking | null;
@@ -78,6 +81,14 @@ export async function buildTurn(
     turnOptions['prompt_mode'] = resolvePromptMode('turn', options.promptMode)!;
   if (options.callbackConversationId)
     turnOptions['callback_conversation_id'] = options.callbackConversationId;
+  // The chain's first model is the turn's `model`; the rest ride with its options (decision 42).
+  const models =
+    options.model !== undefined
+      ? modelChain(options.model, 'model')
+      : conversation.model
+        ? [conversation.model]
+        : agent.models;
+  if (models && models.length > 1) turnOptions['fallback_models'] = [...models.slice(1)];
   return store.createTurn({
     ...(options.id ? { id: options.id } : {}),
     conversationId,
@@ -92,7 +103,7 @@ export async function buildTurn(
       : options.rootTurnId
         ? { rootTurnId: options.rootTurnId }
         : {}),
-    model: options.model ?? conversation.model ?? agent.model ?? null,
+    model: models?.[0] ?? null,
     options: turnOptions,
     submittedAt: options.submit || lineage ? nowIso() : null,
   });
