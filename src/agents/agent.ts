@@ -18,6 +18,7 @@ import type { OutputConstraint, OutputPolicy, OutputPolicyOption } from './outpu
 import { resolveOutputPolicies } from './output-policy.js';
 import type { ToolDefinition } from './tool.js';
 import { buildTool } from './tool.js';
+import { isToolInputSchema } from './tool-input.js';
 
 export type { OutputConstraint, OutputViolation } from './output-policy.js';
 
@@ -184,7 +185,7 @@ function isToolDefinition(value: unknown): value is ToolDefinition {
     typeof value === 'object' &&
     typeof (value as ToolDefinition).name === 'string' &&
     typeof (value as ToolDefinition).execute === 'function' &&
-    (value as ToolDefinition).input instanceof z.ZodObject
+    isToolInputSchema((value as ToolDefinition).input)
   );
 }
 
@@ -217,7 +218,7 @@ function agentTools(
   effectiveTools.forEach((tool, index) => {
     if (!isToolDefinition(tool))
       throw new ArgumentError(
-        `agent ${name}: tool ${index} of a skill is not a tool (build tools with defineTool)`,
+        `agent ${name}: tool ${index} of a skill is not a tool (build tools with defineTool or aiSdkTools)`,
       );
   });
   const seen = new Set<string>();
@@ -236,9 +237,14 @@ export function defineAgent(options: AgentOptions): Agent {
   const name = options.name;
   const tools = [...(options.tools ?? [])];
   tools.forEach((tool, index) => {
-    if (!isToolDefinition(tool)) {
-      throw new ArgumentError(`agent ${name}: tools[${index}] is not a tool (build tools with defineTool)`);
-    }
+    if (isToolDefinition(tool)) return;
+    // An AI SDK `tool()` has no name of its own: its name is its key in a tool set.
+    const sdkTool = tool !== null && typeof tool === 'object' && 'inputSchema' in tool;
+    throw new ArgumentError(
+      `agent ${name}: tools[${index}] is not a tool (build tools with defineTool` +
+        (sdkTool ? '; pass AI SDK tools as aiSdkTools({ name: tool })' : ' or aiSdkTools') +
+        ')',
+    );
   });
   const inheritGlobals = options.inheritGlobals ?? true;
   if (typeof inheritGlobals !== 'boolean')
