@@ -47,7 +47,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function cpuSeconds(pid: number | 'self', children: boolean): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+    const fields = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number);
     // Fields 14–17 of proc(5) (utime, stime, cutime, cstime) are 11–14 here, in clock ticks.
     const ticks = fields[11]! + fields[12]! + (children ? fields[13]! + fields[14]! : 0);
     return ticks / 100;
@@ -65,7 +68,10 @@ function cpuMeter() {
           try {
             const comm = readFileSync(`/proc/${d}/comm`, 'utf8').trim();
             const parent = Number(readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
-            return comm === name && (name !== 'postgres' || readFileSync(`/proc/${parent}/comm`, 'utf8').trim() !== 'postgres');
+            return (
+              comm === name &&
+              (name !== 'postgres' || readFileSync(`/proc/${parent}/comm`, 'utf8').trim() !== 'postgres')
+            );
           } catch {
             return false;
           }

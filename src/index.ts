@@ -31,6 +31,9 @@ export { checkOutputPolicy } from './engine/output/check-output-policy.js';
 export type { CheckOutputPolicyOptions } from './engine/output/check-output-policy.js';
 export type { OutputAudit } from './engine/output/violations.js';
 export { defineTool } from './agents/tool.js';
+export { aiSdkTools } from './agents/ai-sdk-tools.js';
+export type { AiSdkToolOptions, AiSdkToolsOptions } from './agents/ai-sdk-tools.js';
+export type { ToolInputSchema } from './agents/tool-input.js';
 export { imageTool, IMAGE_MAX_BYTES } from './agents/image-tool.js';
 export { viewMediaTool } from './agents/view-media-tool.js';
 export type { MediaFetch, ViewMediaResult, ViewMediaToolOptions } from './agents/view-media-tool.js';
@@ -39,6 +42,7 @@ export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordina
 export type { LaunchAgentTool } from './agents/coordination.js';
 export type {
   AfterResultsMessage,
+  CallHistory,
   ToolContext,
   ToolDefinition,
   ToolOptions,

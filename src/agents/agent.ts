@@ -20,6 +20,7 @@ import type { OutputConstraint, OutputPolicy, OutputPolicyOption } from './outpu
 import { resolveOutputPolicies } from './output-policy.js';
 import type { ToolDefinition } from './tool.js';
 import { buildTool } from './tool.js';
+import { isToolInputSchema } from './tool-input.js';
 
 export type { OutputConstraint, OutputViolation } from './output-policy.js';
 
@@ -193,7 +194,7 @@ function isToolDefinition(value: unknown): value is ToolDefinition {
     typeof value === 'object' &&
     typeof (value as ToolDefinition).name === 'string' &&
     typeof (value as ToolDefinition).execute === 'function' &&
-    (value as ToolDefinition).input instanceof z.ZodObject
+    isToolInputSchema((value as ToolDefinition).input)
   );
 }
 
@@ -226,7 +227,7 @@ function agentTools(
   effectiveTools.forEach((tool, index) => {
     if (!isToolDefinition(tool))
       throw new ArgumentError(
-        `agent ${name}: tool ${index} of a skill is not a tool (build tools with defineTool)`,
+        `agent ${name}: tool ${index} of a skill is not a tool (build tools with defineTool or aiSdkTools)`,
       );
   });
   const seen = new Set<string>();
@@ -243,12 +244,7 @@ export function defineAgent(options: AgentOptions): Agent {
     throw new ArgumentError('an agent needs a non-empty name');
   }
   const name = options.name;
-  const tools = [...(options.tools ?? [])];
-  tools.forEach((tool, index) => {
-    if (!isToolDefinition(tool)) {
-      throw new ArgumentError(`agent ${name}: tools[${index}] is not a tool (build tools with defineTool)`);
-    }
-  });
+  const tools = checkedTools(name, options.tools);
   const inheritGlobals = options.inheritGlobals ?? true;
   if (typeof inheritGlobals !== 'boolean')
     throw new ArgumentError(`agent ${name}: inheritGlobals must be a boolean`);
@@ -314,6 +310,22 @@ export function defineAgent(options: AgentOptions): Agent {
     skillTools,
     effectiveTools: Object.freeze(effectiveTools),
   });
+}
+
+/** The agent's own tools, each a TurnKit tool (an AI SDK `tool()` goes through `aiSdkTools`). */
+function checkedTools(name: string, given: AgentOptions['tools']): ToolDefinition[] {
+  const tools = [...(given ?? [])];
+  tools.forEach((tool, index) => {
+    if (isToolDefinition(tool)) return;
+    // An AI SDK `tool()` has no name of its own: its name is its key in a tool set.
+    const sdkTool = tool !== null && typeof tool === 'object' && 'inputSchema' in tool;
+    throw new ArgumentError(
+      `agent ${name}: tools[${index}] is not a tool (build tools with defineTool` +
+        (sdkTool ? '; pass AI SDK tools as aiSdkTools({ name: tool })' : ' or aiSdkTools') +
+        ')',
+    );
+  });
+  return tools;
 }
 
 /** The JSON Schema (draft 7) of a zod schema, as a model sees it. */

@@ -4,16 +4,16 @@
  */
 import { globalDefaults } from '../config.js';
 import { APICallError } from '@ai-sdk/provider';
-import type { LanguageModel, ModelMessage as SdkMessage } from 'ai';
+import type { LanguageModel } from 'ai';
 import { generateText, jsonSchema, Output, streamText } from 'ai';
 import { ConfigError, ModelAccessError, ModelError } from '../errors.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
-import type { ModelMedia } from './media.js';
+import { toAiSdkMessages } from './ai-sdk-messages.js';
 import { cacheCallOptions, sdkTools, systemMessages } from './prompt-cache.js';
+import type { ModelCallOptions, ModelClient, ModelRequest, ModelResult } from './types.js';
 
 /** How long one model call may take, unless `timeoutMs` says otherwise. */
 const DEFAULT_TIMEOUT_MS = 10 * 60_000;
-import type { ModelCallOptions, ModelClient, ModelMessage, ModelRequest, ModelResult } from './types.js';
 
 export interface AiSdkModelOptions {
   /** Builds the SDK model for a model id, e.g. `(id) => createOpenAI({ apiKey }).chat(id)`. */
@@ -44,61 +44,6 @@ export interface AiSdkModelOptions {
    * (`streamText`); default true. False: `generateText`, and the run streams whole steps.
    */
   stream?: boolean;
-}
-
-function toSdkMessages(messages: readonly ModelMessage[]): SdkMessage[] {
-  return messages.map((message): SdkMessage => {
-    if (message.role === 'tool') {
-      return {
-        role: 'tool',
-        content: [
-          {
-            type: 'tool-result',
-            toolCallId: message.toolCallId,
-            toolName: message.toolName,
-            output: { type: 'text', value: message.content },
-          },
-        ],
-      };
-    }
-    if (message.role === 'assistant' && message.toolCalls?.length) {
-      return {
-        role: 'assistant',
-        content: [
-          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
-          ...message.toolCalls.map((call) => ({
-            type: 'tool-call' as const,
-            toolCallId: call.id,
-            toolName: call.name,
-            input: call.arguments,
-          })),
-        ],
-      };
-    }
-    if (message.role === 'user' && message.media?.length) {
-      return {
-        role: 'user',
-        content: [
-          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
-          ...message.media.map(sdkMediaPart),
-        ],
-      };
-    }
-    return { role: message.role, content: message.content } as SdkMessage;
-  });
-}
-
-/** An image as the SDK's image part, anything else as its file part: bytes (base64) or a URL. */
-function sdkMediaPart(media: ModelMedia) {
-  const content = media.data ?? new URL(media.url!);
-  return media.kind === 'image'
-    ? { type: 'image' as const, image: content, mediaType: media.mediaType }
-    : {
-        type: 'file' as const,
-        data: content,
-        mediaType: media.mediaType,
-        ...(media.filename ? { filename: media.filename } : {}),
-      };
 }
 
 /** The language-model specifications `ai@7` runs, and the AI SDK major that introduced each. */
@@ -262,7 +207,7 @@ export class AiSdkModel implements ModelClient {
     const timeout = AbortSignal.timeout(this.#options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const call = {
       model,
-      messages: [...systemMessages(request, cache), ...toSdkMessages(request.messages)],
+      messages: [...systemMessages(request, cache), ...toAiSdkMessages(request.messages)],
       allowSystemInMessages: true,
       ...(request.tools.length ? { tools: sdkTools(request, cache), toolChoice: 'auto' as const } : {}),
       ...(request.outputSchema
