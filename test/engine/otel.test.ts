@@ -52,6 +52,7 @@ const agents = [
   defineAgent({ name: 'traced', tools: [lookup] }),
   defineAgent({ name: 'retried', tools: [flaky] }),
   defineAgent({ name: 'slowpoke' }),
+  defineAgent({ name: 'falling', model: ['p:first', 'p:second'] }),
 ];
 const model = () =>
   new ScriptedModel({
@@ -67,6 +68,8 @@ const model = () =>
       { toolCalls: [{ name: 'flaky', arguments: {} }] },
       'done',
     ],
+    // The first model of its chain is overloaded: the second serves the step (issue 30).
+    falling: [{ error: { status: 529, message: 'overloaded' } }, 'served by the second'],
     // Outlives its attempt's timeout, as a call on a dead worker would; the retry answers.
     slowpoke: [{ text: 'too late', delayMs: 8_000 }, 'on time'],
   });
@@ -207,6 +210,24 @@ describe.skipIf(!(await requireTemporal()))('otel', () => {
     const tools = named(spans, 'RunActivity:toolCall');
     expect(tools).toHaveLength(2);
     expect(tools.filter((span) => span.status.code === SpanStatusCode.ERROR)).toHaveLength(1);
+  });
+
+  it('gateway: the model that served a fallen-over step names its span; the failed model names its own', async () => {
+    const strict = new TurnKitClient({
+      store,
+      agents: new AgentRegistry(agents),
+      temporal: await connectClient(),
+      taskQueue: client.taskQueue,
+      tracing,
+      turnSettings: { maxProviderAttempts: 1 },
+    });
+    const turn = await (await strict.run('falling', 'Answer.')).result();
+    expect(turn.status).toBe('completed');
+    const spans = await traceOf(turn.id, (all) => named(all, 'chat').length === 2);
+    const chats = named(spans, 'chat');
+    expect(chats.map((span) => span.name)).toEqual(['chat p:first', 'chat p:second']);
+    expect(chats.map((span) => span.status.code)).toEqual([SpanStatusCode.ERROR, SpanStatusCode.OK]);
+    expect(chats[1]!.attributes['gen_ai.request.model']).toBe('p:second');
   });
 
   it('otel: an attempt that timed out is a failed span, not a missing one, and its retry a successful one', async () => {

@@ -57,8 +57,10 @@ export async function runModelStep(
   // One span per model call (a no-op without tracing); a failed attempt ends it failed.
   let served: string | undefined;
   const cost = await runtime.telemetry.span('chat', modelSpanStart(step.turn, input.step), async (span) => {
-    const { request, result, deltas } = await callModel(step, depth, hooks, input);
-    span.rename(`chat ${request.model}`);
+    // Named for the model asked before the call, so a failed attempt's span names it too.
+    const { request, result, deltas } = await callModel(step, depth, hooks, input, (model) =>
+      span.rename(`chat ${model}`),
+    );
     served = request.model;
     span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(step.agent), request, result));
     const persisted = await persistResponse(step, input.step, request, result, deltas);
@@ -105,6 +107,7 @@ async function callModel(
   depth: number,
   hooks: ModelStepHooks,
   input: ModelStepInput,
+  asking: (model: string) => void,
 ): Promise<{ request: ModelRequest; result: ModelResult; deltas: NewStreamPart[] }> {
   const { runtime, agent, turn } = step;
   const chain = runtime.modelsFor(agent, turn);
@@ -117,6 +120,7 @@ async function callModel(
     depth,
     serving.model,
   );
+  asking(request.model);
   // The live stream opens this attempt's step with the event, in one transaction; the
   // attempt's deltas are then batched into the store (never into history).
   const requested = turnEvent('model.requested', {
