@@ -3,6 +3,8 @@ import { ArgumentError, ConfigError } from '../errors.js';
 import type { ModelClient, Thinking } from '../models/types.js';
 import type { Json, JsonObject } from '../store/types.js';
 import { DEFAULT_LIMITS, globalDefaults } from '../config.js';
+import type { PostPolicy } from '../contract/post-request.js';
+import { POST_POLICIES } from '../contract/post-request.js';
 import type { ContextContributor, PromptSectionEntry, SystemPromptOption } from './prompt.js';
 import {
   resolveContributors,
@@ -89,6 +91,11 @@ export interface AgentOptions {
   outputRetries?: number;
   /** Model client for this agent; otherwise the worker's default client. */
   client?: ModelClient;
+  /**
+   * What `conversation.post` does when the conversation is busy, unless the post says
+   * (`queue`, `steer`, `interrupt`, `reject`); default `queue` (decision 41).
+   */
+  postPolicy?: PostPolicy;
 }
 
 export interface Agent {
@@ -120,6 +127,8 @@ export interface Agent {
   readonly outputPolicyMode: 'fail' | 'report';
   readonly outputRetries: number;
   readonly client: ModelClient | undefined;
+  /** The default policy of a post to a busy conversation of this agent. */
+  readonly postPolicy: PostPolicy;
   /** The effective compaction policy (defaults ⊕ global ⊕ agent), or null when disabled. */
   readonly compaction: CompactionPolicy | null;
   /** Always in the prompt (their tools always offered). */
@@ -260,6 +269,9 @@ export function defineAgent(options: AgentOptions): Agent {
     throw new ArgumentError(`agent ${name}: promptBehavior must be a string`);
   const outputJsonSchema = options.outputSchema ? schemaToJson(options.outputSchema) : undefined;
   const policies = resolveOutputPolicies(name, options.outputPolicy);
+  const postPolicy = options.postPolicy ?? 'queue';
+  if (!POST_POLICIES.includes(postPolicy))
+    throw new ArgumentError(`agent ${name}: postPolicy must be one of ${POST_POLICIES.join(', ')}`);
   return Object.freeze({
     name,
     description: options.description ?? '',
@@ -294,6 +306,7 @@ export function defineAgent(options: AgentOptions): Agent {
     outputPolicyMode: mode,
     outputRetries,
     client: options.client,
+    postPolicy,
     compaction: layerCompaction([
       globals?.compaction,
       checkCompactionSetting(`agent ${name}`, options.compaction),
