@@ -1,7 +1,7 @@
 /**
  * The conversation inbox on the lane's side: the `post` Update (decision 41). Its validator
  * checks the payload; its handler applies one post at a time, in the order the lane accepted
- * them, through the `acceptPost` activity, which does the store's part and whatever the
+ * them, through the `acceptPost` local activity, which does the store's part and whatever the
  * policy needs of the running turn (a steer Update, a cancel signal): a workflow cannot send
  * an Update, and an activity gets the steer's answer (accepted, or too late: then it queues).
  */
@@ -9,7 +9,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   condition,
-  proxyActivities,
+  proxyLocalActivities,
   setHandler,
 } from '@temporalio/workflow';
 import type { PostReceipt } from '../contract/post-request.js';
@@ -17,8 +17,10 @@ import { parsePostRequest } from '../contract/post-request.js';
 import type { LaneWorkflowInput, TurnActivities } from './contract.js';
 import { postUpdate } from './contract.js';
 
-// A caller waits on the Update: a post that fails for good says so in seconds, not minutes.
-const activities = proxyActivities<Pick<TurnActivities, 'acceptPost'>>({
+// A caller waits on the Update: a local activity, so that the post is decided in the workflow
+// task that accepted it (no activity task to match and no second workflow task: decision 41),
+// and one that fails for good says so in seconds, not minutes.
+const activities = proxyLocalActivities<Pick<TurnActivities, 'acceptPost'>>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds', maximumAttempts: 8 },
 });
