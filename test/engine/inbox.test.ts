@@ -262,6 +262,18 @@ describe('inbox: conversation.post', () => {
     const next = await (await kit.client.handle(receipt.turnId!)).result();
     expect((await kit.store.loadTurn(first.turnId!)).status).toBe('cancelled');
     expect(next.outputText).toBe('seen: tools:i1 | stop, do this instead');
+    // Posted before the cancel closed the calls (stored between a call and its result), the
+    // model reads it after their results.
+    const stored = await conversation.messages();
+    const posted = stored.find((m) => m.id === receipt.messageId)!;
+    expect(stored.some((m) => m.kind === 'tool_result' && m.sequence > posted.sequence)).toBe(true);
+    const request = model
+      .callsFor('inbox')
+      .map((c) => c.request)
+      .find((r) => r.metadata.turnId === next.id)!;
+    const roles = request.messages.map((m) => m.role);
+    expect(roles.filter((role) => role === 'tool')).toHaveLength(2);
+    expect(roles.lastIndexOf('tool')).toBeLessThan(roles.lastIndexOf('user'));
     await oneResultPerCall(kit.store, conversation.id);
     expect(await conversation.inputStatus('int-1')).toMatchObject({
       turnId: next.id,
