@@ -10,7 +10,7 @@
 import type { PostPolicy, PostReceipt, PostRequest } from '../../contract/post-request.js';
 import { postUpdateId } from '../../contract/post-request.js';
 import type { Agent } from '../../agents/agent.js';
-import { ConversationBusyError, InputError } from '../../errors.js';
+import { ConversationBusyError, InputError, StoreError } from '../../errors.js';
 import { mediaPart } from '../../models/media.js';
 import { occupiesLane } from '../../store/records.js';
 import type { DeliveryRecord, MessageRecord, TurnRecord } from '../../store/types.js';
@@ -32,6 +32,8 @@ import {
 
 /** How long an interrupting post waits for the turns it cancelled before it names the next turn. */
 const INTERRUPT_WAIT_MS = 15_000;
+/** Looks at the lane before a post gives up (each one lost a race to a turn that started or ended). */
+const MAX_LOOKS = 10;
 
 interface Post {
   context: RepairContext;
@@ -59,7 +61,11 @@ export async function acceptPost(
   const { verified } = await authorizePost(context.runtime, conversationId, request, policy);
   const post: Post = { context, conversationId, request, agent, verified };
   // The lane may move between the look and the write: then the post is decided again.
-  for (;;) {
+  for (let looks = 0; ; looks++) {
+    if (looks === MAX_LOOKS)
+      throw new StoreError(`conversation ${conversationId} kept changing while a post was decided`, {
+        retryable: true,
+      });
     const lane = (await store.listTurns({ conversationId, status: [...LANE_TURN_STATUSES] })).filter((turn) =>
       occupiesLane(turn, true),
     );
