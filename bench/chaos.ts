@@ -15,7 +15,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -38,6 +38,64 @@ const PG_URL = process.env['TURNKIT_TEST_DATABASE_URL'] ?? 'postgres://postgres@
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
 const script = fileURLToPath(new URL('../test/fixtures/chaos-worker.ts', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * CPU seconds a process used, itself and (with `children`) its reaped children: the bench
+ * reaps its workers, so their CPU lands in its own cutime/cstime; the PostgreSQL postmaster
+ * reaps its backends. Undefined where /proc does not say.
+ */
+function cpuSeconds(pid: number | 'self', children: boolean): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number);
+    // Fields 14–17 of proc(5) (utime, stime, cutime, cstime) are 11–14 here, in clock ticks.
+    const ticks = fields[11]! + fields[12]! + (children ? fields[13]! + fields[14]! : 0);
+    return ticks / 100;
+  } catch {
+    return undefined;
+  }
+}
+/** Whose CPU a chaos run spent: the dev server, PostgreSQL, the workers, the bench client. */
+function cpuMeter() {
+  const pidOf = (name: string) =>
+    Number(
+      readdirSync('/proc')
+        .filter((d) => /^\d+$/.test(d))
+        .find((d) => {
+          try {
+            const comm = readFileSync(`/proc/${d}/comm`, 'utf8').trim();
+            const parent = Number(readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+            return (
+              comm === name &&
+              (name !== 'postgres' || readFileSync(`/proc/${parent}/comm`, 'utf8').trim() !== 'postgres')
+            );
+          } catch {
+            return false;
+          }
+        }) ?? NaN,
+    );
+  const temporalPid = pidOf('temporal');
+  const postgresPid = pidOf('postgres');
+  const read = () => ({
+    temporal: Number.isFinite(temporalPid) ? cpuSeconds(temporalPid, true) : undefined,
+    postgres: Number.isFinite(postgresPid) ? cpuSeconds(postgresPid, true) : undefined,
+    workers: cpuSeconds('self', true)! - cpuSeconds('self', false)!,
+    bench: cpuSeconds('self', false),
+  });
+  const before = read();
+  return () => {
+    const after = read();
+    return Object.fromEntries(
+      Object.entries(after).map(([k, v]) => {
+        const b = before[k as keyof typeof before];
+        return [k, v === undefined || b === undefined ? null : Math.round(v - b)];
+      }),
+    );
+  };
+}
 
 interface Spawned {
   child: ChildProcess;
@@ -266,6 +324,7 @@ async function historyBreakdown(temporal: Client, runs: RunHandle[], sample = 25
 async function chaos(backend: string, temporal: Client): Promise<Record<string, unknown>> {
   const started = performance.now();
   const load = loadavg()[0]!;
+  const cpu = cpuMeter();
   const dir = mkdtempSync(join(tmpdir(), `turnkit-chaos-bench-${backend}-`));
   const schema = `chaos_${Date.now().toString(36)}`;
   const url = backend === 'sqlite' ? join(dir, 'turnkit.sqlite') : `${PG_URL}?schema=${schema}`;
@@ -351,6 +410,7 @@ async function chaos(backend: string, temporal: Client): Promise<Record<string, 
     workerStartMaxMs: Math.round(Math.max(0, ...starts.filter(Number.isFinite))),
     load1AtStart: load,
     load1AtEnd: loadavg()[0],
+    cpuSeconds: cpu(),
     ...(sampler ? { pg: await sampler.stop() } : {}),
     rootHistories: await historyBreakdown(temporal, runs),
     errors: Object.fromEntries(errors),

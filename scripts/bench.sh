@@ -18,6 +18,7 @@ BENCH_CANCEL_DELIVERY=heartbeat npx tsx bench/cancel-bench.ts
 npx tsx bench/long-conversation-bench.ts
 npx tsx bench/recovery-bench.ts
 npx tsx bench/stream-bench.ts
+npx tsx bench/gateway-bench.ts
 # The comparison with @temporalio/ai-sdk: its own package (it pins @temporalio/* 1.23.0).
 if [[ ! -d bench/peer-ai-sdk/node_modules || bench/peer-ai-sdk/package-lock.json -nt bench/peer-ai-sdk/node_modules/.package-lock.json ]]; then
   (cd bench/peer-ai-sdk && npm ci --no-audit --no-fund)

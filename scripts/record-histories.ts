@@ -1,5 +1,6 @@
 /**
- * Records the turn workflow's histories that CI replays (test/workflows/replay.test.ts).
+ * Records the workflow histories that CI replays (test/workflows/replay.test.ts): turns, the
+ * lane, a schedule's firings.
  * Re-record only on purpose: a change that breaks replay of a released history needs
  * `patched()`. Run with the dev server up: `npx tsx scripts/record-histories.ts [name ...]`
  * (no names: all of them; give names to add a new history without re-recording the others).
@@ -342,6 +343,68 @@ if (wanted('querybusy')) {
   clearInterval(storm);
   console.log(`querybusy: ${answered} query pairs answered`);
   await save('querybusy', second.workflowId);
+}
+if (wanted('routed')) {
+  // Decision 43: a provider's model calls on a queue of their own (the claim's `modelRoute`),
+  // and a chain that falls over from that queue to the turn's own (`ModelFallback`).
+  let calls = 0;
+  const routedKit = await startKit({
+    agents: [defineAgent({ name: 'routed', model: ['sc:first', 'other:second'] })],
+    model: new ScriptedModel({
+      routed: () =>
+        ++calls === 1 ? { error: { status: 429, message: 'rate limited' } } : 'served by the second',
+    }),
+    worker: { models: { sc: { perSecond: 100 } } },
+    turnSettings: { maxProviderAttempts: 1 },
+  });
+  const run = await routedKit.client.run('routed', 'record routed');
+  await run.result();
+  const history = await routedKit.client.temporal.workflow.getHandle(run.workflowId).fetchHistory();
+  writeFileSync(
+    new URL('../test/fixtures/histories/routed.json', import.meta.url),
+    `${historyToJSON(history)}\n`,
+  );
+  console.log(`recorded routed: ${history.events?.length} events`);
+  await routedKit.stop();
+}
+// A schedule's firing (issue 31): its activity writes the turn, the turn runs as its child.
+// `scheduled-cancelled`: under `cancel_other`, a second trigger cancels the firing while its
+// turn awaits an approval (the cancel activity, then the child's end).
+const firingOf = async (schedule: Awaited<ReturnType<typeof kit.client.schedule>>, index: number) => {
+  await until(async () => (await schedule.describe()).recentFirings.length > index);
+  return (await schedule.describe()).recentFirings[index]!.workflowId;
+};
+if (wanted('scheduled')) {
+  const schedule = await kit.client.schedule('laned', 'record a firing', {
+    id: `record-${Date.now().toString(36)}`,
+    cron: '0 0 1 1 *',
+  });
+  await schedule.trigger();
+  const firing = await firingOf(schedule, 0);
+  await kit.client.temporal.workflow.getHandle(firing).result();
+  await save('scheduled', firing);
+  await schedule.delete();
+}
+if (wanted('scheduled-cancelled')) {
+  const schedule = await kit.client.schedule('approved', 'record a cancelled firing', {
+    id: `record-cancel-${Date.now().toString(36)}`,
+    cron: '0 0 1 1 *',
+    overlap: 'cancel_other',
+  });
+  await schedule.trigger();
+  const firing = await firingOf(schedule, 0);
+  const turns = async () => (await schedule.runs()).length;
+  await until(async () => (await turns()) === 1);
+  const [first] = await schedule.runs();
+  await until(async () => (await first!.pendingApprovals()).length === 1);
+  await schedule.trigger();
+  await kit.client.temporal.workflow.getHandle(firing).result();
+  await save('scheduled-cancelled', firing);
+  await until(async () => (await turns()) === 2);
+  const [second] = (await schedule.runs()).filter((run) => run.turnId !== first!.turnId);
+  await schedule.delete();
+  await second!.cancel();
+  await second!.result();
 }
 await kit.stop();
 await plain.close();

@@ -10,10 +10,15 @@ import type { CompactionSetting } from './agents/compaction-policy.js';
 import { checkCompactionSetting } from './agents/compaction-policy.js';
 import type { Skill } from './agents/skill.js';
 import { ArgumentError } from './errors.js';
+import type { ModelChoice } from './models/model-chain.js';
+import { modelChain } from './models/model-chain.js';
 
 export interface TurnKitDefaults {
-  /** Model id when agent, conversation and turn name none (`claude-sonnet-4-5`). */
-  defaultModel: string;
+  /**
+   * Model id, or fallback chain of ids, when agent, conversation and turn name none
+   * (`claude-sonnet-4-5`).
+   */
+  defaultModel: ModelChoice;
   /** Budget limits agents start from. */
   limits: BudgetLimits;
   /** Prompt sections for `full` and `task` mode when an agent gives none. */
@@ -86,8 +91,7 @@ export function configure(settings: TurnKitConfiguration): TurnKitDefaults {
   resolveContributors('configure', next.contextContributors);
   if (typeof next.promptCache !== 'boolean')
     throw new ArgumentError('configure: promptCache must be a boolean');
-  if (typeof next.defaultModel !== 'string' || next.defaultModel === '')
-    throw new ArgumentError('configure: defaultModel must be a non-empty string');
+  next.defaultModel = modelChain(next.defaultModel, 'configure: defaultModel');
   current = Object.freeze(next);
   return current;
 }

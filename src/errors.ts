@@ -39,15 +39,35 @@ export class StreamCursorError extends ArgumentError {}
 export class ModelError extends TurnKitError {
   readonly status: number | undefined;
   override readonly retryable: boolean;
+  /** How long the provider asked to wait (`retry-after-ms`, `retry-after`), when it said. */
+  readonly retryAfterMs: number | undefined;
+  /** The model id the failed call asked for, when known. */
+  readonly model: string | undefined;
   constructor(
     message: string,
-    options?: { cause?: unknown; status?: number; retryable?: boolean; retryDelayMs?: number },
+    options?: {
+      cause?: unknown;
+      status?: number;
+      retryable?: boolean;
+      retryDelayMs?: number;
+      retryAfterMs?: number;
+      model?: string;
+      details?: Record<string, unknown>;
+    },
   ) {
     super(message, options);
     this.status = options?.status;
     this.retryable = options?.retryable ?? false;
+    this.retryAfterMs = options?.retryAfterMs;
+    this.model = options?.model;
   }
 }
+/**
+ * A model of a routed step's chain used up its attempts (decision 43): not a failure of the
+ * turn, but the workflow's cue to schedule the step again on the next model's queue
+ * (`details.index`).
+ */
+export class ModelFallback extends ModelError {}
 /**
  * A person's control (approve, reject, pause, resume, steer) that the turn cannot take as it
  * is: an unknown or already decided tool call, a finished turn, resuming a turn that is not

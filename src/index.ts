@@ -31,6 +31,9 @@ export { checkOutputPolicy } from './engine/output/check-output-policy.js';
 export type { CheckOutputPolicyOptions } from './engine/output/check-output-policy.js';
 export type { OutputAudit } from './engine/output/violations.js';
 export { defineTool } from './agents/tool.js';
+export { aiSdkTools } from './agents/ai-sdk-tools.js';
+export type { AiSdkToolOptions, AiSdkToolsOptions } from './agents/ai-sdk-tools.js';
+export type { ToolInputSchema } from './agents/tool-input.js';
 export { imageTool, IMAGE_MAX_BYTES } from './agents/image-tool.js';
 export { viewMediaTool } from './agents/view-media-tool.js';
 export type { MediaFetch, ViewMediaResult, ViewMediaToolOptions } from './agents/view-media-tool.js';
@@ -39,6 +42,7 @@ export { launchAgentTool, sendMessageTool, waitForTool } from './agents/coordina
 export type { LaunchAgentTool } from './agents/coordination.js';
 export type {
   AfterResultsMessage,
+  CallHistory,
   ToolContext,
   ToolDefinition,
   ToolOptions,
@@ -66,6 +70,15 @@ export type {
   SendMessageOptions,
 } from './client/turnkit-client.js';
 export { RunHandle } from './client/run-handle.js';
+export { ScheduleHandle } from './client/schedules.js';
+export type {
+  ScheduleBudget,
+  ScheduleChanges,
+  ScheduleInfo,
+  ScheduleOptions,
+  ScheduleOverlap,
+  ScheduleSummary,
+} from './client/schedules.js';
 export type { RunStreamOptions, RunStreamPart, SubAgentOrigin } from './client/run-stream.js';
 export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
 export type {
@@ -122,6 +135,7 @@ export type { ProviderConfig } from './models/providers.js';
 export { ProviderRegistryModel } from './models/provider-registry.js';
 export type { ProviderMap, ProviderRegistryModelOptions } from './models/provider-registry.js';
 export type { Cost, CostConfig, CostRates } from './models/cost.js';
+export type { ModelChoice } from './models/model-chain.js';
 export { AiSdkImageModel } from './models/image.js';
 export type {
   AiSdkImageModelOptions,

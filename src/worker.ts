@@ -9,6 +9,9 @@ import type { RuntimeOptions } from './engine/runtime.js';
 import { Runtime } from './engine/runtime.js';
 import type { ProviderMap } from './models/provider-registry.js';
 import { registryModelFor } from './models/provider-registry.js';
+import type { ModelQueueLimits } from './worker-models.js';
+export type { ModelQueueLimits } from './worker-models.js';
+import { createModelWorkers, modelQueues, queueRoutes, runTogether } from './worker-models.js';
 import { tracingWorkerOptions } from './worker-tracing.js';
 import { turnWorkflowBundle } from './worker-bundles.js';
 import type { WorkerDeployment } from './worker-deployment.js';
@@ -47,6 +50,13 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
    * to the current build (docs/operations.md has the roll-out procedure).
    */
   deployment?: WorkerDeployment;
+  /**
+   * Model calls of these providers (by `provider:` prefix) run on a task queue of their own,
+   * `<taskQueue>-model-<provider>`, that this worker also polls (decision 43): `perSecond` is
+   * the queue's rate limit, enforced by the Temporal server for every worker of the queue;
+   * `concurrent` caps this process's calls in flight to the provider.
+   */
+  models?: Readonly<Record<string, ModelQueueLimits>>;
   /** Extra Worker options (concurrency limits, identity, …). */
   worker?: Partial<
     Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
@@ -90,7 +100,9 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
   if (options.deployment && options.worker?.workerDeploymentOptions)
     throw new ArgumentError('pass deployment or worker.workerDeploymentOptions, not both');
   const deployment = options.deployment ? deploymentWorkerOptions(options.deployment) : {};
-  const runtime = new Runtime({ ...options, model: await registryModelFor(options) });
+  const taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
+  const queues = modelQueues(taskQueue, options.models);
+  const runtime = new Runtime({ ...options, model: await registryModelFor(options), ...queueRoutes(queues) });
   // Every worker of a store must list the same MCP tools: a different list is refused at boot.
   await checkMcpManifests(runtime.store, runtime.agents);
   const owned = options.connection
@@ -109,7 +121,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
   const worker = await Worker.create({
     connection,
     namespace,
-    taskQueue: options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE),
+    taskQueue,
     workflowBundle: await turnWorkflowBundle({
       traced: runtime.telemetry.enabled,
       dir: options.workflowBundles,
@@ -127,6 +139,12 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     ...deployment,
     ...options.worker,
   }).catch(closeOwned);
+  const modelWorkers = await createModelWorkers(queues, {
+    connection,
+    namespace,
+    activities: createTurnActivities(runtime, heartbeats),
+    ...(options.worker?.identity ? { identity: options.worker.identity } : {}),
+  }).catch(closeOwned);
   return {
     worker,
     runtime,
@@ -136,12 +154,15 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     run: async (until) => {
       const release = holdMcpSessions(runtime.agents, runtime.logger);
       try {
-        await (until ? worker.runUntil(until) : worker.run());
+        await runTogether([worker, ...modelWorkers], until);
       } finally {
         await release();
         await owned?.close();
       }
     },
-    shutdown: () => worker.shutdown(),
+    shutdown: () => {
+      worker.shutdown();
+      for (const w of modelWorkers) if (w.getState() === 'RUNNING') w.shutdown();
+    },
   };
 }

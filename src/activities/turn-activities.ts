@@ -26,6 +26,7 @@ import { runToolCall } from '../engine/tools/tool-call.js';
 import { finishToolsPhase, resumeTurn, suspendTurn, turnStatus } from '../engine/tools/tools-phase.js';
 import { TurnKitError } from '../errors.js';
 import { HeartbeatPacer } from './heartbeat.js';
+import { scheduleActivities } from './schedule-activities.js';
 import { waitsReady } from '../store/wait-graph.js';
 import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
 import { claimTokenOf, turnWorkflowId } from '../workflows/contract.js';
@@ -254,6 +255,7 @@ export function createTurnActivities(
     ...outputActivities(runtime, pacer),
     ...endActivities(runtime),
     ...controlActivities(runtime),
+    ...scheduleActivities(runtime, mappingFailures),
   };
 }
 

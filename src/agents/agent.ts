@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { ArgumentError, ConfigError } from '../errors.js';
 import type { ModelClient, Thinking } from '../models/types.js';
+import type { ModelChoice } from '../models/model-chain.js';
+import { optionalModelChain } from '../models/model-chain.js';
 import type { Json, JsonObject } from '../store/types.js';
 import { DEFAULT_LIMITS, globalDefaults } from '../config.js';
 import type { PostPolicy } from '../contract/post-request.js';
@@ -20,6 +22,7 @@ import type { OutputConstraint, OutputPolicy, OutputPolicyOption } from './outpu
 import { resolveOutputPolicies } from './output-policy.js';
 import type { ToolDefinition } from './tool.js';
 import { buildTool } from './tool.js';
+import { isToolInputSchema } from './tool-input.js';
 
 export type { OutputConstraint, OutputViolation } from './output-policy.js';
 
@@ -44,8 +47,12 @@ export interface AgentOptions {
   name: string;
   description?: string;
   instructions?: string;
-  /** Model id handed to the model client; falls back to the runtime's default model. */
-  model?: string;
+  /**
+   * Model id handed to the model client, or a fallback chain of ids (the next serves a step
+   * once the one before has used up its attempts on retryable provider errors); falls back
+   * to the runtime's default model.
+   */
+  model?: ModelChoice;
   tools?: readonly ToolDefinition[];
   subAgents?: readonly Agent[];
   /** Autonomous orchestrator: prepends the orchestrator preamble, defaults to task mode. */
@@ -82,7 +89,7 @@ export interface AgentOptions {
    */
   outputPolicy?: OutputPolicyOption | readonly OutputPolicyOption[] | null;
   /** The judges' model when a policy names none (else the runtime's, else the turn's model). */
-  outputPolicyModel?: string;
+  outputPolicyModel?: ModelChoice;
   /** The judges' thinking when a policy sets none (else the runtime's, else `{effort: 'low'}`). */
   outputPolicyThinking?: Thinking | null;
   /** `fail` (default): dirty output fails the turn. `report`: completes with the audit. */
@@ -102,7 +109,10 @@ export interface Agent {
   readonly name: string;
   readonly description: string;
   readonly instructions: string;
+  /** The first model of the agent's chain. */
   readonly model: string | undefined;
+  /** The agent's whole chain (`model` first), when it names one. */
+  readonly models: readonly string[] | undefined;
   readonly tools: readonly ToolDefinition[];
   readonly subAgents: readonly Agent[];
   readonly orchestrator: boolean;
@@ -122,7 +132,7 @@ export interface Agent {
   readonly outputJsonSchema: JsonObject | undefined;
   readonly outputConstraints: readonly OutputConstraint[];
   readonly outputPolicies: readonly OutputPolicy[];
-  readonly outputPolicyModel: string | undefined;
+  readonly outputPolicyModel: readonly string[] | undefined;
   readonly outputPolicyThinking: Thinking | null | undefined;
   readonly outputPolicyMode: 'fail' | 'report';
   readonly outputRetries: number;
@@ -193,7 +203,7 @@ function isToolDefinition(value: unknown): value is ToolDefinition {
     typeof value === 'object' &&
     typeof (value as ToolDefinition).name === 'string' &&
     typeof (value as ToolDefinition).execute === 'function' &&
-    (value as ToolDefinition).input instanceof z.ZodObject
+    isToolInputSchema((value as ToolDefinition).input)
   );
 }
 
@@ -226,7 +236,7 @@ function agentTools(
   effectiveTools.forEach((tool, index) => {
     if (!isToolDefinition(tool))
       throw new ArgumentError(
-        `agent ${name}: tool ${index} of a skill is not a tool (build tools with defineTool)`,
+        `agent ${name}: tool ${index} of a skill is not a tool (build tools with defineTool or aiSdkTools)`,
       );
   });
   const seen = new Set<string>();
@@ -243,12 +253,7 @@ export function defineAgent(options: AgentOptions): Agent {
     throw new ArgumentError('an agent needs a non-empty name');
   }
   const name = options.name;
-  const tools = [...(options.tools ?? [])];
-  tools.forEach((tool, index) => {
-    if (!isToolDefinition(tool)) {
-      throw new ArgumentError(`agent ${name}: tools[${index}] is not a tool (build tools with defineTool)`);
-    }
-  });
+  const tools = checkedTools(name, options.tools);
   const inheritGlobals = options.inheritGlobals ?? true;
   if (typeof inheritGlobals !== 'boolean')
     throw new ArgumentError(`agent ${name}: inheritGlobals must be a boolean`);
@@ -269,6 +274,7 @@ export function defineAgent(options: AgentOptions): Agent {
     throw new ArgumentError(`agent ${name}: promptBehavior must be a string`);
   const outputJsonSchema = options.outputSchema ? schemaToJson(options.outputSchema) : undefined;
   const policies = resolveOutputPolicies(name, options.outputPolicy);
+  const models = optionalModelChain(options.model, `agent ${name}: model`);
   const postPolicy = options.postPolicy ?? 'queue';
   if (!POST_POLICIES.includes(postPolicy))
     throw new ArgumentError(`agent ${name}: postPolicy must be one of ${POST_POLICIES.join(', ')}`);
@@ -276,7 +282,8 @@ export function defineAgent(options: AgentOptions): Agent {
     name,
     description: options.description ?? '',
     instructions: options.instructions ?? '',
-    model: options.model,
+    model: models?.[0],
+    models,
     tools: Object.freeze(tools),
     subAgents: Object.freeze(subAgents),
     orchestrator: options.orchestrator ?? false,
@@ -301,7 +308,7 @@ export function defineAgent(options: AgentOptions): Agent {
     outputJsonSchema,
     outputConstraints: Object.freeze([...(options.outputConstraints ?? []), ...policies.constraints]),
     outputPolicies: Object.freeze(policies.policies),
-    outputPolicyModel: options.outputPolicyModel,
+    outputPolicyModel: optionalModelChain(options.outputPolicyModel, `agent ${name}: outputPolicyModel`),
     outputPolicyThinking: options.outputPolicyThinking,
     outputPolicyMode: mode,
     outputRetries,
@@ -316,6 +323,22 @@ export function defineAgent(options: AgentOptions): Agent {
     skillTools,
     effectiveTools: Object.freeze(effectiveTools),
   });
+}
+
+/** The agent's own tools, each a TurnKit tool (an AI SDK `tool()` goes through `aiSdkTools`). */
+function checkedTools(name: string, given: AgentOptions['tools']): ToolDefinition[] {
+  const tools = [...(given ?? [])];
+  tools.forEach((tool, index) => {
+    if (isToolDefinition(tool)) return;
+    // An AI SDK `tool()` has no name of its own: its name is its key in a tool set.
+    const sdkTool = tool !== null && typeof tool === 'object' && 'inputSchema' in tool;
+    throw new ArgumentError(
+      `agent ${name}: tools[${index}] is not a tool (build tools with defineTool` +
+        (sdkTool ? '; pass AI SDK tools as aiSdkTools({ name: tool })' : ' or aiSdkTools') +
+        ')',
+    );
+  });
+  return tools;
 }
 
 /** The JSON Schema (draft 7) of a zod schema, as a model sees it. */

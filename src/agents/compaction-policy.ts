@@ -6,6 +6,8 @@
  */
 import { ConfigError } from '../errors.js';
 import type { ModelClient } from '../models/types.js';
+import type { ModelChoice } from '../models/model-chain.js';
+import { modelChain } from '../models/model-chain.js';
 
 export interface CompactionPolicy {
   enabled: boolean;
@@ -24,8 +26,8 @@ export interface CompactionPolicy {
   maxSummaryTokens: number;
   /** Tool results longer than this are truncated for the summarizer. */
   toolOutputMaxChars: number;
-  /** Summary model; absent → the turn's model. */
-  model: string | null;
+  /** Summary model or fallback chain; absent → the turn's chain. */
+  model: ModelChoice | null;
   /** Summary client; absent → the agent's, then the worker's. */
   client: ModelClient | null;
 }
@@ -74,8 +76,13 @@ export function checkCompactionSetting(where: string, setting: unknown): Compact
       throw new ConfigError(`${where}: compaction ${key} must be a non-negative number`);
     if (key === 'enabled' && typeof value !== 'boolean')
       throw new ConfigError(`${where}: compaction enabled must be a boolean`);
-    if (key === 'model' && value !== null && typeof value !== 'string')
-      throw new ConfigError(`${where}: compaction model must be a model id`);
+    if (key === 'model' && value !== null) {
+      try {
+        modelChain(value as ModelChoice, `${where}: compaction model`);
+      } catch (error) {
+        throw new ConfigError((error as Error).message, { cause: error });
+      }
+    }
     if (key === 'client' && value !== null && typeof (value as ModelClient)?.chat !== 'function')
       throw new ConfigError(`${where}: compaction client must be a model client`);
   }

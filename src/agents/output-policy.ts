@@ -7,6 +7,8 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, extname } from 'node:path';
 import { ArgumentError, ConfigError } from '../errors.js';
 import type { ModelClient, Thinking } from '../models/types.js';
+import type { ModelChoice } from '../models/model-chain.js';
+import { optionalModelChain } from '../models/model-chain.js';
 import type { Json, JsonObject, TurnRecord } from '../store/types.js';
 
 export interface OutputViolation {
@@ -51,8 +53,11 @@ export interface OutputPolicy {
   readonly name: string;
   /** The policy text the judge applies (null for the media requirements). */
   readonly content: string | null;
-  /** The judge's model; else the agent's `outputPolicyModel`, the runtime's, the turn's model. */
-  readonly model: string | undefined;
+  /**
+   * The judge's model or fallback chain; else the agent's `outputPolicyModel`, the
+   * runtime's, the turn's chain.
+   */
+  readonly model: readonly string[] | undefined;
   /** The judge's thinking; else the agent's `outputPolicyThinking`, the runtime's, `{effort: 'low'}`. */
   readonly thinking: Thinking | null | undefined;
   /** The judge's client; else the agent's client, else the worker's. */
@@ -62,7 +67,7 @@ export interface OutputPolicy {
 export interface OutputPolicyOptions {
   content: string;
   name?: string;
-  model?: string;
+  model?: ModelChoice;
   thinking?: Thinking | null;
   client?: ModelClient;
 }
@@ -81,14 +86,11 @@ export function outputPolicy(options: OutputPolicyOptions): OutputPolicy {
   if (options.name !== undefined && (typeof options.name !== 'string' || options.name.trim() === '')) {
     throw new ArgumentError('an output policy name must be a non-empty string');
   }
-  if (options.model !== undefined && (typeof options.model !== 'string' || options.model === '')) {
-    throw new ArgumentError('an output policy model must be a non-empty string');
-  }
   return freezePolicy({
     kind: 'llm',
     name: options.name ?? 'output_policy',
     content: options.content,
-    model: options.model,
+    model: optionalModelChain(options.model, 'an output policy model'),
     thinking: options.thinking,
     client: options.client,
   });

@@ -1,8 +1,16 @@
-import { z } from 'zod';
-import { ArgumentError, ToolValidationError } from '../errors.js';
-import type { ModelUsage } from '../models/types.js';
+import type { z } from 'zod';
+import { ArgumentError } from '../errors.js';
+import type { ModelMessage, ModelUsage } from '../models/types.js';
 import type { Json, JsonObject, NewMessage, ToolExecutionRecord, TurnRecord } from '../store/types.js';
 import type { Store } from '../store/types.js';
+import type { StandardOutput } from './standard-schema.js';
+import type { ToolInputSchema } from './tool-input.js';
+import { inputJsonSchema, parseToolInput } from './tool-input.js';
+
+/** The arguments a tool's `execute` gets: what its input schema validates to. */
+export type ToolArgs<Schema extends ToolInputSchema> = Schema extends z.ZodType
+  ? z.infer<Schema>
+  : StandardOutput<Schema>;
 
 /**
  * `unknown`: a run interrupted mid-call has an unknown outcome and is never re-run.
@@ -42,7 +50,16 @@ export interface ToolContext {
   appendAfterResults(message: AfterResultsMessage): Promise<string>;
   /** Appends an event to the turn's durable log now (e.g. `image.requested`). */
   emit(type: string, payload: JsonObject): Promise<void>;
+  /** The messages the model was sent for the response holding this call (see `CallHistory`). */
+  history: CallHistory;
 }
+
+/**
+ * The turn's history as the model read it before the response that holds this call, in
+ * TurnKit's provider-neutral form: no system prompt, not that response. Read from the store
+ * when called (one to three queries), so a tool that never asks pays nothing.
+ */
+export type CallHistory = () => Promise<ModelMessage[]>;
 
 /** What a tool may add to its turn's conversation after the results (an image, a media analysis). */
 export type AfterResultsMessage = Pick<NewMessage, 'role' | 'kind' | 'content' | 'metadata'>;
@@ -61,13 +78,15 @@ export interface ApprovalContext {
   readonly context: JsonObject;
   readonly turn: TurnRecord;
   readonly toolCallId: string;
+  readonly history: CallHistory;
 }
 
 export type ToolKind = 'ordinary' | 'subAgent' | 'launchAgent' | 'waitFor' | 'sendMessage';
 
-export interface ToolDefinition<Schema extends z.ZodObject = z.ZodObject, Result = unknown> {
+export interface ToolDefinition<Schema extends ToolInputSchema = ToolInputSchema, Result = unknown> {
   readonly name: string;
   readonly description: string;
+  /** A zod object schema, or any Standard Schema that converts itself to JSON Schema. */
   readonly input: Schema;
   /** JSON Schema of `input`, as the model sees it. */
   readonly jsonSchema: JsonObject;
@@ -82,39 +101,40 @@ export interface ToolDefinition<Schema extends z.ZodObject = z.ZodObject, Result
   /** Some calls wait for a person's decision first (`needsApproval` given; ordinary tools only). */
   readonly needsApproval: boolean;
   /** Whether this call waits for a decision (`needsApproval` applied to it; it may throw). */
-  requiresApproval(args: z.infer<Schema>, context: ApprovalContext): boolean | Promise<boolean>;
+  requiresApproval(args: ToolArgs<Schema>, context: ApprovalContext): boolean | Promise<boolean>;
   /** Rejects a call still awaiting its decision after this many ms ("approval timed out"). */
   readonly approvalTimeoutMs: number | null;
-  execute(args: z.infer<Schema>, context: ToolContext): Promise<Result> | Result;
+  execute(args: ToolArgs<Schema>, context: ToolContext): Promise<Result> | Result;
 }
 
-export interface ToolOptions<Schema extends z.ZodObject, Result> {
+export interface ToolOptions<Schema extends ToolInputSchema, Result> {
   name: string;
   description: string;
+  /** `z.object({...})`, or any Standard Schema that converts itself to JSON Schema. */
   input: Schema;
-  execute: (args: z.infer<Schema>, context: ToolContext) => Promise<Result> | Result;
+  execute: (args: ToolArgs<Schema>, context: ToolContext) => Promise<Result> | Result;
   recovery?: ToolRecovery;
   /** `true`, or the completion message (a string or a function of the result). */
   terminal?: boolean | string | ((result: Json) => string);
   /** Declares the tool free of side effects; read-only tools default to `replaySafe`. */
   readOnly?: boolean;
   /** Hold each call for a person's `approve`/`reject` (Temporal Updates) before it runs. */
-  needsApproval?: NeedsApproval<z.infer<Schema>>;
+  needsApproval?: NeedsApproval<ToolArgs<Schema>>;
   /** With `needsApproval`: reject on a durable timer if nobody decides in time (ms or '10 minutes'). */
   approvalTimeout?: number | string;
 }
 
 const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 
-/** Defines a tool whose arguments are a zod object schema. */
-export function defineTool<Schema extends z.ZodObject, Result>(
+/** Defines a tool whose arguments are a zod object schema or another Standard Schema. */
+export function defineTool<Schema extends ToolInputSchema, Result>(
   options: ToolOptions<Schema, Result>,
 ): ToolDefinition<Schema, Result> {
   return buildTool(options, 'ordinary');
 }
 
 /** @internal Also used for the generated sub-agent and coordination tools. */
-export function buildTool<Schema extends z.ZodObject, Result>(
+export function buildTool<Schema extends ToolInputSchema, Result>(
   options: ToolOptions<Schema, Result>,
   kind: ToolKind,
 ): ToolDefinition<Schema, Result> {
@@ -124,12 +144,7 @@ export function buildTool<Schema extends z.ZodObject, Result>(
       `invalid tool name ${JSON.stringify(options.name)}: use letters, digits, _ and -`,
     );
   }
-  if (!(options.input instanceof z.ZodObject)) {
-    throw new ArgumentError(`tool ${options.name}: input must be a zod object schema (z.object({...}))`);
-  }
-  if ('context' in options.input.shape) {
-    throw new ArgumentError(`tool ${options.name}: the argument name "context" is reserved`);
-  }
+  const jsonSchema = inputJsonSchema(options.name, options.input);
   if (typeof options.execute !== 'function')
     throw new ArgumentError(`tool ${options.name}: execute must be a function`);
   const readOnly = options.readOnly ?? false;
@@ -146,8 +161,6 @@ export function buildTool<Schema extends z.ZodObject, Result>(
   if (needsApproval !== false && kind !== 'ordinary')
     throw new ArgumentError(`tool ${options.name}: only ordinary tools can need approval`);
   const approvalTimeoutMs = durationMs(options.name, options.approvalTimeout);
-  const jsonSchema = z.toJSONSchema(options.input, { target: 'draft-7', io: 'input' }) as JsonObject;
-  delete jsonSchema['$schema'];
   return Object.freeze({
     name: options.name,
     description: options.description ?? '',
@@ -159,7 +172,7 @@ export function buildTool<Schema extends z.ZodObject, Result>(
     readOnly,
     needsApproval: needsApproval !== false,
     approvalTimeoutMs,
-    requiresApproval: (args: z.infer<Schema>, context: ApprovalContext) =>
+    requiresApproval: (args: ToolArgs<Schema>, context: ApprovalContext) =>
       typeof needsApproval === 'function' ? needsApproval(args, context) : needsApproval,
     completionMessage(result: Json): string {
       if (typeof terminal === 'string') return terminal;
@@ -195,28 +208,13 @@ function durationMs(tool: string, value: number | string | undefined): number | 
 
 /**
  * Validates model arguments against the tool's schema, with TurnKit's messages for unknown
- * and missing arguments. Returns the parsed arguments (defaults filled).
+ * and missing arguments (ToolValidationError). Returns the parsed arguments (defaults filled).
  */
-export function validateToolArguments<Schema extends z.ZodObject>(
+export async function validateToolArguments<Schema extends ToolInputSchema>(
   tool: ToolDefinition<Schema>,
   args: JsonObject,
-): z.infer<Schema> {
-  const shape = tool.input.shape as Record<string, z.ZodType>;
-  const unknown = Object.keys(args).filter((key) => !(key in shape));
-  if (unknown.length > 0) throw new ToolValidationError(`unknown argument(s): ${unknown.join(', ')}`);
-  for (const [key, schema] of Object.entries(shape)) {
-    if (args[key] === undefined && !schema.safeParse(undefined).success) {
-      throw new ToolValidationError(`missing required argument: ${key}`);
-    }
-  }
-  const parsed = tool.input.safeParse(args);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map(
-      (issue) => `${issue.path.join('.') || '(arguments)'}: ${issue.message}`,
-    );
-    throw new ToolValidationError(`invalid arguments for ${tool.name}: ${issues.join('; ')}`);
-  }
-  return parsed.data;
+): Promise<ToolArgs<Schema>> {
+  return (await parseToolInput(tool, args)) as ToolArgs<Schema>;
 }
 
 /** TurnKit's payload normalization: objects stay, arrays become {items}, the rest {result}. */

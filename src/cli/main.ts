@@ -1,5 +1,6 @@
 /**
- * `turnkit`: run a worker, start runs, list, show, watch and cancel them, send messages.
+ * `turnkit`: run a worker, start runs, list, show, watch and cancel them, send messages,
+ * schedule agents.
  * It reads the store directly (any process can) and talks to Temporal through its client;
  * `ls` uses Temporal visibility on TurnKit's search attributes. Exit codes: docs/cli.md.
  */
@@ -50,6 +51,7 @@ import {
   turnLink,
   write,
 } from './render.js';
+import { addScheduleCommands } from './schedule-commands.js';
 
 interface Io {
   out: NodeJS.WriteStream;
@@ -673,6 +675,18 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         return held > 0 ? EXIT_CODES.error : 0;
       }),
     );
+
+  addScheduleCommands(program, {
+    out: io.out,
+    err: io.err,
+    json: () => globals().json === true,
+    parseJson,
+    run: (agents, fn) =>
+      action(async (session, ...args) => {
+        const module = await session.module(agents);
+        return fn(await session.client(module), module, ...args);
+      }),
+  });
 
   return program;
 }

@@ -2,7 +2,7 @@
  * Metadata an application passes in (`say(text, metadata)`, a run's or a conversation's
  * `metadata`) may come from its end users: the keys the engine writes and decides on are
  * refused, so nobody can forge a delivered message (which wakes the lane), a steering
- * message, a wait result, a task, a principal or a sub-agent's lineage.
+ * message, a wait result, a task, a principal, a sub-agent's lineage or a schedule's firing.
  */
 import { ArgumentError } from '../errors.js';
 import type { JsonObject } from '../store/types.js';
@@ -30,6 +30,7 @@ export const RESERVED_MESSAGE_METADATA: readonly string[] = [
   'principal',
   'request_id',
   'posted_by',
+  'schedule_id',
 ];
 
 /** Keys of a conversation's metadata that only the engine writes (from the options that name them). */
@@ -37,6 +38,7 @@ export const RESERVED_CONVERSATION_METADATA: readonly string[] = [
   'principal',
   'turnkit_context',
   'turnkit_subject_prompt',
+  'turnkit_schedule_id',
   'parent_conversation_id',
   'parent_turn_id',
   'parent_tool_execution_id',

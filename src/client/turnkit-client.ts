@@ -7,6 +7,7 @@ import {
 import type { z } from 'zod';
 import type { Agent, PromptMode } from '../agents/agent.js';
 import type { ModelClient, Thinking } from '../models/types.js';
+import type { ModelChoice } from '../models/model-chain.js';
 import type { ManualCompactionOptions } from '../engine/model/compaction.js';
 import { compactConversation } from '../engine/model/compaction.js';
 import type { MediaInput, MediaPart } from '../models/media.js';
@@ -37,6 +38,7 @@ import type {
   Json,
   JsonObject,
   MessageRecord,
+  NewConversation,
   Store,
   Subject,
   TurnRecord,
@@ -65,8 +67,13 @@ import type { InputStatus, MessagesAfter, PostOptions } from './post.js';
 import { inputStatus, messagesAfter, postToConversation } from './post.js';
 import type { PostReceipt } from '../contract/post-request.js';
 import { sendControl } from './controls.js';
+import type { ScheduleDeps, ScheduleOptions, ScheduleSummary } from './schedules.js';
+import { createSchedule, listSchedules, ScheduleHandle } from './schedules.js';
+import { checkScheduleId } from '../engine/schedule/definition.js';
 import { asSent, signPrincipal } from '../engine/controls/principal-signature.js';
+import type { BuildTurnOptions } from '../engine/lane/build-turn.js';
 import { buildTurn, taskOf } from '../engine/lane/build-turn.js';
+import { taskText, writeTurnRows } from '../engine/lane/turn-rows.js';
 import { sendMessage } from '../engine/lane/send-message.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { rootConversationId } from '../store/tree.js';
@@ -80,7 +87,7 @@ export interface TurnKitClientOptions {
   address?: string;
   namespace?: string;
   taskQueue?: string;
-  defaultModel?: string;
+  defaultModel?: ModelChoice;
   /** Activity timeouts and retries of every turn this client starts. */
   turnSettings?: TurnSettings;
   /** The same policy the workers use: checked before this client writes anything. */
@@ -130,7 +137,8 @@ export interface RunOptions extends TurnOptions {
   principal?: Json;
   /** Run context, copied on write, rendered to the model as untrusted data. */
   context?: JsonObject;
-  model?: string;
+  /** This run's model, or fallback chain (the first is stored as the turn's `model`). */
+  model?: ModelChoice;
   subject?: SubjectInput;
   metadata?: JsonObject;
   /** Attach this run to another run's tree: shared budget, usage and cost (CORE-07). */
@@ -179,9 +187,21 @@ function inputMedia(media: readonly MediaInput[] | undefined): MediaPart[] {
   return (media ?? []).map((item) => mediaPart(item, (message) => new InputError(`input media: ${message}`)));
 }
 
-function taskText(task: string, input: Json | undefined): string {
-  if (input === undefined) return `Task:\n${task}`;
-  return `Task:\n${task}\n\nInput:\n${JSON.stringify(input, null, 2)}`;
+/** The turn builder's options from a caller's run or ask options. */
+function turnOptionsOf(options: RunOptions & { submit?: boolean; turnId?: string }): BuildTurnOptions {
+  return {
+    ...(options.principal !== undefined ? { principal: options.principal } : {}),
+    ...(options.context !== undefined ? { context: options.context } : {}),
+    ...(options.model !== undefined ? { model: options.model } : {}),
+    ...(options.promptMode ? { promptMode: options.promptMode } : {}),
+    ...('thinking' in options && options.thinking !== undefined ? { thinking: options.thinking } : {}),
+    ...(options.outputSchema !== undefined ? { outputSchema: options.outputSchema } : {}),
+    ...(options.compact !== undefined ? { compact: options.compact } : {}),
+    ...(options.rootTurnId ? { rootTurnId: options.rootTurnId } : {}),
+    ...(options.callback ? { callbackConversationId: options.callback } : {}),
+    ...(options.turnId ? { id: options.turnId } : {}),
+    submit: options.submit ?? false,
+  };
 }
 
 /**
@@ -303,25 +323,23 @@ export class TurnKitClient {
         destination_conversation: options.callback,
       });
     }
-    const turn = await this.store.atomic(conversationId, async () => {
-      await this.#createConversation(conversationId, resolved, options);
-      const message = await this.store.appendMessage({
+    // A conversation keeps one model (its column); a run's chain rides with its turn only.
+    const { model, ...rest } = options;
+    const conversation = this.#conversationRow(resolved, {
+      ...rest,
+      ...(typeof model === 'string' ? { model } : {}),
+    });
+    // `task` unless the caller names a mode; `null` leaves it to the agent (spec §1.2).
+    const promptMode = options.promptMode === undefined ? 'task' : options.promptMode;
+    return this.store.atomic(conversationId, () =>
+      writeTurnRows(this.store, resolved, {
         conversationId,
-        role: 'user',
+        conversation,
         content: [{ type: 'text', text: taskText(task, options.input) }, ...media],
         metadata: { source: 'application', task: true },
-      });
-      // `task` unless the caller names a mode; `null` leaves it to the agent (spec §1.2).
-      const promptMode = options.promptMode === undefined ? 'task' : options.promptMode;
-      return this.#buildTurn(resolved, conversationId, message.id, message.sequence, {
-        ...options,
-        promptMode,
-        rootTurnId,
-        submit,
-        turnId,
-      });
-    });
-    return turn;
+        turn: turnOptionsOf({ ...options, promptMode, rootTurnId, submit, turnId }),
+      }),
+    );
   }
 
   /** The root a run joins (`parentRun`, `rootTurnId`): it must exist and be a root. */
@@ -351,7 +369,8 @@ export class TurnKitClient {
   async conversation(agent: Agent | string, options: ConversationOptions = {}): Promise<ConversationHandle> {
     const resolved = this.#agent(agent);
     const id = newId('conv');
-    await this.store.atomic(id, () => this.#createConversation(id, resolved, options));
+    const row = this.#conversationRow(resolved, options);
+    await this.store.atomic(id, () => this.store.createConversation({ ...row, id }));
     return new ConversationHandle(this, id, resolved.name);
   }
 
@@ -500,20 +519,20 @@ export class TurnKitClient {
     return buildModelRequest(this.#runtime, this.store, agent, turn, await depthOf(this.store, turn));
   }
 
-  async #createConversation(id: string, agent: Agent, options: ConversationOptions) {
+  /** A new conversation's row (validated: metadata, subject), before anything is written. */
+  #conversationRow(agent: Agent, options: ConversationOptions): NewConversation {
     const given = checkCallerMetadata(options.metadata, RESERVED_CONVERSATION_METADATA, 'conversation');
     const metadata: JsonObject = { ...jsonCopy(given) };
     if (options.principal !== undefined) metadata['principal'] = jsonCopy(options.principal);
     if (options.context !== undefined) metadata['turnkit_context'] = jsonCopy(options.context);
     const subject = subjectOf(options.subject);
     if (subject?.prompt !== undefined) metadata['turnkit_subject_prompt'] = subject.prompt;
-    return this.store.createConversation({
-      id,
+    return {
       agentName: agent.name,
       model: options.model ?? null,
       subject: subject ? { type: subject.type, id: subject.id } : null,
       metadata,
-    });
+    };
   }
 
   /** @internal Builds a pending turn snapshotting the conversation as it is now (spec §3.1). */
@@ -539,19 +558,7 @@ export class TurnKitClient {
       agent,
       conversationId,
       { id: triggerMessageId, sequence },
-      {
-        ...(options.principal !== undefined ? { principal: options.principal } : {}),
-        ...(options.context !== undefined ? { context: options.context } : {}),
-        ...(options.model !== undefined ? { model: options.model } : {}),
-        ...(options.promptMode ? { promptMode: options.promptMode } : {}),
-        ...('thinking' in options && options.thinking !== undefined ? { thinking: options.thinking } : {}),
-        ...(options.outputSchema !== undefined ? { outputSchema: options.outputSchema } : {}),
-        ...(options.compact !== undefined ? { compact: options.compact } : {}),
-        ...(options.rootTurnId ? { rootTurnId: options.rootTurnId } : {}),
-        ...(options.callback ? { callbackConversationId: options.callback } : {}),
-        ...(options.turnId ? { id: options.turnId } : {}),
-        submit: options.submit ?? false,
-      },
+      turnOptionsOf(options),
     );
   }
 
@@ -648,6 +655,42 @@ export class TurnKitClient {
 
   outbox(conversationId: string): Promise<DeliveryRecord[]> {
     return this.store.listDeliveries({ sourceConversationId: conversationId });
+  }
+
+  /**
+   * Runs `agent` on `task` on a timetable (`cron` or `every`), as a Temporal Schedule whose
+   * firings each run an ordinary turn (README, "Scheduled agents"). A bad option, an unknown
+   * agent, a cron Temporal rejects or a taken id is a typed error, and nothing is created.
+   */
+  schedule(agent: Agent | string, task: string, options: ScheduleOptions): Promise<ScheduleHandle> {
+    return createSchedule(
+      this.#scheduleDeps(),
+      typeof agent === 'string' ? agent : agent.name,
+      task,
+      options,
+    );
+  }
+
+  /** A handle for an existing schedule, by its TurnKit id (no call is made). */
+  getSchedule(id: string): ScheduleHandle {
+    return new ScheduleHandle(this.#scheduleDeps(), checkScheduleId(id));
+  }
+
+  /** TurnKit's schedules in this namespace. */
+  listSchedules(): Promise<ScheduleSummary[]> {
+    return listSchedules(this.temporal);
+  }
+
+  #scheduleDeps(): ScheduleDeps {
+    return {
+      temporal: this.temporal,
+      store: this.store,
+      taskQueue: this.taskQueue,
+      settings: this.turnSettings,
+      signingKey: this.#runtime.signingKey,
+      agent: (name) => this.#agent(name),
+      handle: (turnId) => this.handle(turnId),
+    };
   }
 }
 

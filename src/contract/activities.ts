@@ -16,6 +16,12 @@ export interface ModelStepInput {
   step: string;
   /** Provider errors this step may see before it fails the turn (default 5). */
   maxProviderAttempts?: number;
+  /**
+   * The workflow routes the step's models to their own queues (decision 43): a model that has
+   * used up its attempts ends the activity with `ModelFallback` (its details name the next
+   * model's index), and the workflow schedules the step again on that model's queue.
+   */
+  routed?: boolean;
   /** Check the compaction trigger first; when due, return `compactionDue` without calling the model. */
   compaction?: boolean;
 }

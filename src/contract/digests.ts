@@ -50,8 +50,19 @@ interface TurnProgress {
   cost: number;
 }
 
+/**
+ * Where the turn's model calls run when the worker gives providers queues of their own
+ * (`createWorker({ models })`, decision 43): the task queue of each model of the turn's chain,
+ * in order (null: the turn's own queue), and the fairness key of its tenant. Absent when no
+ * model of the chain has a queue: the workflow then schedules exactly as before.
+ */
+export interface ModelRoute {
+  queues: (string | null)[];
+  fairnessKey?: string;
+}
+
 export type ClaimDigest =
-  | ({ claimed: true } & TurnDigest)
+  | ({ claimed: true; modelRoute?: ModelRoute } & TurnDigest)
   | {
       claimed: false;
       /** `waiting`: an application-level join whose targets are not finished yet. */
@@ -65,6 +76,8 @@ export interface ModelStepDigest extends TurnDigest {
   cost: number | null;
   /** True when a stored response was reused instead of calling the model again. */
   reused: boolean;
+  /** The model of the chain that served the step (absent when reused). */
+  model?: string;
   /** The model was not called: compaction is due first (only when the step asked). */
   compactionDue?: boolean;
 }

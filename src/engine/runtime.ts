@@ -1,3 +1,6 @@
+import type { ModelRoute } from '../contract/digests.js';
+import type { ModelChoice } from '../models/model-chain.js';
+import { envModelChain, fallbackModelsOf, modelChain, optionalModelChain } from '../models/model-chain.js';
 import type { Agent } from '../agents/agent.js';
 import type { AgentRegistry } from '../agents/registry.js';
 import { globalDefaults } from '../config.js';
@@ -54,15 +57,28 @@ export interface RuntimeOptions {
   agents: AgentRegistry;
   /** Default model client; an agent's own `client` wins. */
   model?: ModelClient;
-  /** Model id for agents that name none (default `TURNKIT_MODEL`, e.g. `openai:gpt-4o-mini`). */
-  defaultModel?: string;
+  /**
+   * Model id, or fallback chain, for agents that name none (default `TURNKIT_MODEL`, e.g.
+   * `openai:gpt-4o-mini`; a comma-separated `TURNKIT_MODEL` is a chain).
+   */
+  defaultModel?: ModelChoice;
   cost?: CostConfig;
   authorization?: AuthorizationPolicy;
   /** In-process listeners, called after each event is durably appended. */
   onEvent?: EventListener | readonly EventListener[];
   logger?: Pick<Console, 'warn' | 'error'>;
-  /** Default model of output-policy judges (after the policy's and the agent's own). */
-  outputPolicyModel?: string;
+  /**
+   * Task queues of their own for the model calls of some providers (provider prefix → queue),
+   * set up by `createWorker({ models })` (decision 43).
+   */
+  modelQueues?: Readonly<Record<string, string>>;
+  /**
+   * The fairness key of a turn's model calls on those queues, from its principal (default:
+   * its `tenant`, else its `id`, else none); a key Temporal's fairness shares dispatch by.
+   */
+  fairnessKey?: (principal: Json) => string | undefined;
+  /** Default model (or chain) of output-policy judges (after the policy's and the agent's own). */
+  outputPolicyModel?: ModelChoice;
   /** Default thinking of output-policy judges; `{effort: 'low'}` when unset. */
   outputPolicyThinking?: Thinking | null;
   /** OpenTelemetry, opt-in: spans for turns, model calls and tool calls (none without it). */
@@ -78,10 +94,12 @@ export interface RuntimeOptions {
 export class Runtime {
   readonly store: Store;
   readonly agents: AgentRegistry;
-  readonly #defaultModel: string | undefined;
+  readonly #defaultModels: readonly string[] | undefined;
   readonly cost: CostConfig;
   readonly logger: Pick<Console, 'warn' | 'error'>;
-  readonly outputPolicyModel: string | undefined;
+  readonly outputPolicyModel: ModelChoice | undefined;
+  readonly #modelQueues: Readonly<Record<string, string>>;
+  readonly #fairnessKey: (principal: Json) => string | undefined;
   readonly outputPolicyThinking: Thinking | null | undefined;
   readonly telemetry: Telemetry;
   readonly #model: ModelClient | undefined;
@@ -96,10 +114,18 @@ export class Runtime {
     this.store = options.store;
     this.agents = options.agents;
     // An explicit default, else TURNKIT_MODEL, else the global one (configure({defaultModel})).
-    this.#defaultModel = options.defaultModel ?? (process.env['TURNKIT_MODEL'] || undefined);
+    this.#defaultModels = optionalModelChain(
+      options.defaultModel ?? envModelChain(process.env['TURNKIT_MODEL']),
+      'defaultModel',
+    );
     this.cost = options.cost ?? {};
     this.logger = options.logger ?? console;
-    this.outputPolicyModel = options.outputPolicyModel;
+    this.#modelQueues = options.modelQueues ?? {};
+    this.#fairnessKey = options.fairnessKey ?? defaultFairnessKey;
+    this.outputPolicyModel =
+      options.outputPolicyModel === undefined
+        ? undefined
+        : modelChain(options.outputPolicyModel, 'outputPolicyModel');
     this.outputPolicyThinking = options.outputPolicyThinking;
     this.telemetry = new Telemetry(options.tracing, this.logger);
     this.#model = options.model;
@@ -130,11 +156,46 @@ export class Runtime {
 
   /** The runtime's own default model, else the global one (`configure({defaultModel})`). */
   get defaultModel(): string {
-    return this.#defaultModel ?? globalDefaults().defaultModel;
+    return this.defaultModels[0]!;
   }
 
+  /** The runtime's own default chain, else the global one. */
+  get defaultModels(): readonly string[] {
+    return this.#defaultModels ?? modelChain(globalDefaults().defaultModel, 'defaultModel');
+  }
+
+  /** The first model of the turn's chain: the one its steps ask first. */
   modelFor(agent: Agent, turn: TurnRecord): string {
-    return turn.model ?? agent.model ?? this.defaultModel;
+    return this.modelsFor(agent, turn)[0]!;
+  }
+
+  /**
+   * The turn's fallback chain: its own model and the fallbacks stored with it when the turn
+   * was built, else the agent's chain, else the default one.
+   */
+  modelsFor(agent: Agent, turn: TurnRecord): readonly string[] {
+    if (turn.model) return [turn.model, ...fallbackModelsOf(turn)];
+    return agent.models ?? this.defaultModels;
+  }
+
+  /**
+   * Where the turn's model calls run (decision 43): each chain model's queue by its provider
+   * prefix, and the tenant's fairness key; undefined when no model of the chain has a queue.
+   */
+  modelRouteFor(agent: Agent, turn: TurnRecord): ModelRoute | undefined {
+    const queues = this.modelsFor(agent, turn).map((model) => {
+      const at = model.indexOf(':');
+      return at > 0 ? (this.#modelQueues[model.slice(0, at)] ?? null) : null;
+    });
+    if (queues.every((queue) => queue === null)) return undefined;
+    const principal = (turn.options['principal'] ?? null) as Json;
+    let key: string | undefined;
+    try {
+      key = this.#fairnessKey(principal);
+    } catch (error) {
+      this.logger.warn('turnkit: the fairness key function failed; the turn gets none:', error);
+    }
+    return { queues, ...(typeof key === 'string' && key !== '' ? { fairnessKey: key.slice(0, 64) } : {}) };
   }
 
   /** Raises AuthorizationError unless the policy returns literally `true`. */
@@ -208,4 +269,14 @@ export class Runtime {
       }
     }
   }
+}
+
+/** A principal's `tenant`, else its `id` (strings or numbers), else no key. */
+function defaultFairnessKey(principal: Json): string | undefined {
+  if (!principal || typeof principal !== 'object' || Array.isArray(principal)) return undefined;
+  for (const field of ['tenant', 'id']) {
+    const value = (principal as Record<string, Json>)[field];
+    if (typeof value === 'string' || typeof value === 'number') return String(value);
+  }
+  return undefined;
 }

@@ -4,83 +4,46 @@
  */
 import { globalDefaults } from '../config.js';
 import { APICallError } from '@ai-sdk/provider';
-import type { LanguageModel, ModelMessage as SdkMessage, ToolSet } from 'ai';
-import { generateText, jsonSchema, Output, streamText, tool as sdkTool } from 'ai';
+import type { LanguageModel } from 'ai';
+import { generateText, jsonSchema, Output, streamText } from 'ai';
 import { ConfigError, ModelAccessError, ModelError } from '../errors.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
-import type { ModelMedia } from './media.js';
-import type { ModelCallOptions, ModelClient, ModelMessage, ModelRequest, ModelResult } from './types.js';
+import { toAiSdkMessages } from './ai-sdk-messages.js';
+import { cacheCallOptions, sdkTools, systemMessages } from './prompt-cache.js';
+import type { ModelCallOptions, ModelClient, ModelRequest, ModelResult } from './types.js';
+
+/** How long one model call may take, unless `timeoutMs` says otherwise. */
+const DEFAULT_TIMEOUT_MS = 10 * 60_000;
 
 export interface AiSdkModelOptions {
   /** Builds the SDK model for a model id, e.g. `(id) => createOpenAI({ apiKey }).chat(id)`. */
   provider: (modelId: string) => LanguageModel;
   name?: string;
-  /** Retries inside the SDK (429/5xx/network); Temporal retries the activity after that. */
+  /**
+   * Retries inside the SDK (429/5xx/network), default 0: the engine retries on a durable
+   * timer, honouring the provider's `retry-after`, and falls back along the model chain;
+   * retries inside the SDK would multiply with those and hold the worker's slot.
+   */
   maxRetries?: number;
+  /**
+   * How long one call may take before it is abandoned as a retryable timeout (default 10
+   * minutes): a provider that hangs then counts against the step's attempts and the chain
+   * moves on, instead of holding the activity to its start-to-close timeout.
+   */
+  timeoutMs?: number;
   /** Throws ModelAccessError from `validate` (e.g. a missing API key). */
   validate?: (model: string) => void;
-  /** Marks the stable instructions for prompt caching (Anthropic). */
+  /**
+   * Marks the stable prefix for the provider's prompt cache (default true, unless
+   * `configure({ promptCache: false })`): Anthropic `cacheControl` on the stable system
+   * prompt and the last tool, OpenAI's `promptCacheKey` from the prefix's hash.
+   */
   cacheInstructions?: boolean;
   /**
    * Whether a caller that takes deltas (the turn's model step) gets the SDK's streaming call
    * (`streamText`); default true. False: `generateText`, and the run streams whole steps.
    */
   stream?: boolean;
-}
-
-function toSdkMessages(messages: readonly ModelMessage[]): SdkMessage[] {
-  return messages.map((message): SdkMessage => {
-    if (message.role === 'tool') {
-      return {
-        role: 'tool',
-        content: [
-          {
-            type: 'tool-result',
-            toolCallId: message.toolCallId,
-            toolName: message.toolName,
-            output: { type: 'text', value: message.content },
-          },
-        ],
-      };
-    }
-    if (message.role === 'assistant' && message.toolCalls?.length) {
-      return {
-        role: 'assistant',
-        content: [
-          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
-          ...message.toolCalls.map((call) => ({
-            type: 'tool-call' as const,
-            toolCallId: call.id,
-            toolName: call.name,
-            input: call.arguments,
-          })),
-        ],
-      };
-    }
-    if (message.role === 'user' && message.media?.length) {
-      return {
-        role: 'user',
-        content: [
-          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
-          ...message.media.map(sdkMediaPart),
-        ],
-      };
-    }
-    return { role: message.role, content: message.content } as SdkMessage;
-  });
-}
-
-/** An image as the SDK's image part, anything else as its file part: bytes (base64) or a URL. */
-function sdkMediaPart(media: ModelMedia) {
-  const content = media.data ?? new URL(media.url!);
-  return media.kind === 'image'
-    ? { type: 'image' as const, image: content, mediaType: media.mediaType }
-    : {
-        type: 'file' as const,
-        data: content,
-        mediaType: media.mediaType,
-        ...(media.filename ? { filename: media.filename } : {}),
-      };
 }
 
 /** The language-model specifications `ai@7` runs, and the AI SDK major that introduced each. */
@@ -106,20 +69,59 @@ function isAbort(error: unknown, signal: AbortSignal): boolean {
   return signal.aborted || (error instanceof Error && error.name === 'AbortError');
 }
 
-/** Provider failures become ModelError; 429, 5xx and network errors say a retry may help. */
-export function toModelError(error: unknown): ModelError {
+/** The longest wait a provider's `retry-after` may impose on one attempt (ten minutes). */
+const MAX_RETRY_AFTER_MS = 10 * 60_000;
+
+/**
+ * How long the provider asked to wait: `retry-after-ms` (OpenAI, Anthropic), else
+ * `retry-after` in seconds or as an HTTP date. Undefined when it said nothing usable;
+ * capped at ten minutes.
+ */
+export function retryAfterMs(
+  headers: Record<string, string> | undefined,
+  now = Date.now(),
+): number | undefined {
+  if (!headers) return undefined;
+  const header = (name: string) =>
+    Object.entries(headers)
+      .find(([key]) => key.toLowerCase() === name)?.[1]
+      ?.trim();
+  let ms: number | undefined;
+  const precise = header('retry-after-ms');
+  if (precise && Number.isFinite(Number(precise))) ms = Number(precise);
+  const coarse = header('retry-after');
+  if (ms === undefined && coarse) {
+    if (/^\d+(\.\d+)?$/.test(coarse)) ms = Number(coarse) * 1000;
+    else if (Number.isFinite(Date.parse(coarse))) ms = Date.parse(coarse) - now;
+  }
+  if (ms === undefined || !Number.isFinite(ms) || ms < 0) return undefined;
+  return Math.min(Math.round(ms), MAX_RETRY_AFTER_MS);
+}
+
+/**
+ * Provider failures become ModelError; 408, 409, 429, 5xx (Anthropic's 529 included) and
+ * network errors say a retry may help, with the wait the provider asked for.
+ */
+export function toModelError(error: unknown, model?: string): ModelError {
   const cause = (error as { lastError?: unknown })?.lastError ?? error;
   if (APICallError.isInstance(cause)) {
     const status = cause.statusCode;
     const retryable = status === undefined || status === 429 || status >= 500 || cause.isRetryable;
+    const wait = retryable ? retryAfterMs(cause.responseHeaders) : undefined;
     return new ModelError(`provider error${status ? ` ${status}` : ''}: ${cause.message}`, {
       cause: error,
       status,
       retryable,
+      ...(wait !== undefined ? { retryAfterMs: wait } : {}),
+      ...(model !== undefined ? { model } : {}),
     });
   }
   const message = error instanceof Error ? error.message : String(error);
-  return new ModelError(`model call failed: ${message}`, { cause: error, retryable: true });
+  return new ModelError(`model call failed: ${message}`, {
+    cause: error,
+    retryable: true,
+    ...(model !== undefined ? { model } : {}),
+  });
 }
 
 /** What `chat` reads from a finished call, streamed or not. */
@@ -179,19 +181,6 @@ async function streamed(
   return { text, reasoningText, toolCalls, usage, finishReason, response, output };
 }
 
-/** The request's tools as the AI SDK declares them: schemas only, TurnKit executes them. */
-function sdkTools(request: ModelRequest): ToolSet {
-  return Object.fromEntries(
-    request.tools.map((spec) => [
-      spec.name,
-      sdkTool({
-        description: spec.description,
-        inputSchema: jsonSchema(spec.inputSchema as Record<string, unknown>),
-      }),
-    ]),
-  );
-}
-
 export class AiSdkModel implements ModelClient {
   readonly name: string;
   readonly #options: AiSdkModelOptions;
@@ -213,31 +202,21 @@ export class AiSdkModel implements ModelClient {
 
   async chat(request: ModelRequest, options: ModelCallOptions): Promise<ModelResult> {
     const model = this.#resolve(request.model);
-    const tools = sdkTools(request);
-    const system: SdkMessage[] = [
-      {
-        role: 'system',
-        content: request.instructions,
-        // `configure({ promptCache: false })` turns the cache split off everywhere.
-        ...(this.#options.cacheInstructions && globalDefaults().promptCache
-          ? { providerOptions: { anthropic: { cacheControl: { type: 'ephemeral' } } } }
-          : {}),
-      },
-      ...(request.dynamicInstructions
-        ? [{ role: 'system' as const, content: request.dynamicInstructions }]
-        : []),
-    ];
+    // `configure({ promptCache: false })` turns the cache marks off everywhere.
+    const cache = this.#options.cacheInstructions !== false && globalDefaults().promptCache;
+    const timeout = AbortSignal.timeout(this.#options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const call = {
       model,
-      messages: [...system, ...toSdkMessages(request.messages)],
+      messages: [...systemMessages(request, cache), ...toAiSdkMessages(request.messages)],
       allowSystemInMessages: true,
-      ...(request.tools.length ? { tools, toolChoice: 'auto' as const } : {}),
+      ...(request.tools.length ? { tools: sdkTools(request, cache), toolChoice: 'auto' as const } : {}),
       ...(request.outputSchema
         ? { output: Output.object({ schema: jsonSchema(request.outputSchema as Record<string, unknown>) }) }
         : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-      abortSignal: options.signal,
-      maxRetries: this.#options.maxRetries ?? 2,
+      ...cacheCallOptions(request, cache),
+      abortSignal: AbortSignal.any([options.signal, timeout]),
+      maxRetries: this.#options.maxRetries ?? 0,
     };
     const progress = setInterval(() => options.onProgress?.(), 1_000);
     try {
@@ -283,8 +262,18 @@ export class AiSdkModel implements ModelClient {
         ...(result.response.id ? { providerMessageId: result.response.id } : {}),
       };
     } catch (error) {
+      if (options.signal.aborted) throw error;
+      if (timeout.aborted)
+        throw new ModelError(
+          `model call timed out after ${this.#options.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`,
+          {
+            cause: error,
+            retryable: true,
+            model: request.model,
+          },
+        );
       if (isAbort(error, options.signal)) throw error;
-      throw toModelError(error);
+      throw toModelError(error, request.model);
     } finally {
       clearInterval(progress);
     }

@@ -101,7 +101,11 @@ export class ScriptedImageModel implements ImageModel {
 export interface AiSdkImageModelOptions {
   /** An AI SDK image model, e.g. `createOpenAI({ apiKey }).image('gpt-image-1')`. */
   model: Exclude<SdkImageModel, string>;
-  /** Retries inside the SDK; Temporal does not retry a paint (its outcome would be unknown). */
+  /**
+   * Retries inside the SDK, default 0, as for every model call the engine drives: a provider
+   * error fails the paint and the model reads it (Temporal does not retry a paint: its outcome
+   * would be unknown).
+   */
   maxRetries?: number;
 }
 
@@ -166,7 +170,7 @@ export class AiSdkImageModel implements ImageModel {
         ...(providerOptions && typeof providerOptions === 'object' && !Array.isArray(providerOptions)
           ? { providerOptions: providerOptions as Parameters<typeof generateImage>[0]['providerOptions'] }
           : {}),
-        maxRetries: this.#options.maxRetries ?? 2,
+        maxRetries: this.#options.maxRetries ?? 0,
         abortSignal: options.signal,
       });
     } catch (error) {

@@ -11,6 +11,8 @@ import type { ProviderV3, ProviderV4 } from '@ai-sdk/provider';
 import { createProviderRegistry } from 'ai';
 import { ConfigError } from '../errors.js';
 import { AiSdkModel } from './ai-sdk-model.js';
+import type { ModelChoice } from './model-chain.js';
+import { envModelChain, modelChain } from './model-chain.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResult } from './types.js';
 
 /** AI SDK providers by the prefix model ids use: `{ openai: createOpenAI({...}) }`. */
@@ -22,8 +24,10 @@ export interface ProviderRegistryModelOptions {
   discover?: boolean;
   /** Serves model ids without a `provider:` prefix (e.g. the worker's own `model`). */
   fallback?: ModelClient;
-  /** Retries inside the SDK, as AiSdkModel's. */
+  /** Retries inside the SDK, as AiSdkModel's (default 0). */
   maxRetries?: number;
+  /** How long one call may take before it is a retryable timeout, as AiSdkModel's. */
+  timeoutMs?: number;
   name?: string;
 }
 
@@ -115,6 +119,7 @@ export class ProviderRegistryModel implements ModelClient {
     this.#model = new AiSdkModel({
       name: this.name,
       ...(options.maxRetries !== undefined ? { maxRetries: options.maxRetries } : {}),
+      ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
       provider: (modelId) => this.#registryOf().languageModel(modelId as `${string}:${string}`),
     });
   }
@@ -186,16 +191,17 @@ export class ProviderRegistryModel implements ModelClient {
 export async function registryModelFor(options: {
   model?: ModelClient;
   providers?: ProviderMap;
-  defaultModel?: string;
+  defaultModel?: ModelChoice;
 }): Promise<ModelClient | undefined> {
-  const defaultModel = options.defaultModel ?? process.env['TURNKIT_MODEL'];
-  const prefixed = defaultModel !== undefined && splitModelId(defaultModel) !== null;
-  if (!options.providers && !(prefixed && !options.model)) return options.model;
+  const choice = options.defaultModel ?? envModelChain(process.env['TURNKIT_MODEL']);
+  const chain = choice === undefined ? [] : modelChain(choice, 'defaultModel');
+  const prefixed = chain.filter((id) => splitModelId(id) !== null);
+  if (!options.providers && !(prefixed.length > 0 && !options.model)) return options.model;
   const registry = new ProviderRegistryModel({
     ...(options.providers ? { providers: options.providers } : {}),
     ...(options.model ? { fallback: options.model } : {}),
   });
   // A default model whose provider is unknown can never run: say so at boot, not per turn.
-  if (prefixed) await registry.validate(defaultModel);
+  for (const id of prefixed) await registry.validate(id);
   return registry;
 }

@@ -38,7 +38,7 @@ export function createModelClient(config: ProviderConfig): AiSdkModel {
         baseURL: config.baseURL,
         fetch: config.fetch,
       });
-      return new AiSdkModel({ ...common, provider: (id) => anthropic(id), cacheInstructions: true });
+      return new AiSdkModel({ ...common, provider: (id) => anthropic(id) });
     }
     case 'openai-compatible': {
       if (!config.baseURL) throw new ArgumentError('openai-compatible providers need a baseURL');

@@ -78,3 +78,17 @@ export function turnActivities(settings: TurnSettings = {}) {
 }
 
 export type TurnActivityProxies = ReturnType<typeof turnActivities>;
+
+/**
+ * The model activity on a queue of its own (a provider's, decision 43), with the tenant's
+ * fairness key: the same timeouts and retries as the turn's own model proxy.
+ */
+export function routedModelActivities(settings: TurnSettings = {}, taskQueue: string, fairnessKey?: string) {
+  const model = { ...DEFAULT_TURN_SETTINGS.model, ...settings.model };
+  return proxyActivities<TurnActivities>({
+    ...timeouts(model),
+    retry: infrastructureRetry(model),
+    taskQueue,
+    ...(fairnessKey ? { priority: { fairnessKey } } : {}),
+  });
+}

@@ -20,6 +20,7 @@ export class TurnConsole {
       iteration: 0,
       maxIterations: null,
       modelCalls: 0,
+      model: null,
       runningTools: [],
       lastStep: null,
       tokens: 0,
@@ -63,7 +64,7 @@ export class TurnConsole {
     const iteration = s.maxIterations ? `${s.iteration} of ${s.maxIterations}` : String(s.iteration);
     const lines = [
       `**${s.status}**${s.phase && s.status === 'running' ? ` · ${s.phase} phase` : ''} · iteration ${iteration}`,
-      `tokens ${s.tokens} · cost $${s.cost.toFixed(4)} · model calls ${s.modelCalls}`,
+      `tokens ${s.tokens} · cost $${s.cost.toFixed(4)} · model calls ${s.modelCalls}${s.model ? ` · model \`${s.model}\`` : ''}`,
     ];
     if (s.runningTools.length > 0)
       lines.push(`running: ${s.runningTools.map((name) => `\`${name}\``).join(', ')}`);

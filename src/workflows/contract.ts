@@ -31,6 +31,8 @@ import type {
   Steer,
   ToolCallInput,
 } from '../contract/activities.js';
+import type { Json } from '../store/types.js';
+import type { PrepareScheduledTurnInput, ScheduledTurnDigest } from '../contract/schedule.js';
 
 // --- Settings, inputs and results -------------------------------------------------------
 
@@ -235,6 +237,13 @@ export interface TurnActivities {
   resumePausedTurn(input: OwnerInput): Promise<TurnDigest>;
   /** At a control boundary: closes unstarted calls as superseded, appends the person's messages. */
   steerTurn(input: OwnerInput & { steers: Steer[] }): Promise<TurnDigest>;
+  /**
+   * A schedule's firing: writes its turn's rows (ids derived from the firing, so a retry finds
+   * them), or nothing when the schedule's spend per day is used up.
+   */
+  prepareScheduledTurn(input: PrepareScheduledTurnInput): Promise<ScheduledTurnDigest>;
+  /** Cancels a firing's turn as its schedule's principal (signed with the worker's key, if any). */
+  cancelScheduledTurn(input: { turnId: string; principal: Json }): Promise<void>;
 }
 
 // --- Signals -----------------------------------------------------------------------------
@@ -326,6 +335,8 @@ export interface TurnConsoleState {
   iteration: number;
   maxIterations: number | null;
   modelCalls: number;
+  /** The model that served the last model step (a fallback chain's later model, when it did). */
+  model?: string | null;
   runningTools: string[];
   /** e.g. "model call 2 → 3 tool calls", "tool lookup completed". */
   lastStep: string | null;
@@ -345,6 +356,8 @@ export const DEFAULT_TASK_QUEUE = 'turnkit';
 
 export const TURN_WORKFLOW_ID_PREFIX = 'turnkit-turn-';
 const LANE_WORKFLOW_ID_PREFIX = 'turnkit-lane-';
+/** A TurnKit schedule's Temporal id, and its firings' workflow ids (Temporal appends the time). */
+export const SCHEDULE_ID_PREFIX = 'turnkit-schedule-';
 
 export function turnWorkflowId(turnId: string): string {
   return `${TURN_WORKFLOW_ID_PREFIX}${turnId}`;
@@ -374,6 +387,8 @@ export const TURNKIT_ROOT_TURN_ID = defineSearchAttributeKey(
   SearchAttributeType.KEYWORD,
 );
 export const TURNKIT_STATUS = defineSearchAttributeKey('TurnKitStatus', SearchAttributeType.KEYWORD);
+/** On a schedule, its firings and each firing's turn: the TurnKit schedule id. */
+export const TURNKIT_SCHEDULE_ID = defineSearchAttributeKey('TurnKitScheduleId', SearchAttributeType.KEYWORD);
 
 // --- Starting a turn ---------------------------------------------------------------------
 

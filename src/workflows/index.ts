@@ -1,3 +1,4 @@
 // The workflow bundle's entry point: every workflow TurnKit workers run.
 export { turnWorkflow } from './turn-workflow.js';
 export { laneWorkflow } from './lane-workflow.js';
+export { scheduledTurnWorkflow } from './scheduled-turn-workflow.js';

@@ -2,7 +2,15 @@
  * The claimed life of a turn workflow: claim (waiting for the lane or a join), then the
  * model → tools → output loop, taking the turn back after a reset.
  */
-import { sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { routedModelActivities } from './activity-options.js';
+import type { ModelStepInput } from '../contract/activities.js';
 import { TURNKIT_STATUS } from './contract.js';
 import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS, releasedPatch } from './patches.js';
 import { runToolsPhase } from './tools-phase.js';
@@ -10,6 +18,8 @@ import { commitToOutput, pauseAtBoundary, reopenControls, steerAtBoundary } from
 import type { TurnRun } from './turn-run.js';
 import { awaitNudge, continueDue, isLostClaim, nudgeMark, runStoreStep } from './turn-run.js';
 import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../contract/digests.js';
+
+type ClaimedDigest = Extract<ClaimDigest, { claimed: true }>;
 
 /** How often one run takes its turn back after a LostClaim before it lets go. */
 const MAX_RECLAIMS = 3;
@@ -76,7 +86,9 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
         maxProviderAttempts: run.activities.maxProviderAttempts,
       };
       const callModel = (input: typeof step & { compaction?: boolean }) =>
-        model.modelStep.executeWithOptions({ summary }, [input]);
+        run.modelRoute
+          ? routedModelStep(run, summary, input)
+          : model.modelStep.executeWithOptions({ summary }, [input]);
       run.console.update({ phase: 'model', modelCalls: run.modelCalls });
       if (run.features.compaction) {
         digest = await callModel({ ...step, compaction: true });
@@ -90,6 +102,8 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
         digest = await callModel(step);
       }
       const calls = digest.toolCalls.length;
+      const served = (digest as ModelStepDigest).model;
+      if (served) run.console.update({ model: served });
       run.console.digest(digest);
       run.console.update({
         lastStep: `${summary} → ${calls === 0 ? 'output' : `${calls} tool call${calls === 1 ? '' : 's'}`}`,
@@ -126,8 +140,9 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
  * (taking over a turn an ended run of this workflow still holds) and resumes from the
  * committed phase. A LostClaim the claim cannot undo (cancelled, finished) ends the run.
  */
-export async function runClaimedPhases(run: TurnRun, claimed: TurnDigest): Promise<PhasesDone> {
-  let digest = claimed;
+export async function runClaimedPhases(run: TurnRun, claimed: ClaimedDigest): Promise<PhasesDone> {
+  let digest: TurnDigest = claimed;
+  run.modelRoute = claimed.modelRoute;
   for (let reclaims = 0; ; reclaims += 1) {
     try {
       return await runPhases(run, digest);
@@ -137,6 +152,40 @@ export async function runClaimedPhases(run: TurnRun, claimed: TurnDigest): Promi
       const again = await runStoreStep(() => run.activities.store.claimTurn(run.owner()));
       if (!again.claimed) throw error;
       digest = again;
+      run.modelRoute = again.modelRoute;
     }
   }
+}
+
+/**
+ * A model step whose chain has queues of its own (decision 43): each model's calls run on
+ * its provider's queue (Temporal's rate limit for that provider, shared by every worker);
+ * when the engine says a model used up its attempts (`ModelFallback`, with the next model's
+ * index), the step is scheduled again on that model's queue, under the same step key.
+ */
+async function routedModelStep(
+  run: TurnRun,
+  summary: string,
+  input: ModelStepInput,
+): Promise<ModelStepDigest> {
+  const route = run.modelRoute!;
+  const queueOf = (index: number) => route.queues[index] ?? workflowInfo().taskQueue;
+  for (let index = 0; ;) {
+    const proxy = routedModelActivities(run.settings, queueOf(index), route.fairnessKey);
+    try {
+      return await proxy.modelStep.executeWithOptions({ summary }, [{ ...input, routed: true }]);
+    } catch (error) {
+      const next = fallbackIndex(error);
+      if (next === undefined || next <= index || next >= route.queues.length) throw error;
+      index = next;
+    }
+  }
+}
+
+/** The next model's index of a `ModelFallback` the model activity ended with; else undefined. */
+function fallbackIndex(error: unknown): number | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== 'ModelFallback') return undefined;
+  const index = (cause.details?.[0] as { index?: unknown } | undefined)?.index;
+  return typeof index === 'number' ? index : undefined;
 }

@@ -17,7 +17,7 @@ import type { RunFeatures } from './patches.js';
 import type { TurnControls } from './controls.js';
 import type { TurnContinuation, TurnSettings, TurnWorkflowInput } from './contract.js';
 import { claimTokenOf, CONTINUE_AS_NEW_AFTER } from './contract.js';
-import type { OwnerInput, TurnErrorDigest } from '../contract/digests.js';
+import type { ModelRoute, OwnerInput, TurnErrorDigest } from '../contract/digests.js';
 
 export interface TurnRun {
   activities: TurnActivityProxies;
@@ -43,6 +43,8 @@ export interface TurnRun {
   owner: () => OwnerInput;
   /** What the run before this one handed over (continue-as-new); absent on a chain's first run. */
   continued: TurnContinuation | undefined;
+  /** Where the model calls run, as the claim said (decision 43); absent: the turn's own queue. */
+  modelRoute?: ModelRoute | undefined;
 }
 
 /** What a run is built from beside its input: decided at the workflow's start. */

@@ -16,7 +16,7 @@ import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import { createWorker } from '../../src/worker.js';
 import { connectClient, connectNative } from './temporal.js';
-import type { TurnKitWorker } from '../../src/worker.js';
+import type { TurnKitWorker, TurnKitWorkerOptions } from '../../src/worker.js';
 import type { TurnSettings } from '../../src/workflows/contract.js';
 
 /** The shared client and worker connections of test/helpers/temporal.ts. */
@@ -44,6 +44,8 @@ export async function startKit(options: {
   model?: ModelClient;
   store?: Store;
   runtime?: Partial<RuntimeOptions>;
+  /** Worker-only options (`models`: providers' model queues). */
+  worker?: Pick<TurnKitWorkerOptions, 'models'>;
   turnSettings?: TurnSettings;
 }): Promise<TestKit> {
   const { native, client: temporal } = await temporalConnections();
@@ -52,6 +54,7 @@ export async function startKit(options: {
   const taskQueue = `turnkit-test-${process.pid}-${Date.now()}-${queueCounter++}`;
   const worker = await createWorker({
     ...options.runtime,
+    ...options.worker,
     store,
     agents,
     model: options.model,

@@ -12,9 +12,12 @@ export interface WorkerProcess {
   stop(): Promise<void>;
 }
 
-/** Spawns test/fixtures/worker-process.ts as a real OS process (node + tsx). */
-export function spawnWorker(env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+/**
+ * Spawns test/fixtures/worker-process.ts (or another fixture that prints `worker-process
+ * ready`) as a real OS process (node + tsx).
+ */
+export function spawnWorker(env: Record<string, string>, fixture = script): WorkerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', fixture], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

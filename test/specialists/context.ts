@@ -61,10 +61,11 @@ export async function toolContext(
     emit: async (type, payload) => {
       emitted.push({ turnId: turn.id, type, payload });
     },
+    history: async () => [],
   };
 }
 
 /** Validates like the tool runner, then executes. */
 export async function call(tool: ToolDefinition, args: JsonObject, context?: ToolContext): Promise<unknown> {
-  return tool.execute(validateToolArguments(tool, args), context ?? (await toolContext()));
+  return tool.execute(await validateToolArguments(tool, args), context ?? (await toolContext()));
 }

@@ -54,7 +54,10 @@ function setup(
   });
   const tool = agent.tools[0]!;
   const paint = async (args: JsonObject, context?: ToolContext) =>
-    (await tool.execute(validateToolArguments(tool, args), context ?? (await toolContext()))) as PaintResult;
+    (await tool.execute(
+      await validateToolArguments(tool, args),
+      context ?? (await toolContext()),
+    )) as PaintResult;
   return { agent, tool, imageModel, paint };
 }
 
@@ -160,7 +163,7 @@ describe('painter', () => {
     expect(tool.recovery).toBe('unknown');
     expect(JSON.parse(tool.completionMessage(JSON.parse(JSON.stringify(result))))).toEqual(result);
     expect(tool.jsonSchema).toMatchObject({ required: ['prompt'] });
-    expect(validateToolArguments(tool, { prompt: 'p' })).toEqual({ prompt: 'p', reference_images: [] });
+    expect(await validateToolArguments(tool, { prompt: 'p' })).toEqual({ prompt: 'p', reference_images: [] });
     expect(agent).toMatchObject({ name: 'painter', model: 'text-model' });
     expect(agent.instructions).toBe(PAINTER_INSTRUCTIONS);
   });
@@ -185,7 +188,7 @@ describe('painter', () => {
     });
     const tool = paintImageTool({ imageModel, gate: allow });
     const context = await toolContext();
-    await tool.execute(validateToolArguments(tool, { prompt: 'x' }), context);
+    await tool.execute(await validateToolArguments(tool, { prompt: 'x' }), context);
     const turn = await context.store.loadTurn(context.turn.id);
     expect(turn.cost).toBeCloseTo(0.04);
     expect(turn.usage).toMatchObject({ input_tokens: 12, total_tokens: 12 });
@@ -262,7 +265,7 @@ describe('painter', () => {
     });
     const tool = agent.tools[0]!;
     await tool.execute(
-      validateToolArguments(tool, { prompt: 'x', reference_images: [`${ref}/via-proxy.png`] }),
+      await validateToolArguments(tool, { prompt: 'x', reference_images: [`${ref}/via-proxy.png`] }),
       await toolContext(),
     );
     expect(hops).toEqual([`${ref}/via-proxy.png`]);

@@ -8,6 +8,7 @@ import { Budget } from '../step/budget.js';
 import { turnDigest } from '../step/digest.js';
 import { validateModel } from '../model/model-failure.js';
 import type { Runtime } from '../runtime.js';
+import type { Agent } from '../../agents/agent.js';
 import { phaseOf, turnState } from '../step/turn-state.js';
 import { messageCreated } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
@@ -171,7 +172,11 @@ export async function claimTurn(
   if (taken) {
     await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
     await validateModel(runtime, agent, taken);
-    return { claimed: true, ...turnDigest(agent, taken, await deadline(taken)) };
+    return {
+      claimed: true,
+      ...turnDigest(agent, taken, await deadline(taken)),
+      ...routeOf(runtime, agent, taken),
+    };
   }
   const outcome = await claimInLane(store, turnId, claimToken, initial);
   if (!outcome.claimed) return { claimed: false, reason: outcome.reason, status: outcome.turn.status };
@@ -188,5 +193,15 @@ export async function claimTurn(
     claimToken,
     ...(options.taskHistoryLength !== undefined ? { taskHistoryLength: options.taskHistoryLength } : {}),
   });
-  return { claimed: true, ...turnDigest(agent, turn, await deadline(turn)) };
+  return {
+    claimed: true,
+    ...turnDigest(agent, turn, await deadline(turn)),
+    ...routeOf(runtime, agent, turn),
+  };
+}
+
+/** `{ modelRoute }` when the worker routes some of the turn's models to queues of their own. */
+function routeOf(runtime: Runtime, agent: Agent, turn: TurnRecord) {
+  const route = runtime.modelRouteFor(agent, turn);
+  return route ? { modelRoute: route } : {};
 }

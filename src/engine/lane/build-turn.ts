@@ -1,8 +1,10 @@
 import { z } from 'zod';
-import type { Agent, PromptMode } from '../../agents/agent.js';
+import type { Agent, BudgetLimits, PromptMode } from '../../agents/agent.js';
 import { limitsToJson, resolvePromptMode, resolveThinking, schemaToJson } from '../../agents/agent.js';
 import { ArgumentError } from '../../errors.js';
 import type { Thinking } from '../../models/types.js';
+import type { ModelChoice } from '../../models/model-chain.js';
+import { modelChain } from '../../models/model-chain.js';
 import { jsonCopy, nowIso } from '../../store/records.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 
@@ -13,7 +15,8 @@ export interface BuildTurnOptions {
   principal?: Json;
   /** Run context; absent → the conversation's stored context. */
   context?: JsonObject;
-  model?: string;
+  /** The turn's model or fallback chain; absent → the conversation's model, else the agent's chain. */
+  model?: ModelChoice;
   promptMode?: PromptMode;
   /** Thinking for this turn; `null` turns it off. Absent → the agent's. */
   thinking?: Thinking | null;
@@ -21,6 +24,8 @@ export interface BuildTurnOptions {
   outputSchema?: z.ZodType | JsonObject;
   /** `true` forces compaction before the model phase, `false` disables it for this turn. */
   compact?: boolean;
+  /** The limits of the tree this turn roots, instead of the agent's (a schedule's caps). */
+  limits?: BudgetLimits;
   /** Joins an existing root tree (shared budget and usage). */
   rootTurnId?: string;
   /** Marks the turn submitted (a background turn that a workflow will run). */
@@ -57,7 +62,7 @@ export async function buildTurn(
         : (agent.thinking ?? null);
   const turnOptions: JsonObject = {
     trigger_message_id: trigger.id,
-    budget_limits: limitsToJson(agent.limits),
+    budget_limits: limitsToJson(options.limits ?? agent.limits),
     // An explicit null is kept: it turns the agent's thinking off for this turn (CORE-08).
     ...(thinking === undefined ? {} : { thinking: jsonCopy(thinking) as Json }),
     context: jsonCopy(
@@ -78,6 +83,14 @@ export async function buildTurn(
     turnOptions['prompt_mode'] = resolvePromptMode('turn', options.promptMode)!;
   if (options.callbackConversationId)
     turnOptions['callback_conversation_id'] = options.callbackConversationId;
+  // The chain's first model is the turn's `model`; the rest ride with its options (decision 42).
+  const models =
+    options.model !== undefined
+      ? modelChain(options.model, 'model')
+      : conversation.model
+        ? [conversation.model]
+        : agent.models;
+  if (models && models.length > 1) turnOptions['fallback_models'] = [...models.slice(1)];
   return store.createTurn({
     ...(options.id ? { id: options.id } : {}),
     conversationId,
@@ -92,7 +105,7 @@ export async function buildTurn(
       : options.rootTurnId
         ? { rootTurnId: options.rootTurnId }
         : {}),
-    model: options.model ?? conversation.model ?? agent.model ?? null,
+    model: models?.[0] ?? null,
     options: turnOptions,
     submittedAt: options.submit || lineage ? nowIso() : null,
   });

@@ -2,6 +2,8 @@
  * The `compactStep` activity (spec §3.6): automatic compaction at the start of a model phase,
  * in its own activity, so the summary's model call has its own timeout and retries.
  */
+import { alongChain } from '../../models/fallback.js';
+import { modelChain } from '../../models/model-chain.js';
 import { BudgetError, LostClaim, StoreError, storedErrorClass } from '../../errors.js';
 import { costFromUsage } from '../../models/cost.js';
 import type { CompactionDigest, CompactionStepInput } from '../../contract/activities.js';
@@ -43,15 +45,20 @@ export async function runCompactionStep(
     await step.publish([
       turnEvent('compaction.started', { auto: true, message_count: selection.middle.length, ...replaces }),
     ]);
+    const chain = modelChain(policy.model ?? runtime.modelsFor(agent, turn), 'compaction model');
     const { request, inputTokens } = summaryRequest(selection, policy, {
-      model: policy.model ?? runtime.modelFor(agent, turn),
+      model: chain[0]!,
       focus: null,
       metadata: { turnId: turn.id, conversationId: turn.conversationId, agentName: agent.name },
     });
-    const summary = await summarize(policy.client ?? runtime.modelClientFor(agent), request, {
-      signal: hooks.signal,
-      onProgress: hooks.heartbeat,
-    });
+    const summary = await summarize(
+      alongChain(policy.client ?? runtime.modelClientFor(agent), chain),
+      request,
+      {
+        signal: hooks.signal,
+        onProgress: hooks.heartbeat,
+      },
+    );
     const cost = costFromUsage(summary.usage, summary.model, runtime.cost);
     const message = await step.write(async (tx) => {
       if (tx.state.compaction_step === input.step) return null;

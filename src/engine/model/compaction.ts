@@ -4,6 +4,9 @@
  * summary replaces. Automatic compaction runs in its own activity (`compactStep`) at the
  * start of a model phase; manual compaction (`conversation.compact()`) in the caller.
  */
+import { alongChain } from '../../models/fallback.js';
+import type { ModelChoice } from '../../models/model-chain.js';
+import { modelChain } from '../../models/model-chain.js';
 import type { Agent } from '../../agents/agent.js';
 import type { CompactionPolicy } from '../../agents/compaction-policy.js';
 import { CompactionError } from '../../errors.js';
@@ -187,8 +190,8 @@ export async function compactionDue(store: Store, agent: Agent, turn: TurnRecord
 export interface ManualCompactionOptions {
   /** A topic the summary should keep in focus. */
   focus?: string;
-  /** Summary model; absent → policy model, conversation model, agent model, default. */
-  model?: string;
+  /** Summary model or chain; absent → policy model, conversation model, agent chain, default. */
+  model?: ModelChoice;
   /** Summary client; absent → policy client, agent client, the runtime's. */
   client?: ModelClient;
   signal?: AbortSignal;
@@ -213,7 +216,11 @@ export async function compactConversation(
   const conversation = await store.loadConversation(conversationId);
   const selection = selectForCompaction(activeHistory(await store.listMessages(conversationId)), policy);
   if (!selection) throw new CompactionError('not enough messages to compact');
-  const model = options.model ?? policy.model ?? conversation.model ?? agent.model ?? runtime.defaultModel;
+  const chain = modelChain(
+    options.model ?? policy.model ?? conversation.model ?? agent.models ?? runtime.defaultModels,
+    'compaction model',
+  );
+  const model = chain[0]!;
   const focus = options.focus ?? null;
   const { request, inputTokens } = summaryRequest(selection, policy, {
     model,
@@ -222,9 +229,13 @@ export async function compactConversation(
   });
   let summary: Awaited<ReturnType<typeof summarize>>;
   try {
-    summary = await summarize(options.client ?? policy.client ?? runtime.modelClientFor(agent), request, {
-      signal: options.signal ?? new AbortController().signal,
-    });
+    summary = await summarize(
+      alongChain(options.client ?? policy.client ?? runtime.modelClientFor(agent), chain),
+      request,
+      {
+        signal: options.signal ?? new AbortController().signal,
+      },
+    );
   } catch (error) {
     if (error instanceof CompactionError) throw error;
     throw new CompactionError(

@@ -1,12 +1,16 @@
 /** What a failure of the model client becomes, and how provider errors are counted (spec §3.2, §3.10). */
 import type { Agent } from '../../agents/agent.js';
-import { ConfigError, ModelError } from '../../errors.js';
+import { ConfigError, ModelError, ModelFallback } from '../../errors.js';
 import type { TurnRecord } from '../../store/types.js';
 import { DEFAULT_TURN_SETTINGS } from '../../workflows/contract.js';
 import type { ModelStepInput } from '../../contract/activities.js';
 import type { Runtime } from '../runtime.js';
 import { retryDelayMs } from '../step/retry-delay.js';
 import type { TurnStep } from '../step/turn-step.js';
+import type { TurnState } from '../step/turn-state.js';
+import { turnEvent } from '../step/events.js';
+import { chainExhausted } from '../../models/fallback.js';
+import { chainIndex } from '../../models/model-chain.js';
 
 /** Whether an error says the model can never work as configured (a ConfigError, by class or name). */
 function isConfigFailure(error: unknown): boolean {
@@ -35,39 +39,99 @@ export function modelFailure(error: unknown, what: string): Error {
 }
 
 /**
- * `client.validate(model)` (spec §3.2 step 4), run by the claim step before the phase loop:
- * a model that can never work fails the turn before any model call.
+ * `client.validate(model)` (spec §3.2 step 4) for every model of the turn's chain, run by the
+ * claim step before the phase loop: a model that can never work fails the turn before any
+ * model call.
  */
 export async function validateModel(runtime: Runtime, agent: Agent, turn: TurnRecord) {
   const client = runtime.modelClientFor(agent);
   if (!client.validate) return;
   try {
-    await client.validate(runtime.modelFor(agent, turn));
+    for (const model of runtime.modelsFor(agent, turn)) await client.validate(model);
   } catch (error) {
     throw modelFailure(error, 'model validation failed');
   }
 }
 
+/** How many provider errors the step has seen so far (0 for a new step). */
+function providerErrorsSoFar(state: TurnState, step: string): number {
+  return state.provider_errors?.step === step ? state.provider_errors.count : 0;
+}
+
+/**
+ * The model of the chain that serves this attempt of the step: each gets `maxProviderAttempts`
+ * retryable errors, then the next takes over (decision 42).
+ */
+export function servingModel(chain: readonly string[], state: TurnState, input: ModelStepInput) {
+  const perModel = input.maxProviderAttempts ?? DEFAULT_TURN_SETTINGS.maxProviderAttempts;
+  const index = chainIndex(providerErrorsSoFar(state, input.step), perModel, chain.length);
+  return { model: chain[index]!, index };
+}
+
 /**
  * Counts a retryable provider error against the step (in the turn's state, so every worker
- * sees it): the error that reaches `maxProviderAttempts` fails the step for good. An attempt
- * that died with its worker never gets here, so worker loss spends none of these attempts.
+ * sees it), with the model's last error. A model that used up its attempts hands the step to
+ * the next one of the chain (a `model.fallback` event, and the retry starts at once: the
+ * next provider has not asked us to wait); the error that uses up the last model's attempts
+ * fails the step for good, naming every model tried. The retry waits what the provider asked
+ * (`retry-after`), else the engine's backoff. An attempt that died with its worker never gets
+ * here, so worker loss spends none of these attempts.
  */
 export async function countProviderError(
   step: TurnStep,
   input: ModelStepInput,
   error: unknown,
+  chain: readonly string[] = [],
+  served?: string,
 ): Promise<ModelError> {
-  const count = await step.write(async (tx) => tx.countError('provider_errors', input.step));
+  const perModel = input.maxProviderAttempts ?? DEFAULT_TURN_SETTINGS.maxProviderAttempts;
   const message =
     error instanceof ModelError
       ? error.message
       : `model call failed: ${error instanceof Error ? error.message : String(error)}`;
+  const { count, last } = await step.write(async (tx) => {
+    const count = tx.countError('provider_errors', input.step);
+    const previous = tx.state.model_errors?.step === input.step ? tx.state.model_errors.last : {};
+    const last = served ? { ...previous, [served]: message } : previous;
+    if (served) tx.patchState({ model_errors: { step: input.step, last } });
+    const next = chain[count / perModel];
+    if (served && next !== undefined && count % perModel === 0)
+      tx.emit(
+        turnEvent('model.fallback', {
+          step: input.step,
+          from: served,
+          to: next,
+          attempts: perModel,
+          error: message,
+        }),
+      );
+    return { count, last };
+  });
   const status = error instanceof ModelError ? error.status : undefined;
+  const cause = error instanceof ModelError ? (error.cause ?? error) : error;
+  const total = perModel * Math.max(1, chain.length);
+  const retryable = count < total;
+  if (!retryable && chain.length > 1)
+    return chainExhausted(
+      chain.map((model) => ({ model, error: last[model] ?? 'not tried' })),
+      { retryable: false },
+    );
+  const movesOn = chain.length > 1 && count % perModel === 0;
+  // A routed step moves to the next model's queue through the workflow (decision 43).
+  if (movesOn && retryable && input.routed)
+    return new ModelFallback(message, {
+      cause,
+      details: { index: count / perModel, model: chain[count / perModel] },
+    });
+  const asked = error instanceof ModelError ? error.retryAfterMs : undefined;
   return new ModelError(message, {
-    cause: error instanceof ModelError ? (error.cause ?? error) : error,
+    cause,
     ...(status !== undefined ? { status } : {}),
-    retryable: count < (input.maxProviderAttempts ?? DEFAULT_TURN_SETTINGS.maxProviderAttempts),
-    retryDelayMs: retryDelayMs(count),
+    retryable,
+    retryDelayMs: movesOn ? FALLBACK_DELAY_MS : (asked ?? retryDelayMs(count % perModel || perModel)),
+    ...(served ? { model: served } : {}),
   });
 }
+
+/** The pause before the next model of a chain is asked: it has not asked us to wait. */
+const FALLBACK_DELAY_MS = 100;

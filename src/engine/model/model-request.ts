@@ -200,9 +200,11 @@ export async function buildModelRequest(
   agent: Agent,
   turn: TurnRecord,
   depth: number,
+  /** The model of the chain that serves this attempt (default: the chain's first). */
+  serving?: string,
 ): Promise<TurnPreview> {
   const mode = effectivePromptMode(agent, turn, depth);
-  const model = runtime.modelFor(agent, turn);
+  const model = serving ?? runtime.modelFor(agent, turn);
   const conversation = await store.loadConversation(turn.conversationId);
   const loaded = await loadedSkillsOf(store, turn.id);
   const tools = offeredTools(agent, loaded);

@@ -11,9 +11,10 @@ import { TurnStep } from '../step/turn-step.js';
 import { compactionDue } from './compaction.js';
 import { buildModelRequest } from './model-request.js';
 import { DeltaWriter, stepFinishedParts, stepStartedParts } from './live-stream.js';
-import { countProviderError, modelFailure } from './model-failure.js';
+import { countProviderError, modelFailure, servingModel } from './model-failure.js';
 import { uniqueToolCallIds } from './tool-call-ids.js';
 import type { Runtime } from '../runtime.js';
+import type { TurnState } from '../step/turn-state.js';
 import { depthOf, iterationsOf, toolCallParts } from '../step/turn-state.js';
 import type { ModelStepDigest } from '../../contract/digests.js';
 import type { ModelStepInput } from '../../contract/activities.js';
@@ -54,9 +55,11 @@ export async function runModelStep(
   const depth = await depthOf(runtime.store, step.turn);
   const budget = await reserveIteration(step, input.step, depth);
   // One span per model call (a no-op without tracing); a failed attempt ends it failed.
+  let served: string | undefined;
   const cost = await runtime.telemetry.span('chat', modelSpanStart(step.turn, input.step), async (span) => {
     const { request, result, deltas } = await callModel(step, depth, hooks, input);
     span.rename(`chat ${request.model}`);
+    served = request.model;
     span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(step.agent), request, result));
     const persisted = await persistResponse(step, input.step, request, result, deltas);
     if (persisted !== undefined && persisted !== null) span.set({ 'turnkit.cost_usd': persisted });
@@ -65,7 +68,13 @@ export async function runModelStep(
   if (cost === undefined) return reused(step);
   // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
   budget.addCost(cost);
-  return { ...turnDigest(step.agent, step.turn), usage: usageDigest(step.turn.usage), cost, reused: false };
+  return {
+    ...turnDigest(step.agent, step.turn),
+    usage: usageDigest(step.turn.usage),
+    cost,
+    reused: false,
+    ...(served ? { model: served } : {}),
+  };
 }
 
 /** The digest of a step whose response is already stored: no model call, no usage. */
@@ -98,11 +107,21 @@ async function callModel(
   input: ModelStepInput,
 ): Promise<{ request: ModelRequest; result: ModelResult; deltas: NewStreamPart[] }> {
   const { runtime, agent, turn } = step;
-  const { request, report } = await buildModelRequest(runtime, runtime.store, agent, turn, depth);
+  const chain = runtime.modelsFor(agent, turn);
+  const serving = servingModel(chain, step.state, input);
+  const { request, report } = await buildModelRequest(
+    runtime,
+    runtime.store,
+    agent,
+    turn,
+    depth,
+    serving.model,
+  );
   // The live stream opens this attempt's step with the event, in one transaction; the
   // attempt's deltas are then batched into the store (never into history).
   const requested = turnEvent('model.requested', {
     model: request.model,
+    ...(chain.length > 1 ? { fallback_index: serving.index } : {}),
     tool_names: request.tools.map((tool) => tool.name),
     message_count: request.messages.length,
     prompt: report as unknown as JsonObject,
@@ -127,7 +146,7 @@ async function callModel(
     // A model that can never work fails at once; a provider error is counted against the step.
     if (failure instanceof ConfigError || (failure instanceof ModelError && !failure.retryable))
       throw failure;
-    throw await countProviderError(step, input, failure);
+    throw await countProviderError(step, input, failure, chain, request.model);
   }
   // The last deltas are stored with the response, in its transaction.
   return { request, result, deltas: await deltas.drain() };
@@ -172,7 +191,8 @@ async function persistResponse(
     );
   }
   const cost = costFromUsage(result.usage, result.model ?? request.model, step.runtime.cost);
-  const metadata: JsonObject = {};
+  // The model of the chain that served the step (its configured id), on the message itself.
+  const metadata: JsonObject = { model: request.model };
   if (result.outputData !== undefined && result.outputData !== null)
     metadata['output_data'] = result.outputData;
   if (Object.keys(renamed).length > 0) metadata['renamed_tool_call_ids'] = renamed;
@@ -183,6 +203,7 @@ async function persistResponse(
     tx.charge(result.usage, cost);
     tx.set({ heartbeatAt: nowIso() });
     tx.patchState({
+      model_usage: modelUsage(tx.state.model_usage, request.model, result, cost.total),
       phase: calls.length > 0 ? 'tools' : 'output',
       parts,
       candidate: text,
@@ -216,12 +237,32 @@ async function persistResponse(
     ...calls.map((call) => turnEvent('tool_call.created', { id: call.id, name: call.name })),
     turnEvent('model.completed', {
       model: result.model ?? request.model,
+      requested_model: request.model,
       tool_call_count: calls.length,
       usage: usageDigest(step.turn.usage) as unknown as JsonObject,
       cost: cost.total,
     }),
   ]);
   return cost.total;
+}
+
+/** The turn's usage per serving model, with this response added. */
+function modelUsage(
+  previous: TurnState['model_usage'],
+  model: string,
+  result: ModelResult,
+  cost: number | null,
+): NonNullable<TurnState['model_usage']> {
+  const entry = previous?.[model] ?? { calls: 0, input_tokens: 0, output_tokens: 0, cost: 0 };
+  return {
+    ...previous,
+    [model]: {
+      calls: entry.calls + 1,
+      input_tokens: entry.input_tokens + (result.usage?.inputTokens ?? 0),
+      output_tokens: entry.output_tokens + (result.usage?.outputTokens ?? 0),
+      cost: entry.cost === null || cost === null ? null : entry.cost + cost,
+    },
+  };
 }
 
 function usageDigest(usage: { input_tokens?: number; output_tokens?: number; total_tokens?: number } | null) {

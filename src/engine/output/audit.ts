@@ -4,6 +4,8 @@
  * timeout; it stores the audit in the turn's state under a key of the candidate it checked,
  * and the output step (a short local activity) reads it from there.
  */
+import { alongChain } from '../../models/fallback.js';
+import { modelChain } from '../../models/model-chain.js';
 import { createHash } from 'node:crypto';
 import type { OutputPolicy, OutputViolation } from '../../agents/output-policy.js';
 import { StoreError, TurnKitError } from '../../errors.js';
@@ -44,10 +46,14 @@ export interface OutputCheckHooks {
 function turnJudge(step: TurnStep, key: string, hooks: OutputCheckHooks) {
   const { runtime, agent, turn } = step;
   const judged = step.state.output_judged?.key === key ? step.state.output_judged.verdicts : {};
+  const judgeChain = (policy: OutputPolicy) =>
+    modelChain(
+      policy.model ?? agent.outputPolicyModel ?? runtime.outputPolicyModel ?? runtime.modelsFor(agent, turn),
+      'output policy model',
+    );
   return (policy: OutputPolicy, index: number): JudgeHost => ({
-    client: policy.client ?? runtime.modelClientFor(agent),
-    model:
-      policy.model ?? agent.outputPolicyModel ?? runtime.outputPolicyModel ?? runtime.modelFor(agent, turn),
+    client: alongChain(policy.client ?? runtime.modelClientFor(agent), judgeChain(policy)),
+    model: judgeChain(policy)[0]!,
     thinking:
       policy.thinking !== undefined
         ? policy.thinking

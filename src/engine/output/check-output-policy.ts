@@ -1,4 +1,7 @@
 /** Output checks outside a turn: TurnKit's `check_output_policy`, public API. */
+import { alongChain } from '../../models/fallback.js';
+import type { ModelChoice } from '../../models/model-chain.js';
+import { modelChain } from '../../models/model-chain.js';
 import type {
   ConstraintContext,
   OutputCheck,
@@ -20,8 +23,8 @@ export interface CheckOutputPolicyOptions {
   context?: Partial<ConstraintContext>;
   /** For LLM-judged policies without a client of their own. */
   client?: ModelClient;
-  /** For LLM-judged policies without a model of their own. */
-  model?: string;
+  /** For LLM-judged policies without a model (or chain) of their own. */
+  model?: ModelChoice;
   thinking?: Thinking | null;
   signal?: AbortSignal;
 }
@@ -58,13 +61,14 @@ export async function checkOutputPolicy(
     context,
     (policy) => {
       const client = policy.client ?? options.client;
-      const model = policy.model ?? options.model;
-      if (!client || !model) {
+      const choice = policy.model ?? options.model;
+      if (!client || !choice) {
         throw new ConfigError(`output policy ${policy.name} needs a client and a model outside a turn`);
       }
+      const chain = modelChain(choice, 'checkOutputPolicy model');
       return {
-        client,
-        model,
+        client: alongChain(client, chain),
+        model: chain[0]!,
         thinking: policy.thinking ?? options.thinking ?? DEFAULT_POLICY_THINKING,
         metadata: { turnId: '', conversationId: '', agentName: '', purpose: 'output_policy' },
         signal,

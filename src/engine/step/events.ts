@@ -30,6 +30,7 @@ export type TurnEventType =
   | 'message.created'
   | 'model.requested'
   | 'model.completed'
+  | 'model.fallback'
   | 'tool_call.created'
   | 'tool_call.completed'
   | 'tool_call.failed'

@@ -33,6 +33,13 @@ export interface TurnState {
   model_step?: string;
   /** Provider errors of the model step `step` so far (`maxProviderAttempts`). */
   provider_errors?: { step: string; count: number };
+  /** The last provider error of each model the step tried (fallback chains, decision 42). */
+  model_errors?: { step: string; last: Record<string, string> };
+  /** Tokens and cost per model that served the turn's steps (fallback chains). */
+  model_usage?: Record<
+    string,
+    { calls: number; input_tokens: number; output_tokens: number; cost: number | null }
+  >;
   /** Runs of a replay-safe tool that threw, per execution id (`maxToolAttempts`). */
   tool_errors?: Record<string, number>;
   /** The model step whose compaction ran (compactStep is idempotent per step key). */

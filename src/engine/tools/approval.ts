@@ -13,6 +13,7 @@ import { turnEvent } from '../step/events.js';
 import { contextOf, principalOf } from '../step/turn-state.js';
 import type { ToolExecution } from './tool-execution.js';
 import { errorDetails } from './tool-execution.js';
+import { callHistory } from './call-history.js';
 
 /**
  * Asks the tool's `needsApproval` about this call, once, when it is first dispatched: with
@@ -26,12 +27,18 @@ export async function askApproval(
   if (!tool?.needsApproval || call.arguments_error) return 'run';
   let args: unknown;
   try {
-    args = validateToolArguments(tool, call.arguments);
+    args = await validateToolArguments(tool, call.arguments);
   } catch {
     return 'run';
   }
   try {
-    const context = { principal: principalOf(turn), context: contextOf(turn), turn, toolCallId: call.id };
+    const context = {
+      principal: principalOf(turn),
+      context: contextOf(turn),
+      turn,
+      toolCallId: call.id,
+      history: () => callHistory(run.store, turn, call.id),
+    };
     return (await tool.requiresApproval(args as never, context)) === true ? 'hold' : 'run';
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);

@@ -30,7 +30,7 @@ export async function launchAgent(
   execution: ToolExecutionRecord,
   args: JsonObject,
 ): Promise<CoordinationOutcome> {
-  const { agent_name: name, task, callback } = validateToolArguments(tool, args);
+  const { agent_name: name, task, callback } = await validateToolArguments(tool, args);
   const subAgent = tool.agents.find((agent) => agent.name === name);
   if (!subAgent) throw new ToolError(`unknown sub-agent: ${name}`);
   if (!runtime.agents.has(subAgent.name)) {
@@ -69,7 +69,7 @@ export async function sendMessageCall(
   execution: ToolExecutionRecord,
   args: JsonObject,
 ): Promise<CoordinationOutcome> {
-  const { conversation_id: destination, text } = validateToolArguments(tool, args) as {
+  const { conversation_id: destination, text } = (await validateToolArguments(tool, args)) as {
     conversation_id: string;
     text: string;
   };
@@ -118,7 +118,7 @@ export async function waitForCall(
   tool: ToolDefinition,
   args: JsonObject,
 ): Promise<CoordinationOutcome> {
-  const { turn_ids: ids } = validateToolArguments(tool, args) as { turn_ids: string[] };
+  const { turn_ids: ids } = (await validateToolArguments(tool, args)) as { turn_ids: string[] };
   const unique = [...new Set(ids)];
   const principal = canonicalJson(principalOf(turn));
   const targets: TurnRecord[] = [];

@@ -38,7 +38,7 @@ export async function delegate(
   execution: ToolExecutionRecord,
   args: JsonObject,
 ): Promise<TurnRecord> {
-  const { task } = validateToolArguments(tool, args) as { task: string };
+  const { task } = (await validateToolArguments(tool, args)) as { task: string };
   const principal = principalOf(await store.loadTurn(parent.id));
   const subAgent: Agent = runtime.agents.resolve(tool.name);
   await runtime.authorize('launch_agent', principal, {

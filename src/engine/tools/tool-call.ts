@@ -22,6 +22,7 @@ import type { ToolCallInput } from '../../contract/activities.js';
 import { askApproval, awaitingOutcome, decideApproval } from './approval.js';
 import { coordinationCall, delegateCall, ENGINE_RUN_KINDS, reportedAgain } from './engine-run-call.js';
 import { failedOutcome } from './tool-failure.js';
+import { callHistory } from './call-history.js';
 import type { ToolCallHooks } from './tool-execution.js';
 import { errorDetails, ToolExecution } from './tool-execution.js';
 import { OUTCOME_UNKNOWN, resultOf } from './tool-results.js';
@@ -243,7 +244,7 @@ async function executeTool(
   principal: Json,
   hooks: ToolCallHooks,
 ): Promise<JsonObject> {
-  const args = validateToolArguments(tool, run.call.arguments);
+  const args = await validateToolArguments(tool, run.call.arguments);
   const context: ToolContext = {
     idempotencyKey: `turnkit:tool:${execution.id}`,
     signal: hooks.signal,
@@ -263,6 +264,7 @@ async function executeTool(
       return id;
     },
     emit: (type, payload) => run.runtime.emit(run.turn, type, payload),
+    history: () => callHistory(run.store, run.turn, run.call.id),
   };
   return normalizeToolPayload(await tool.execute(args, context));
 }
