@@ -58,6 +58,16 @@ const occupy = defineTool({
     return { occupied: true };
   },
 });
+const posting = gate();
+const holdPost = defineTool({
+  name: 'hold_post',
+  description: 'Keeps the conversation busy while posts arrive.',
+  input: z.object({}),
+  execute: async () => {
+    await posting.promise;
+    return { held: true };
+  },
+});
 const reviewer = defineAgent({ name: 'reviewer' });
 const answering = gate();
 const model = new ScriptedModel({
@@ -82,6 +92,11 @@ const model = new ScriptedModel({
         },
   reviewer: () => 'reviewed',
   laned: () => 'heard',
+  posted: (request) =>
+    request.messages.some((m) => m.role === 'tool') ||
+    !String(request.messages.filter((m) => m.role === 'user').at(-1)?.content).includes('wait')
+      ? 'answered'
+      : { toolCalls: [{ name: 'hold_post', arguments: {} }] },
   slowbusy: (request) =>
     request.messages.some((m) => m.role === 'tool') ||
     request.messages.filter((m) => m.role === 'user').length > 1
@@ -144,6 +159,7 @@ const kit = await startKit({
     defineAgent({ name: 'fanout', subAgents: [reviewer] }),
     defineAgent({ name: 'failing' }),
     defineAgent({ name: 'laned' }),
+    defineAgent({ name: 'posted', tools: [holdPost] }),
     defineAgent({ name: 'cancelled' }),
     defineAgent({ name: 'reclaimed', tools: [hold] }),
     defineAgent({ name: 'slowbusy', tools: [occupy] }),
@@ -282,6 +298,24 @@ for (const name of ['lane', 'lane-0.5'].filter(wanted)) {
   const lane = kit.client.temporal.workflow.getHandle(`turnkit-lane-${conversation.id}`);
   await until(async () => (await lane.describe()).status.name !== 'RUNNING');
   await save(name, lane.workflowId);
+}
+if (wanted('lane-post')) {
+  // The inbox (decision 41): a post starts the lane and a turn (update-with-start), another
+  // one makes the turn wait on a tool; a post queued and one steered meanwhile; then the lane
+  // delivers nothing new, runs the queued post's turn, idles and closes.
+  const conversation = await kit.client.conversation('posted');
+  const started = await conversation.post('first', { requestId: 'record-1' });
+  await until(async () => (await kit.store.loadTurn(started.turnId!)).status === 'completed');
+  const busy = await conversation.post('wait here', { requestId: 'record-2' });
+  await until(async () =>
+    (await kit.store.listToolExecutions({ turnIds: [busy.turnId!] })).some((e) => e.status === 'running'),
+  );
+  await conversation.post('and this', { requestId: 'record-3', policy: 'queue' });
+  await conversation.post('steer it', { requestId: 'record-4', policy: 'steer' });
+  posting.open();
+  const lane = kit.client.temporal.workflow.getHandle(`turnkit-lane-${conversation.id}`);
+  await until(async () => (await lane.describe()).status.name !== 'RUNNING');
+  await save('lane-post', lane.workflowId);
 }
 if (wanted('querybusy')) {
   // Release 0.5: the same slow lane_busy claim, with a query every 50 ms while it is out (the

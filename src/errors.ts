@@ -80,6 +80,15 @@ export class ControlError extends TurnKitError {
     this.code = options?.code ?? 'refused';
   }
 }
+/**
+ * A post to a busy conversation under the `reject` policy (decision 41): nothing was written.
+ * `receipt` is the post's receipt, disposition `rejected`; `busy` the turns holding the lane.
+ */
+export class ConversationBusyError extends TurnKitError {
+  get receipt(): Record<string, unknown> | undefined {
+    return this.details?.['receipt'] as Record<string, unknown> | undefined;
+  }
+}
 /** A tool failed in a way the model should read: its execution is failed, the turn goes on. */
 export class ToolError extends TurnKitError {}
 /** Tool arguments did not match the tool's schema. */
@@ -148,6 +157,7 @@ const TURNKIT_CLASSES = new Set([
   'WorkflowClosed',
   'WorkflowStartError',
   'ControlError',
+  'ConversationBusyError',
   'Cancelled',
   'OutputAudit',
   // An activity that timed out (the workflow's own classification of a Temporal timeout).

@@ -94,6 +94,9 @@ export type {
 export { laneWorkflowId, turnWorkflowId, UPDATES } from './workflows/contract.js';
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
 export type { ApprovalAnswer, PendingApproval } from './client/controls.js';
+export type { InputStatus, MessagesAfter, PostOptions } from './client/post.js';
+export { POST_POLICIES } from './contract/post-request.js';
+export type { PostDisposition, PostPolicy, PostReceipt } from './contract/post-request.js';
 export {
   ArgumentError,
   AuthorizationError,
@@ -101,6 +104,7 @@ export {
   CompactionError,
   ConfigError,
   ControlError,
+  ConversationBusyError,
   InputError,
   ModelAccessError,
   ModelError,

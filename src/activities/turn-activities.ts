@@ -10,6 +10,7 @@ import { authorizeControl } from '../engine/controls/authorize.js';
 import { pauseTurn, resumePausedTurn } from '../engine/controls/pause.js';
 import { steerTurn } from '../engine/controls/steer.js';
 import { laneStep } from '../engine/lane/lane-step.js';
+import { acceptPost } from '../engine/lane/post.js';
 import type { RepairContext } from '../engine/end/repair.js';
 import { repairTurns } from '../engine/end/repair.js';
 import { checkLaneAhead } from '../engine/end/lane-ahead.js';
@@ -102,7 +103,9 @@ function storeOutageAware<T>(
 
 type Activities<K extends keyof TurnActivities> = Pick<TurnActivities, K>;
 
-function laneActivities(runtime: Runtime): Activities<'laneStep' | 'wakeLanes' | 'waitsReady'> {
+function laneActivities(
+  runtime: Runtime,
+): Activities<'laneStep' | 'wakeLanes' | 'waitsReady' | 'acceptPost'> {
   return {
     async laneStep(input) {
       return mappingFailures(async () => {
@@ -132,6 +135,11 @@ function laneActivities(runtime: Runtime): Activities<'laneStep' | 'wakeLanes' |
     async waitsReady(input) {
       return mappingFailures(async () => ({ ready: await waitsReady(runtime.store, input.turnId) }));
     },
+
+    acceptPost: (input) =>
+      mappingFailures(() =>
+        acceptPost(repairContext(runtime, input.settings), input.conversationId, input.request),
+      ),
   };
 }
 

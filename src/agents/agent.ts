@@ -5,6 +5,8 @@ import type { ModelChoice } from '../models/model-chain.js';
 import { optionalModelChain } from '../models/model-chain.js';
 import type { Json, JsonObject } from '../store/types.js';
 import { DEFAULT_LIMITS, globalDefaults } from '../config.js';
+import type { PostPolicy } from '../contract/post-request.js';
+import { POST_POLICIES } from '../contract/post-request.js';
 import type { ContextContributor, PromptSectionEntry, SystemPromptOption } from './prompt.js';
 import {
   resolveContributors,
@@ -96,6 +98,11 @@ export interface AgentOptions {
   outputRetries?: number;
   /** Model client for this agent; otherwise the worker's default client. */
   client?: ModelClient;
+  /**
+   * What `conversation.post` does when the conversation is busy, unless the post says
+   * (`queue`, `steer`, `interrupt`, `reject`); default `queue` (decision 41).
+   */
+  postPolicy?: PostPolicy;
 }
 
 export interface Agent {
@@ -130,6 +137,8 @@ export interface Agent {
   readonly outputPolicyMode: 'fail' | 'report';
   readonly outputRetries: number;
   readonly client: ModelClient | undefined;
+  /** The default policy of a post to a busy conversation of this agent. */
+  readonly postPolicy: PostPolicy;
   /** The effective compaction policy (defaults ⊕ global ⊕ agent), or null when disabled. */
   readonly compaction: CompactionPolicy | null;
   /** Always in the prompt (their tools always offered). */
@@ -266,6 +275,9 @@ export function defineAgent(options: AgentOptions): Agent {
   const outputJsonSchema = options.outputSchema ? schemaToJson(options.outputSchema) : undefined;
   const policies = resolveOutputPolicies(name, options.outputPolicy);
   const models = optionalModelChain(options.model, `agent ${name}: model`);
+  const postPolicy = options.postPolicy ?? 'queue';
+  if (!POST_POLICIES.includes(postPolicy))
+    throw new ArgumentError(`agent ${name}: postPolicy must be one of ${POST_POLICIES.join(', ')}`);
   return Object.freeze({
     name,
     description: options.description ?? '',
@@ -301,6 +313,7 @@ export function defineAgent(options: AgentOptions): Agent {
     outputPolicyMode: mode,
     outputRetries,
     client: options.client,
+    postPolicy,
     compaction: layerCompaction([
       globals?.compaction,
       checkCompactionSetting(`agent ${name}`, options.compaction),

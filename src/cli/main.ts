@@ -13,6 +13,8 @@ import { TurnKitClient } from '../client/turnkit-client.js';
 import type { RepairFinding } from '../engine/end/repair.js';
 import { readRunStream } from '../client/run-stream.js';
 import { RecordNotFound, TurnKitError } from '../errors.js';
+import type { PostPolicy } from '../contract/post-request.js';
+import { POST_POLICIES } from '../contract/post-request.js';
 import type { Json, Store, TurnRecord } from '../store/types.js';
 import { TERMINAL_TURN_STATUSES, TURN_STATUSES } from '../store/types.js';
 import { createWorker } from '../worker.js';
@@ -597,6 +599,43 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
             write(
               io.out,
               `${delivery.id} ${delivery.deliveredAt ? `delivered ${delivery.deliveredAt}` : 'queued'}\n`,
+            );
+        },
+      ),
+    );
+
+  program
+    .command('post')
+    .description("post a user's message to a conversation: a turn now, or the policy when it is busy")
+    .argument('<conversationId>')
+    .argument('<text>')
+    .option('--request-id <id>', 'idempotency key: the same id returns the same receipt')
+    .addOption(
+      new Option('--policy <policy>', "when the conversation is busy (default: the agent's)").choices([
+        ...POST_POLICIES,
+      ]),
+    )
+    .option('--principal <json>', 'who is posting (JSON)')
+    .action(
+      action(
+        async (
+          session,
+          conversationId: string,
+          text: string,
+          opts: { requestId?: string; policy?: PostPolicy; principal?: string },
+        ) => {
+          const client = await session.client(await session.module(false));
+          const principal = parseJson('--principal', opts.principal);
+          const receipt = await client.post(conversationId, text, {
+            ...(opts.requestId ? { requestId: opts.requestId } : {}),
+            ...(opts.policy ? { policy: opts.policy } : {}),
+            ...(principal === undefined ? {} : { principal }),
+          });
+          if (globals().json) write(io.out, `${jsonText(receipt)}\n`);
+          else
+            write(
+              io.out,
+              `${receipt.disposition} ${receipt.requestId} message ${receipt.messageId ?? '-'} turn ${receipt.turnId ?? '-'}\n`,
             );
         },
       ),

@@ -28,6 +28,8 @@ export const RESERVED_MESSAGE_METADATA: readonly string[] = [
   'parent_turn_id',
   'parent_tool_execution_id',
   'principal',
+  'request_id',
+  'posted_by',
   'schedule_id',
 ];
 

@@ -63,6 +63,9 @@ import {
 import type { laneWorkflow } from '../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../workflows/turn-workflow.js';
 import { RunHandle, sumCost, sumUsage } from './run-handle.js';
+import type { InputStatus, MessagesAfter, PostOptions } from './post.js';
+import { inputStatus, messagesAfter, postToConversation } from './post.js';
+import type { PostReceipt } from '../contract/post-request.js';
 import { sendControl } from './controls.js';
 import type { ScheduleDeps, ScheduleOptions, ScheduleSummary } from './schedules.js';
 import { createSchedule, listSchedules, ScheduleHandle } from './schedules.js';
@@ -612,6 +615,40 @@ export class TurnKitClient {
     await addWaits(this.store, { turnId, targetTurnIds: targets, transition: true });
   }
 
+  /**
+   * Posts a user's message to a conversation (decision 41): one Update-with-Start of its lane,
+   * which starts a turn when the conversation is idle and otherwise follows the policy
+   * (`queue`, `steer`, `interrupt`, `reject`: ConversationBusyError). Returns the receipt; the
+   * same `requestId` returns the same receipt.
+   */
+  post(conversationId: string, text: string, options: PostOptions = {}): Promise<PostReceipt> {
+    const sender = {
+      runtime: this.#runtime,
+      temporal: this.temporal,
+      taskQueue: this.taskQueue,
+      settings: this.turnSettings,
+    };
+    return postToConversation(sender, conversationId, text, options);
+  }
+
+  /** Where a post stands (authorized as `read_control`); null when none has this request id. */
+  inputStatus(
+    conversationId: string,
+    requestId: string,
+    options: { principal?: Json } = {},
+  ): Promise<InputStatus | null> {
+    return inputStatus(this.#runtime, conversationId, requestId, options);
+  }
+
+  /** The conversation's messages after a cursor (authorized as `read_messages`). */
+  messagesAfter(
+    conversationId: string,
+    cursor: number,
+    options: { principal?: Json; limit?: number } = {},
+  ): Promise<MessagesAfter> {
+    return messagesAfter(this.#runtime, conversationId, cursor, options);
+  }
+
   inbox(conversationId: string): Promise<DeliveryRecord[]> {
     return this.store.listDeliveries({ destinationConversationId: conversationId });
   }
@@ -730,6 +767,21 @@ export class ConversationHandle {
   /** Sends a durable message from this conversation to another one. */
   sendMessage(to: string, text: string, options: Omit<SendMessageOptions, 'from'>) {
     return this.client.sendMessage(to, text, { ...options, from: this.id });
+  }
+
+  /** Posts a user's message: see `TurnKitClient.post`. */
+  post(text: string, options: PostOptions = {}): Promise<PostReceipt> {
+    return this.client.post(this.id, text, options);
+  }
+
+  /** Where the post with this request id stands (`read_control`). */
+  inputStatus(requestId: string, options: { principal?: Json } = {}): Promise<InputStatus | null> {
+    return this.client.inputStatus(this.id, requestId, options);
+  }
+
+  /** Messages after `cursor`, a message sequence (`read_messages`): poll with the cursor it returns. */
+  messagesAfter(cursor: number, options: { principal?: Json; limit?: number } = {}): Promise<MessagesAfter> {
+    return this.client.messagesAfter(this.id, cursor, options);
   }
 
   /** Deliveries addressed to this conversation, delivered or not. */

@@ -34,7 +34,11 @@ export type AuthorizationAction =
   | 'reject'
   | 'pause'
   | 'resume'
-  | 'steer';
+  | 'steer'
+  // The conversation inbox (TurnKit 0.7): a post, and a polling front end's reads.
+  | 'post'
+  | 'read_control'
+  | 'read_messages';
 
 export interface AuthorizationRequest {
   action: AuthorizationAction;

@@ -10,6 +10,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CancelDescendants, CancelRequest } from '../contract/cancel-request.js';
 import type { ControlRequest } from '../contract/control-request.js';
+import type { PostReceipt, PostRequest } from '../contract/post-request.js';
 import type {
   ClaimDigest,
   ModelStepDigest,
@@ -193,6 +194,15 @@ export interface TurnActivities {
   laneStep(input: LaneWorkflowInput): Promise<LaneStepResult>;
   /** Wakes the lanes of these conversations (signal-with-start of their lane workflows). */
   wakeLanes(input: { conversationIds: string[]; settings?: TurnSettings }): Promise<void>;
+  /**
+   * A post to the conversation (the lane's `post` Update): authorized, written once per
+   * request id, and applied by the policy; returns its receipt (decision 41).
+   */
+  acceptPost(input: {
+    conversationId: string;
+    request: PostRequest;
+    settings?: TurnSettings;
+  }): Promise<PostReceipt>;
   /** Whether every wait target of the turn is finished. */
   waitsReady(input: { turnId: string }): Promise<{ ready: boolean }>;
   claimTurn(input: OwnerInput): Promise<ClaimDigest>;
@@ -305,6 +315,12 @@ export const pauseUpdate = defineUpdate<ControlState, [unknown]>(UPDATES.pause);
 export const resumeUpdate = defineUpdate<ControlState, [unknown]>(UPDATES.resume);
 /** `{text, principal?, signature?}` */
 export const steerUpdate = defineUpdate<ControlState, [unknown]>(UPDATES.steer);
+
+/** The lane's Update: `temporal workflow update execute --name post` on `turnkit-lane-<id>`. */
+const LANE_UPDATES = { post: 'post' } as const;
+
+/** `{requestId, text, principal?, policy?, media?, signature?}` (contract/post-request.ts) */
+export const postUpdate = defineUpdate<PostReceipt, [unknown]>(LANE_UPDATES.post);
 
 // --- Queries -----------------------------------------------------------------------------
 
@@ -434,14 +450,17 @@ function turnDetails(turn: TurnStart['turn'], head: string): string {
   ].join('\n\n');
 }
 
-/** Signal-with-start options of a conversation's lane, for every path that wakes one. */
-export function laneStartOptions(conversationId: string, settings?: TurnSettings) {
+/** Start options of a conversation's lane, for every path that starts one. */
+export function laneWorkflowOptions(conversationId: string, settings?: TurnSettings) {
   return {
     workflowId: laneWorkflowId(conversationId),
     args: [{ conversationId, ...(settings ? { settings } : {}) }] as [LaneWorkflowInput],
-    signal: wakeSignal,
-    signalArgs: [] as [],
     staticSummary: `lane of ${conversationId}`,
     staticDetails: `**conversation** \`${conversationId}\`\n\nDelivers its messages and runs its turns one at a time.`,
   };
+}
+
+/** Signal-with-start options of a conversation's lane, for every path that wakes one. */
+export function laneStartOptions(conversationId: string, settings?: TurnSettings) {
+  return { ...laneWorkflowOptions(conversationId, settings), signal: wakeSignal, signalArgs: [] as [] };
 }

@@ -4,22 +4,26 @@
  * conversation (each with its wake-up), build the continuation turn of an idle conversation,
  * and start — or nudge — the oldest submitted turn when nothing else runs there. The
  * store's claim is the gate; the lane makes sure somebody knocks. An idle lane closes; the
- * next signal-with-start opens a new run.
+ * next signal-with-start opens a new run. Posts to the conversation arrive as its `post`
+ * Update (update-with-start, lane-posts.ts); the lane applies every one it accepted before it
+ * closes or continues as new.
  */
 import {
   ActivityFailure,
+  allHandlersFinished,
   condition,
   continueAsNew,
   log,
   patched,
   proxyActivities,
-  setCurrentDetails,
   setHandler,
   setWorkflowOptions,
   sleep,
 } from '@temporalio/workflow';
 import type { LaneWorkflowInput, TurnActivities } from './contract.js';
 import { wakeSignal } from './contract.js';
+import { LaneDetails } from './lane-details.js';
+import { LanePosts } from './lane-posts.js';
 import { whenVersioned } from './versioning.js';
 
 /** How long an idle lane stays open for the next wake before it closes. */
@@ -60,29 +64,29 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
   setHandler(wakeSignal, () => {
     wakes += 1;
   });
-  // What the Temporal UI shows of the lane while it is open (not a command: replay-neutral).
-  const seen = { delivered: 0, started: 0, queued: 0, last: null as string | null, failing: '' };
-  const failingNote = (count: number, last?: string) =>
-    `\n\n**lane step failing**: ${count} in a row, waiting for the next wake` +
-    (last ? `; last error: ${last.slice(0, 200)}` : '');
-  const show = () =>
-    setCurrentDetails(
-      `**conversation** \`${input.conversationId}\` · delivered ${seen.delivered} · turns started ${seen.started}` +
-        ` · queued ${seen.queued}${seen.last ? `\n\nlast started \`${seen.last}\`` : ''}${seen.failing}`,
-    );
-  show();
+  const details = new LaneDetails(input.conversationId);
   const steps =
     keepsWakes && input.stepsPerRun !== undefined ? Math.max(1, input.stepsPerRun) : STEPS_PER_RUN;
   let retryMs = RETRY_FIRST_MS;
   // (0.5) Failed steps in a row; at the limit the lane stops retrying on its own.
   let failures = keepsWakes ? (input.failedSteps ?? 0) : 0;
   const failureLimit = keepsWakes ? Math.max(1, input.failureLimit ?? FAILURE_LIMIT) : FAILURE_LIMIT;
-  if (failures >= failureLimit) {
-    seen.failing = failingNote(failures);
-    show();
-  }
-  for (let laneSteps = 0; laneSteps < steps; laneSteps++) {
-    if (wakes === 0 && !(await condition(() => wakes > 0, IDLE)) && wakes === 0) return;
+  if (failures >= failureLimit) details.failing(failures);
+  // Posts add their events to this run's history: they count toward its steps.
+  const posts = new LanePosts(input, () => {
+    wakes += 1;
+  });
+  posts.register();
+  const spent = (laneSteps: number) => laneSteps + posts.accepted >= steps;
+  for (let laneSteps = 0; !spent(laneSteps); laneSteps++) {
+    if (wakes === 0) {
+      const next = await nextWake(
+        () => wakes > 0,
+        () => spent(laneSteps),
+      );
+      if (next === 'close') return;
+      if (next === 'continue') break;
+    }
     wakes = 0;
     try {
       const step = await activities.laneStep({
@@ -91,14 +95,7 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
       });
       retryMs = RETRY_FIRST_MS;
       failures = 0;
-      seen.failing = '';
-      seen.delivered += step.delivered;
-      seen.queued = step.queued ?? 0;
-      if (step.started) {
-        seen.started += 1;
-        seen.last = step.started;
-      }
-      show();
+      details.stepped(step);
     } catch (error) {
       // A broken step (say, an agent this worker does not know, or a long store outage) must
       // not close the lane for good: it is logged, and (0.5) its wake is kept and the step is
@@ -114,12 +111,13 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
           retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
         } else {
           // Given up for now: the wake is dropped, the next one tries once more.
-          seen.failing = failingNote(failures, error.cause?.message ?? error.message);
-          show();
+          details.failing(failures, error.cause?.message ?? error.message);
         }
       }
     }
   }
+  // Posts accepted so far are applied first; a queued one's wake is carried over.
+  await condition(allHandlersFinished);
   // The signal handler is synchronous, so every wake delivered so far is counted in `wakes`:
   // (0.5) the continued run starts with a step when one arrived during this run's last step.
   await continueAsNew<typeof laneWorkflow>(
@@ -131,6 +129,18 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
         }
       : input,
   );
+}
+
+/**
+ * Waits for the next wake, up to the idle time: `step`; `continue` when posts spent the run's
+ * steps meanwhile; `close` when nothing came. No post is lost: every one accepted so far is
+ * applied before the lane closes (and one that queues wakes it again).
+ */
+async function nextWake(woken: () => boolean, spent: () => boolean): Promise<'step' | 'close' | 'continue'> {
+  const early = await condition(() => woken() || spent(), IDLE);
+  if (!woken()) await condition(allHandlersFinished);
+  if (woken()) return 'step';
+  return early ? 'continue' : 'close';
 }
 
 /** The input without what a run carries for the next one only. */

@@ -249,6 +249,30 @@ describe('turnkit command line', () => {
     expect(texts.filter((text) => text.includes('Define durable once more'))).toHaveLength(1);
   });
 
+  it('cli: post prints the receipt: an idle conversation starts a turn, and the same --request-id returns the same receipt', async () => {
+    const turnId = turnIdOf(await turnkit(['--json', 'run', 'helper', 'First']));
+    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
+    const { conversationId } = await store.loadTurn(turnId);
+    const args = [
+      'post',
+      conversationId,
+      'Define durable again',
+      '--request-id',
+      'cli-post-1',
+      '--policy',
+      'queue',
+    ];
+    const first = await turnkit(['--json', ...args]);
+    expect(first.code).toBe(0);
+    const receipt = JSON.parse(first.stdout) as { disposition: string; turnId: string; messageId: string };
+    expect(receipt).toMatchObject({ requestId: 'cli-post-1', disposition: 'started' });
+    const again = await turnkit(args);
+    expect(again.stdout).toBe(`started cli-post-1 message ${receipt.messageId} turn ${receipt.turnId}\n`);
+    await waitUntil(async () => (await store.loadTurn(receipt.turnId)).status === 'completed', 30_000);
+    const bad = await turnkit(['post', conversationId, 'x', '--policy', 'later']);
+    expect(bad.code).not.toBe(0);
+  });
+
   it('cli: watch in a terminal shows the running tool with a spinner, the answer as it streams, then the final status', async () => {
     const turnId = turnIdOf(
       await turnkit(['--json', 'run', 'slow', 'Ponder 6000 in a terminal, answer slowly']),

@@ -14,7 +14,7 @@ import type { Runtime } from '../runtime.js';
  * message, with the destination conversation's own principal. Call it under the
  * conversation's lock.
  */
-async function wakeConversation(
+export async function wakeConversation(
   runtime: Runtime,
   store: Store,
   conversationId: string,

@@ -9,6 +9,7 @@ import type { ModelMessage, ModelRequest, ModelToolSpec } from '../../models/typ
 import type { ConversationRecord, MessageRecord, Store, TurnRecord } from '../../store/types.js';
 import { loadedSkillsOf } from '../tools/skills.js';
 import { activeHistory, hiddenRanges, projectSummary } from './summaries.js';
+import { atCallBoundaries } from './call-boundaries.js';
 import { promptDataBlock, renderSystemPrompt, untrustedBlock } from './system-prompt.js';
 import type { Runtime } from '../runtime.js';
 import { contextOf } from '../step/turn-state.js';
@@ -226,7 +227,8 @@ export async function buildModelRequest(
     runtime.logger.warn(
       `turnkit: context contributor ${failure.index} of ${agent.name} failed: ${failure.message}`,
     );
-  const messages = projectMessages(await historyForTurn(store, turn));
+  // Compaction reads the history in stored order; the model reads it at call boundaries.
+  const messages = projectMessages(atCallBoundaries(await historyForTurn(store, turn)));
   const thinking =
     'thinking' in turn.options ? (turn.options['thinking'] as ModelRequest['thinking']) : agent.thinking;
   const outputSchema =
