@@ -232,6 +232,16 @@ describe.skipIf(!(await requireTemporal()))('gateway', () => {
     expect(String(fallback[3]!.payload['error'])).toContain('timed out');
   }, 60_000);
 
+  it('gateway: a chain naming an unknown provider fails the turn with a ConfigError before any request', async () => {
+    received.length = 0;
+    const run = await client.run('helper', 'Say hello.', { model: ['gw:steady', 'nowhere:model'] });
+    const turn = await run.result();
+    expect(turn.status).toBe('failed');
+    expect(turn.error?.class).toBe('TurnKit::ConfigError');
+    expect(turn.error?.message).toContain('nowhere');
+    expect(received).toHaveLength(0);
+  });
+
   it('gateway: a provider that answers 429 for ever ends the step with a ModelError naming every model tried', async () => {
     received.length = 0;
     plans.set('limited-a', ['429']);
