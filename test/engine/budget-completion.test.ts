@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
+import { outputPolicy } from '../../src/agents/output-policy.js';
 import type { ToolDefinition } from '../../src/agents/tool.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { ArgumentError } from '../../src/errors.js';
@@ -66,7 +67,16 @@ const paint = defineTool({
 const answered = (request: ModelRequest) => request.messages.some((m) => m.role === 'tool');
 const calls = (...list: [string, object][]) => list.map(([name, args]) => ({ name, arguments: args }));
 
+let judgeCalls = 0;
 const model = new ScriptedModel({
+  // Its output is judged by an LLM: a model call the turn may no longer make.
+  judged_saver: (request) => {
+    if (request.metadata['purpose'] === 'output_policy') {
+      judgeCalls += 1;
+      return '{"violations":[]}';
+    }
+    return { usage: dollars(2), toolCalls: calls(['save', { note: 'judged' }]) };
+  },
   // Over the cap, with work on both sides of the save.
   saver: [
     {
@@ -121,6 +131,13 @@ beforeAll(async () => {
       capped('failing_saver', [work, save]),
       capped('flaky_saver', [save]),
       capped('painter_saver', [paint, work, save]),
+      defineAgent({
+        name: 'judged_saver',
+        model: 'priced',
+        tools: [save],
+        limits: { maxSpend: 1 },
+        outputPolicy: outputPolicy({ content: 'Be correct.' }),
+      }),
     ],
     model,
     runtime: { cost: { costRates: { priced: { input: 1, output: 0 } } } },
@@ -254,6 +271,14 @@ describe('budget completion', () => {
       reached_by: 'tool',
       tool_call_id: rows[0]!.toolCallId,
     });
+  });
+
+  it('budget completion: the save runs, but an output judged by an LLM fails "cost limit reached" before the judge is called', async () => {
+    const turn = await (await kit.client.run('judged_saver', 'Save, then be judged')).result();
+    expect(saved.map((entry) => entry.note)).toContain('judged');
+    expect(turn.status).toBe('failed');
+    expect(turn.error).toMatchObject({ class: 'TurnKit::BudgetError', message: 'cost limit reached' });
+    expect(judgeCalls).toBe(0);
   });
 
   it('budget completion: budgetCompletion on a tool that is not terminal, not replay-safe, needs approval or is not a boolean is an ArgumentError at defineTool; a hand-made tool at defineAgent', () => {
