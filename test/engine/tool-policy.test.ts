@@ -17,6 +17,7 @@ import type { ModelRequest } from '../../src/models/types.js';
 import type { ContentPart, MessageRecord } from '../../src/store/types.js';
 import type { DriverKit } from '../helpers/driver-kit.js';
 import { startDriverKit } from '../helpers/driver-kit.js';
+import { describePostgres, openPgTestStore } from '../helpers/postgres.js';
 
 const ran: string[] = [];
 const deploy = defineTool({
@@ -256,5 +257,38 @@ describe('tool policy', () => {
     expect(() => defineAgent({ name: 'bad', toolPolicy: 'allow' as unknown as ToolPolicy })).toThrow(
       new ArgumentError('agent bad: toolPolicy must be a function (call, context) => decision'),
     );
+  });
+});
+
+describePostgres('tool policy on PostgreSQL', () => {
+  let pgKit: DriverKit;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    const pg = await openPgTestStore();
+    drop = pg.drop;
+    pgKit = await startDriverKit({
+      store: pg.store,
+      model,
+      runtime: { logger },
+      agents: [defineAgent({ name: 'guarded', tools: [deploy, lookup], toolPolicy: policy })],
+      faults: { repeat: ['tool'] },
+    });
+  });
+  afterAll(async () => {
+    await pgKit?.stop();
+    await drop?.();
+  });
+
+  it('tool policy: on PostgreSQL, a blocked call retried after its commit has one row, one result and one tool_policy_blocked event, written in one transaction', async () => {
+    decide = (call) => (call.name === 'deploy' ? { block: 'frozen' } : 'allow');
+    const run = await pgKit.client.run('guarded', 'Ship it');
+    expect((await run.result()).status).toBe('completed');
+    expect(asked).toHaveLength(2);
+    const rows = await run.toolExecutions();
+    expect(rows.map((row) => row.status)).toEqual(['failed', 'completed']);
+    expect(toolResults(await run.transcript())).toHaveLength(2);
+    const events = await pgKit.store.listEvents(run.turnId);
+    expect(events.filter((event) => event.type === 'tool_policy_blocked')).toHaveLength(1);
+    expect(events.filter((event) => event.type === 'tool_call.failed')).toHaveLength(1);
   });
 });
