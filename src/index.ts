@@ -50,6 +50,12 @@ export type {
   ApprovalContext,
   ToolRecovery,
 } from './agents/tool.js';
+export type {
+  ToolPolicy,
+  ToolPolicyCall,
+  ToolPolicyContext,
+  ToolPolicyDecision,
+} from './agents/tool-policy.js';
 export { AgentRegistry } from './agents/registry.js';
 export { mcpTools } from './agents/mcp.js';
 export type { McpServerOptions, McpToolSet } from './agents/mcp.js';

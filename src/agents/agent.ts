@@ -23,6 +23,8 @@ import { resolveOutputPolicies } from './output-policy.js';
 import type { ToolDefinition } from './tool.js';
 import { buildTool } from './tool.js';
 import { isToolInputSchema } from './tool-input.js';
+import type { ToolPolicy } from './tool-policy.js';
+import { resolveToolPolicy } from './tool-policy.js';
 
 export type { OutputConstraint, OutputViolation } from './output-policy.js';
 
@@ -103,6 +105,12 @@ export interface AgentOptions {
    * (`queue`, `steer`, `interrupt`, `reject`); default `queue` (decision 41).
    */
   postPolicy?: PostPolicy;
+  /**
+   * Asked about every call the model proposes before it runs: `'allow'`, or `{ block: reason }`
+   * (the call gets "blocked by policy: <reason>" as its result and `tool_policy_blocked` is
+   * written). A policy that throws or returns anything else blocks the call.
+   */
+  toolPolicy?: ToolPolicy;
 }
 
 export interface Agent {
@@ -139,6 +147,7 @@ export interface Agent {
   readonly client: ModelClient | undefined;
   /** The default policy of a post to a busy conversation of this agent. */
   readonly postPolicy: PostPolicy;
+  readonly toolPolicy: ToolPolicy | undefined;
   /** The effective compaction policy (defaults ⊕ global ⊕ agent), or null when disabled. */
   readonly compaction: CompactionPolicy | null;
   /** Always in the prompt (their tools always offered). */
@@ -243,8 +252,18 @@ function agentTools(
   for (const tool of effectiveTools) {
     if (seen.has(tool.name)) throw new ArgumentError(`agent ${name}: duplicate tool name ${tool.name}`);
     seen.add(tool.name);
+    checkBudgetCompletionTool(name, tool);
   }
   return { skills, availableSkills, skillTools, subAgents, effectiveTools };
+}
+
+/** A tool object made without `defineTool` is held to `budgetCompletion`'s rules here. */
+function checkBudgetCompletionTool(agent: string, tool: ToolDefinition): void {
+  if (tool.budgetCompletion !== true) return;
+  if (tool.kind !== 'ordinary' || !tool.terminal || tool.recovery !== 'replaySafe' || tool.needsApproval)
+    throw new ArgumentError(
+      `agent ${agent}: tool ${tool.name} has budgetCompletion but is not an ordinary, terminal, replay-safe tool without needsApproval`,
+    );
 }
 
 /** Defines an agent. Validates everything up front so a bad definition fails at boot. */
@@ -314,6 +333,7 @@ export function defineAgent(options: AgentOptions): Agent {
     outputRetries,
     client: options.client,
     postPolicy,
+    toolPolicy: resolveToolPolicy(name, options.toolPolicy),
     compaction: layerCompaction([
       globals?.compaction,
       checkCompactionSetting(`agent ${name}`, options.compaction),

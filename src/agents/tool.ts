@@ -104,6 +104,8 @@ export interface ToolDefinition<Schema extends ToolInputSchema = ToolInputSchema
   requiresApproval(args: ToolArgs<Schema>, context: ApprovalContext): boolean | Promise<boolean>;
   /** Rejects a call still awaiting its decision after this many ms ("approval timed out"). */
   readonly approvalTimeoutMs: number | null;
+  /** A terminal, replay-safe save that may still run once the spend limit is reached. */
+  readonly budgetCompletion: boolean;
   execute(args: ToolArgs<Schema>, context: ToolContext): Promise<Result> | Result;
 }
 
@@ -122,6 +124,12 @@ export interface ToolOptions<Schema extends ToolInputSchema, Result> {
   needsApproval?: NeedsApproval<ToolArgs<Schema>>;
   /** With `needsApproval`: reject on a durable timer if nobody decides in time (ms or '10 minutes'). */
   approvalTimeout?: number | string;
+  /**
+   * The turn's save when its money runs out: a terminal, replay-safe tool that may still run,
+   * once, when the response that proposed it reached the spend limit. Its sibling calls are
+   * closed "not executed: spend limit reached" and the turn completes with what it saved.
+   */
+  budgetCompletion?: boolean;
 }
 
 const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
@@ -161,6 +169,12 @@ export function buildTool<Schema extends ToolInputSchema, Result>(
   if (needsApproval !== false && kind !== 'ordinary')
     throw new ArgumentError(`tool ${options.name}: only ordinary tools can need approval`);
   const approvalTimeoutMs = durationMs(options.name, options.approvalTimeout);
+  const budgetCompletion = checkBudgetCompletion(options.name, options.budgetCompletion ?? false, {
+    kind,
+    recovery,
+    terminal,
+    needsApproval,
+  });
   return Object.freeze({
     name: options.name,
     description: options.description ?? '',
@@ -172,6 +186,7 @@ export function buildTool<Schema extends ToolInputSchema, Result>(
     readOnly,
     needsApproval: needsApproval !== false,
     approvalTimeoutMs,
+    budgetCompletion,
     requiresApproval: (args: ToolArgs<Schema>, context: ApprovalContext) =>
       typeof needsApproval === 'function' ? needsApproval(args, context) : needsApproval,
     completionMessage(result: Json): string {
@@ -183,6 +198,33 @@ export function buildTool<Schema extends ToolInputSchema, Result>(
     },
     execute: options.execute,
   });
+}
+
+/**
+ * `budgetCompletion` is only for a tool that ends the turn (so nothing runs after it), may run
+ * again after a crash (a save interrupted mid-way is re-run, not left "outcome unknown") and
+ * runs unattended (nobody is asked to approve spending that has already stopped).
+ */
+function checkBudgetCompletion(
+  name: string,
+  value: unknown,
+  tool: { kind: ToolKind; recovery: ToolRecovery; terminal: unknown; needsApproval: unknown },
+): boolean {
+  const { kind, recovery, terminal, needsApproval } = tool;
+  if (typeof value !== 'boolean') throw new ArgumentError(`tool ${name}: budgetCompletion must be a boolean`);
+  if (!value) return false;
+  const why =
+    kind !== 'ordinary'
+      ? 'is only for tools built with defineTool'
+      : terminal === false
+        ? 'needs a terminal tool (terminal: true): nothing may run after the save'
+        : recovery !== 'replaySafe'
+          ? "needs recovery: 'replaySafe' (a save cut off by a crash runs again)"
+          : needsApproval !== false
+            ? 'cannot be combined with needsApproval (the save runs unattended)'
+            : null;
+  if (why) throw new ArgumentError(`tool ${name}: budgetCompletion ${why}`);
+  return true;
 }
 
 const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)$/;

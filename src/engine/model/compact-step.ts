@@ -8,7 +8,7 @@ import { BudgetError, LostClaim, StoreError, storedErrorClass } from '../../erro
 import { costFromUsage } from '../../models/cost.js';
 import type { CompactionDigest, CompactionStepInput } from '../../contract/activities.js';
 import type { Runtime } from '../runtime.js';
-import { Budget } from '../step/budget.js';
+import { Budget, exhaustsAtLimit } from '../step/budget.js';
 import { turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
 import { depthOf } from '../step/turn-state.js';
@@ -34,7 +34,8 @@ export async function runCompactionStep(
     return NOTHING;
   const done = { compaction_step: input.step, compaction_forced: true };
   try {
-    const budget = await Budget.load(step.store, turn.rootTurnId, agent.limits, { root: turn });
+    const atLimit = exhaustsAtLimit(agent);
+    const budget = await Budget.load(step.store, turn.rootTurnId, agent.limits, { root: turn, atLimit });
     budget.check(await depthOf(step.store, turn));
     const selection = selectForCompaction(await historyForTurn(step.store, turn), policy);
     if (!selection) {

@@ -13,6 +13,7 @@ import { buildModelRequest } from './model-request.js';
 import { DeltaWriter, stepFinishedParts, stepStartedParts } from './live-stream.js';
 import { countProviderError, modelFailure, servingModel } from './model-failure.js';
 import { uniqueToolCallIds } from './tool-call-ids.js';
+import { checkNoModelCall, enterAfterModelSpend } from '../tools/budget-completion.js';
 import type { Runtime } from '../runtime.js';
 import type { TurnState } from '../step/turn-state.js';
 import { depthOf, iterationsOf, toolCallParts } from '../step/turn-state.js';
@@ -49,6 +50,7 @@ export async function runModelStep(
 ): Promise<ModelStepDigest> {
   const step = await TurnStep.open(runtime, input);
   if (step.state.model_step === input.step) return reused(step);
+  checkNoModelCall(step.state);
   // Before anything is reserved: the workflow runs compactStep, then this step again.
   if (input.compaction && (await compactionDue(runtime.store, step.agent, step.turn)))
     return { ...reused(step), reused: false, compactionDue: true };
@@ -56,20 +58,22 @@ export async function runModelStep(
   const budget = await reserveIteration(step, input.step, depth);
   // One span per model call (a no-op without tracing); a failed attempt ends it failed.
   let served: string | undefined;
-  const cost = await runtime.telemetry.span('chat', modelSpanStart(step.turn, input.step), async (span) => {
+  const stored = await runtime.telemetry.span('chat', modelSpanStart(step.turn, input.step), async (span) => {
     // Named for the model asked before the call, so a failed attempt's span names it too.
     const { request, result, deltas } = await callModel(step, depth, hooks, input, (model) =>
       span.rename(`chat ${model}`),
     );
     served = request.model;
     span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(step.agent), request, result));
-    const persisted = await persistResponse(step, input.step, request, result, deltas);
-    if (persisted !== undefined && persisted !== null) span.set({ 'turnkit.cost_usd': persisted });
+    const persisted = await persistResponse(step, input.step, { request, result, deltas, budget });
+    if (persisted?.cost != null) span.set({ 'turnkit.cost_usd': persisted.cost });
     return persisted;
   });
-  if (cost === undefined) return reused(step);
-  // Spend is checked after the response is stored: the cost is recorded even when it trips the cap.
-  budget.addCost(cost);
+  if (stored === undefined) return reused(step);
+  const { cost, saving } = stored;
+  // Spend is checked after the response is stored: the cost is recorded even when it trips the
+  // cap. A response that proposed the turn's save at the cap goes on to run it (decision 38).
+  if (!saving) budget.addCost(cost);
   return {
     ...turnDigest(step.agent, step.turn),
     usage: usageDigest(step.turn.usage),
@@ -172,16 +176,15 @@ async function uniqueCalls(step: TurnStep, responseParts: readonly ContentPart[]
 
 /**
  * Stores the response in one block: usage and cost, the assistant message, the next phase
- * and the step key; then its events. The cost, or undefined when this step's response is
- * stored already.
+ * and the step key, and whether it starts a budget completion (`saving`); then its events.
+ * Undefined when this step's response is stored already.
  */
 async function persistResponse(
   step: TurnStep,
   stepKey: string,
-  request: ModelRequest,
-  result: ModelResult,
-  deltas: readonly NewStreamPart[],
-): Promise<number | null | undefined> {
+  response: { request: ModelRequest; result: ModelResult; deltas: readonly NewStreamPart[]; budget: Budget },
+): Promise<{ cost: number | null; saving: boolean } | undefined> {
+  const { request, result, deltas, budget } = response;
   const { parts, renamed } = await uniqueCalls(step, Array.isArray(result?.parts) ? result.parts : []);
   const calls = toolCallParts(parts);
   const text = responseText(parts);
@@ -200,7 +203,7 @@ async function persistResponse(
   if (result.outputData !== undefined && result.outputData !== null)
     metadata['output_data'] = result.outputData;
   if (Object.keys(renamed).length > 0) metadata['renamed_tool_call_ids'] = renamed;
-  const message = await step.write(async (tx) => {
+  const stored = await step.write(async (tx) => {
     // A zombie attempt (paused past its heartbeat timeout) shares this run's claim token: the
     // step key is what keeps its late response from being stored a second time.
     if (tx.state.model_step === stepKey) return null;
@@ -225,7 +228,8 @@ async function persistResponse(
         usageDigest(committed.usage) as unknown as JsonObject,
       ),
     ]);
-    return tx.store.appendMessage({
+    const saving = await enterAfterModelSpend(tx, step.agent, budget, cost.total);
+    const message = await tx.store.appendMessage({
       conversationId: tx.turn.conversationId,
       turnId: tx.turn.id,
       role: 'assistant',
@@ -234,8 +238,10 @@ async function persistResponse(
       providerMessageId: result.providerMessageId ?? null,
       metadata,
     });
+    return { message, saving };
   });
-  if (!message) return undefined;
+  if (!stored) return undefined;
+  const { message, saving } = stored;
   await step.publish([
     messageCreated(message),
     ...calls.map((call) => turnEvent('tool_call.created', { id: call.id, name: call.name })),
@@ -246,8 +252,9 @@ async function persistResponse(
       usage: usageDigest(step.turn.usage) as unknown as JsonObject,
       cost: cost.total,
     }),
+    ...(saving ? [saving] : []),
   ]);
-  return cost.total;
+  return { cost: cost.total, saving: saving !== undefined };
 }
 
 /** The turn's usage per serving model, with this response added. */

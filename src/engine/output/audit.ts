@@ -14,6 +14,7 @@ import { DEFAULT_TURN_SETTINGS } from '../../workflows/contract.js';
 import { loadedSkillsOf } from '../tools/skills.js';
 import type { Runtime } from '../runtime.js';
 import { chargeCall, checkStepSpend } from '../step/charge.js';
+import { checkNoModelCall } from '../tools/budget-completion.js';
 import { turnEvent } from '../step/events.js';
 import { retryDelayMs } from '../step/retry-delay.js';
 import { TurnStep } from '../step/turn-step.js';
@@ -121,10 +122,13 @@ export async function checkTurnOutput(step: TurnStep, hooks: OutputCheckHooks): 
   // turn loaded (read from the store, so a retried audit on another worker sees the same list).
   const loaded = await loadedSkillsOf(step.store, turn.id);
   const skills = [...agent.skills, ...agent.availableSkills.filter((skill) => loaded.has(skill.key))];
+  const policies = [...agent.outputPolicies, ...skills.flatMap((skill) => skill.outputPolicies)];
+  // A judge is a model call, which a turn past its spend limit no longer makes (decision 38).
+  if (policies.length > 0) checkNoModelCall(state);
   return runChecks(
     {
       constraints: [...agent.outputConstraints, ...skills.flatMap((skill) => skill.outputConstraints)],
-      policies: [...agent.outputPolicies, ...skills.flatMap((skill) => skill.outputPolicies)],
+      policies,
     },
     { turn, outputText: state.candidate ?? '', outputData: state.output_data ?? null },
     turnJudge(step, key, hooks),

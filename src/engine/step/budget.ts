@@ -1,8 +1,20 @@
-import type { BudgetLimits } from '../../agents/agent.js';
+import type { Agent, BudgetLimits } from '../../agents/agent.js';
 import { limitsFromJson } from '../../agents/agent.js';
 import { BudgetError, RecordNotFound } from '../../errors.js';
 import type { Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { iterationsOf } from './turn-state.js';
+
+export const COST_LIMIT_REACHED = 'cost limit reached';
+
+/**
+ * The spend rule of a turn of this agent. TurnKit 0.6 fails only strictly over `maxSpend`
+ * (spec §10.4); its later versions count spend equal to the cap as exhausted. A turn of an
+ * agent with a `budgetCompletion` tool follows the later rule, every other turn keeps 0.6's:
+ * its behaviour and the 0.6 tests stay as they were (decision 38).
+ */
+export function exhaustsAtLimit(agent: Pick<Agent, 'effectiveTools'>): boolean {
+  return agent.effectiveTools.some((tool) => tool.budgetCompletion === true);
+}
 
 /**
  * Root-wide budget of a turn tree (spec §3.4), seeded from the store. Reservations happen
@@ -13,6 +25,8 @@ export class Budget {
   readonly limits: BudgetLimits;
   /** When the root was submitted (or started): the timeout counts queue and wait time. */
   readonly rootStartedAt: Date;
+  /** Spend equal to `maxSpend` is exhausted (`exhaustsAtLimit`); otherwise only spend over it. */
+  readonly atLimit: boolean;
   iterations: number;
   cost: number;
   toolExecutions: number;
@@ -21,6 +35,7 @@ export class Budget {
   constructor(init: {
     limits: BudgetLimits;
     rootStartedAt: Date;
+    atLimit?: boolean;
     iterations?: number;
     cost?: number;
     toolExecutions?: readonly Pick<ToolExecutionRecord, 'toolName'>[];
@@ -29,6 +44,7 @@ export class Budget {
   }) {
     this.limits = init.limits;
     this.rootStartedAt = init.rootStartedAt;
+    this.atLimit = init.atLimit ?? false;
     this.iterations = init.iterations ?? 0;
     this.cost = init.cost ?? 0;
     this.toolExecutions = 0;
@@ -51,7 +67,7 @@ export class Budget {
     store: Store,
     rootTurnId: string,
     fallback: BudgetLimits,
-    options: { excludingExecutionId?: string; root?: TurnRecord } = {},
+    options: { excludingExecutionId?: string; root?: TurnRecord; atLimit?: boolean } = {},
   ): Promise<Budget> {
     // A root's step already read its row under the lock: it is the root.
     const root = options.root?.id === rootTurnId ? options.root : await store.loadTurn(rootTurnId);
@@ -88,6 +104,7 @@ export class Budget {
     return new Budget({
       limits: limitsFromJson(root.options['budget_limits'], fallback),
       rootStartedAt: new Date(root.submittedAt ?? root.startedAt ?? new Date().toISOString()),
+      atLimit: options.atLimit ?? false,
       iterations: turns.reduce((sum, turn) => sum + iterationsOf(turn), 0),
       cost: turns.reduce((sum, turn) => sum + (turn.cost ?? 0), 0),
       toolExecutions: counted,
@@ -115,8 +132,7 @@ export class Budget {
     if (depth > this.limits.maxDepth) throw new BudgetError('maximum sub-agent depth reached');
     const deadline = this.deadline;
     if (deadline && now.getTime() >= deadline.getTime()) throw new BudgetError('turn timed out');
-    if (this.limits.maxSpend !== null && this.cost > this.limits.maxSpend)
-      throw new BudgetError('cost limit reached');
+    this.checkSpend();
   }
 
   reserveIteration(): void {
@@ -135,16 +151,21 @@ export class Budget {
     this.toolExecutionsByName.set(name, used + 1);
   }
 
-  /** The spend cap alone, on the cost seeded from the store: strictly over it fails. */
-  checkSpend(): void {
-    if (this.limits.maxSpend !== null && this.cost > this.limits.maxSpend)
-      throw new BudgetError('cost limit reached');
+  /** Whether `cost` leaves nothing to spend: over the cap, or at it under the later rule. */
+  spendExhausted(cost: number = this.cost): boolean {
+    const cap = this.limits.maxSpend;
+    return cap !== null && (this.atLimit ? cost >= cap : cost > cap);
   }
 
-  /** Spend is observed, not reserved: strictly over the cap fails (spec §10.4). */
+  /** The spend cap alone, on the cost seeded from the store. */
+  checkSpend(): void {
+    if (this.spendExhausted()) throw new BudgetError(COST_LIMIT_REACHED);
+  }
+
+  /** Spend is observed, not reserved: the cap is checked once the cost is known (spec §10.4). */
   addCost(amount: number | null): void {
     if (amount === null || this.limits.maxSpend === null) return;
     this.cost += amount;
-    if (this.cost > this.limits.maxSpend) throw new BudgetError('cost limit reached');
+    this.checkSpend();
   }
 }

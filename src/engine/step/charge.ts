@@ -8,7 +8,7 @@ import type { Cost } from '../../models/cost.js';
 import { costFromUsage } from '../../models/cost.js';
 import type { ModelUsage } from '../../models/types.js';
 import type { Store } from '../../store/types.js';
-import { Budget } from './budget.js';
+import { Budget, exhaustsAtLimit } from './budget.js';
 import type { Runtime } from '../runtime.js';
 import type { TurnStep, TurnTx } from './turn-step.js';
 
@@ -31,11 +31,20 @@ export function chargeCall(
  */
 export async function checkStepSpend(step: Pick<TurnStep, 'store' | 'turn' | 'agent'>): Promise<void> {
   const { store, turn, agent } = step;
-  (await Budget.load(store, turn.rootTurnId, agent.limits, { root: turn })).checkSpend();
+  const atLimit = exhaustsAtLimit(agent);
+  (await Budget.load(store, turn.rootTurnId, agent.limits, { root: turn, atLimit })).checkSpend();
 }
 
-/** BudgetError "cost limit reached" when the turn's tree spent more than its `maxSpend`. */
-export async function checkTreeSpend(store: Store, turnId: string, limits: BudgetLimits): Promise<void> {
+/**
+ * BudgetError "cost limit reached" when the turn's tree spent more than its `maxSpend` (or as
+ * much, under the later rule: `exhaustsAtLimit`).
+ */
+export async function checkTreeSpend(
+  store: Store,
+  turnId: string,
+  limits: BudgetLimits,
+  atLimit = false,
+): Promise<void> {
   const turn = await store.loadTurn(turnId);
-  (await Budget.load(store, turn.rootTurnId, limits)).checkSpend();
+  (await Budget.load(store, turn.rootTurnId, limits, { atLimit })).checkSpend();
 }

@@ -39,6 +39,8 @@ export type TurnEventType =
   | 'tool_call.superseded'
   | 'tool_call.approved'
   | 'tool_call.rejected'
+  | 'tool_policy_blocked'
+  | 'budget_completion.started'
   | 'approval.approved'
   | 'approval.rejected'
   | 'callback.created'

@@ -48,6 +48,11 @@ export interface TurnState {
   compaction_forced?: boolean;
   /** Ids of the steering Updates already applied (each person's message is written once). */
   steers_applied?: string[];
+  /**
+   * The one call that may still run after the spend limit was reached (a `budgetCompletion`
+   * tool); every other call of the response is closed "not executed: spend limit reached".
+   */
+  budget_completion_call_id?: string;
   /** Signatures already used, by MAC, until they expire: each verifies once (`signature-use.ts`). */
   signatures_used?: Record<string, { expires_at: string; use: string }>;
 }

@@ -11,7 +11,7 @@ import type { ModelUsage } from '../../models/types.js';
 import type { JsonObject, NewStreamPart, Store, TurnRecord, TurnUpdate } from '../../store/types.js';
 import type { OwnerInput } from '../../contract/digests.js';
 import type { Runtime } from '../runtime.js';
-import { Budget } from './budget.js';
+import { Budget, exhaustsAtLimit } from './budget.js';
 import type { AnyTurnEvent } from './events.js';
 import type { Fence, FencedView } from './fence.js';
 import { checkFence, fencedView, taskMark } from './fence.js';
@@ -40,6 +40,11 @@ export interface TurnTx {
   countError(field: StepErrorField, step: string): number;
   /** Appended with its stream parts once the block commits; listeners hear of it after. */
   emit(...events: AnyTurnEvent[]): void;
+  /**
+   * Appended in the block's own transaction, so the write it reports and the event commit
+   * together (a crash keeps both or neither); listeners hear of it after the commit.
+   */
+  record(...events: AnyTurnEvent[]): void;
   /**
    * Stream parts written last in the block (the stream's lock comes after every other); given
    * as a function, built from the row as the block's update leaves it.
@@ -124,6 +129,7 @@ export class TurnStep {
       if (checkFence(turn, this.fence)) block.patchState({ task_mark: taskMark(this.fence) } as TurnState);
       const value = await fn(block);
       await block.flush();
+      await this.runtime.publish(block.turn, block.recorded);
       return value;
     });
     this.#turn = block.turn;
@@ -139,6 +145,7 @@ export class TurnStep {
 
 class Block implements TurnTx {
   readonly events: AnyTurnEvent[] = [];
+  readonly recorded: AnyTurnEvent[] = [];
   readonly store: Store;
   #turn: TurnRecord;
   #state: Partial<TurnState> | null = null;
@@ -173,6 +180,7 @@ class Block implements TurnTx {
     const turn = this.#turn;
     return (this.#budget ??= Budget.load(this.base, turn.rootTurnId, this.agent.limits, {
       ...(turn.rootTurnId === turn.id ? { root: turn } : {}),
+      atLimit: exhaustsAtLimit(this.agent),
     }));
   }
 
@@ -196,6 +204,10 @@ class Block implements TurnTx {
 
   emit(...events: AnyTurnEvent[]): void {
     this.events.push(...events);
+  }
+
+  record(...events: AnyTurnEvent[]): void {
+    this.recorded.push(...events);
   }
 
   stream(parts: StreamParts): void {

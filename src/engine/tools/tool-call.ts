@@ -5,7 +5,7 @@ import { BudgetError, LostClaim, TurnKitError } from '../../errors.js';
 import { nowIso } from '../../store/records.js';
 import { isOpenToolExecution } from '../../store/types.js';
 import type { Json, JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
-import { Budget } from '../step/budget.js';
+import { Budget, exhaustsAtLimit } from '../step/budget.js';
 import { toolSpanAttributes } from '../telemetry/genai-spans.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
@@ -26,6 +26,9 @@ import { callHistory } from './call-history.js';
 import type { ToolCallHooks } from './tool-execution.js';
 import { errorDetails, ToolExecution } from './tool-execution.js';
 import { OUTCOME_UNKNOWN, resultOf } from './tool-results.js';
+import { closeForSpend, closedBySpend } from './budget-completion.js';
+import type { PolicyVerdict } from './tool-policy.js';
+import { ALLOWED, askToolPolicy, closeBlocked } from './tool-policy.js';
 
 /**
  * Runs one tool call of the persisted response, in TurnKit's exact order (spec §4.2). Every
@@ -95,12 +98,17 @@ async function dispatchCall(
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
   const existing = await run.findExecution();
+  if (closedBySpend(run.step.state, run.call.id, existing)) return closeForSpend(run, existing);
   if (existing?.status === 'awaiting_approval') return runDecided(run, existing, input.approval, hooks);
   if (existing && !isOpenToolExecution(existing)) return redispatchFinished(run, existing);
   if (existing?.status === 'running' && !mayRunAgain(run.tool))
     return run.outcome(await run.finish(existing, 'interrupted', { message: OUTCOME_UNKNOWN }));
-  const approval = existing ? 'run' : await askApproval(run);
-  const execution = await createAndReserve(run, existing, approval === 'hold' && input.approvals !== false);
+  // Asked only while the call has no row: the row records the decision, a retry finds it.
+  const verdict = existing ? ALLOWED : await askToolPolicy(run);
+  const approval = existing || verdict.block ? 'run' : await askApproval(run);
+  const held = approval === 'hold' && input.approvals !== false;
+  const execution = await createAndReserve(run, existing, { held, verdict });
+  if (run.closedRow) return run.outcome(run.closedRow);
   if (!run.tool) return run.outcome(await run.fail(execution, `unknown tool: ${run.call.name}`));
   if (run.call.arguments_error) return run.outcome(await run.fail(execution, run.call.arguments_error));
   if (typeof approval === 'object')
@@ -144,12 +152,13 @@ async function redispatchFinished(
 
 /**
  * Creates the execution row and reserves it in the root's budget, in one transaction; a
- * denial fails the row and raises the BudgetError (the turn fails). An existing row is kept.
+ * denial fails the row and raises the BudgetError (the turn fails); a call the tool policy
+ * blocked is closed in the same transaction. An existing row is kept.
  */
 async function createAndReserve(
   run: ToolExecution,
   existing: ToolExecutionRecord | undefined,
-  awaitingApproval = false,
+  { held, verdict }: { held: boolean; verdict: PolicyVerdict },
 ): Promise<ToolExecutionRecord> {
   const { turn, call } = run;
   let denied: BudgetError | undefined;
@@ -162,8 +171,8 @@ async function createAndReserve(
       toolCallId: call.id,
       toolName: call.name,
       arguments: call.arguments,
-      status: awaitingApproval ? 'awaiting_approval' : background ? 'pending' : 'running',
-      startedAt: background || awaitingApproval ? null : nowIso(),
+      status: held ? 'awaiting_approval' : background ? 'pending' : 'running',
+      startedAt: background || held ? null : nowIso(),
     });
     // The block's store answers a root's own row from the block's read.
     const budget = await Budget.load(tx.store, turn.rootTurnId, run.agent.limits, {
@@ -177,7 +186,7 @@ async function createAndReserve(
       const failed = { message: error.message, details: errorDetails(error, { budget_denied: true }) };
       return (await run.close(tx, row, 'failed', failed)) ?? row;
     }
-    return row;
+    return verdict.block ? closeBlocked(tx, run, row, verdict) : row;
   });
   if (denied) throw denied;
   return execution;
@@ -257,7 +266,7 @@ async function executeTool(
     // Charged in a fenced block of the step: a tool of a turn whose claim moved on charges nothing.
     recordUsage: async (usage, model) =>
       (await run.step.write(async (tx) => chargeCall(tx, run.runtime, usage, model))).total,
-    checkSpend: () => checkTreeSpend(run.store, run.turn.id, run.agent.limits),
+    checkSpend: () => checkTreeSpend(run.store, run.turn.id, run.agent.limits, exhaustsAtLimit(run.agent)),
     appendAfterResults: async (message) => {
       const id = newId('msg');
       run.afterResults.push({ ...(JSON.parse(JSON.stringify(message)) as JsonObject), id });

@@ -9,6 +9,7 @@ import type { ToolCallOutcome } from '../../contract/digests.js';
 import { retryDelayMs } from '../step/retry-delay.js';
 import type { ToolCallHooks, ToolExecution } from './tool-execution.js';
 import { errorDetails } from './tool-execution.js';
+import { enterAfterToolSpend } from './budget-completion.js';
 
 /**
  * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
@@ -36,6 +37,8 @@ export async function failedOutcome(
   // whoever aborted it: the turn's end marks it interrupted, a retry applies its recovery.
   if (hooks.signal.aborted) throw error;
   if (error instanceof BudgetError) {
+    const saving = await enterAfterToolSpend(run, execution, error);
+    if (saving) return saving;
     await run.fail(execution, error.message, errorDetails(error, { budget_denied: true }));
     throw error;
   }

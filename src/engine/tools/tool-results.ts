@@ -81,8 +81,9 @@ function cancelUnrun(
 
 /**
  * Closes a call that has not run (no row yet, or one still pending or awaiting its approval)
- * with `message` as its skipped result, and appends that result. Null when the row was no
- * longer unrun (a running one stays open for whoever runs it).
+ * with `message` as its skipped result, and appends that result (unless `deferred`: a later
+ * dispatch in call order appends it). Null when the row was no longer unrun (a running one
+ * stays open for whoever runs it).
  */
 export async function closeUnrun(
   store: Store,
@@ -90,6 +91,7 @@ export async function closeUnrun(
   call: Call,
   row: ToolExecutionRecord | undefined,
   message: string,
+  deferred = false,
 ): Promise<{ row: ToolExecutionRecord; message: MessageRecord | null } | null> {
   const open =
     row ??
@@ -103,6 +105,7 @@ export async function closeUnrun(
   const payload = { skipped: true, message };
   const closed = await cancelUnrun(store, open, ['pending', 'awaiting_approval'], payload);
   if (!closed) return null;
+  if (deferred) return { row: closed, message: null };
   return { row: closed, message: await appendToolResultOnce(store, turn, call, closed.id, payload, false) };
 }
 

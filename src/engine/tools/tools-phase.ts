@@ -16,12 +16,14 @@ import { appendAfterResults } from './after-results.js';
 import { executionsOfCalls, findToolExecution } from './execution-lookup.js';
 import type { ToolCall } from './tool-execution.js';
 import { closeUnrun } from './tool-results.js';
+import { SPEND_LIMIT_SKIP } from './budget-completion.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 
 /** Skips every call after a completed terminal tool (spec §4.7), in the closing block. */
 async function skipRemaining(tx: TurnTx, calls: readonly ToolCall[], terminal: ToolCall): Promise<void> {
   const later = calls.slice(calls.indexOf(terminal) + 1);
-  const message = `not executed: turn ended by ${terminal.name}`;
+  const saved = tx.state.budget_completion_call_id !== undefined;
+  const message = saved ? SPEND_LIMIT_SKIP : `not executed: turn ended by ${terminal.name}`;
   for (const call of later) {
     if (await findToolExecution(tx.store, tx.turn.id, call.id)) continue;
     const closed = await closeUnrun(tx.store, tx.turn, call, undefined, message);
