@@ -12,6 +12,7 @@ import { registryModelFor } from './models/provider-registry.js';
 import type { ModelQueueLimits } from './worker-models.js';
 export type { ModelQueueLimits } from './worker-models.js';
 import { createModelWorkers, modelQueues, queueRoutes, runTogether } from './worker-models.js';
+import { temporalConnectConfig } from './temporal-config.js';
 import { tracingWorkerOptions } from './worker-tracing.js';
 import { turnWorkflowBundle } from './worker-bundles.js';
 import type { WorkerDeployment } from './worker-deployment.js';
@@ -30,9 +31,15 @@ export type { WorkerDeployment } from './worker-deployment.js';
 export interface TurnKitWorkerOptions extends RuntimeOptions {
   /** An existing connection; otherwise one is opened to `address`. */
   connection?: NativeConnection;
-  /** Temporal frontend, default `TEMPORAL_ADDRESS` or 127.0.0.1:7233. */
+  /**
+   * Temporal frontend; otherwise Temporal's env config (decision 44): TEMPORAL_ADDRESS, else the
+   * profile's, else 127.0.0.1:7233. The profile's API key and TLS settings apply either way.
+   */
   address?: string;
+  /** Temporal namespace; otherwise TEMPORAL_NAMESPACE, else the profile's, else `default`. */
   namespace?: string;
+  /** A profile of Temporal's config file (TEMPORAL_CONFIG_FILE); default TEMPORAL_PROFILE, else `default`. */
+  profile?: string;
   taskQueue?: string;
   /**
    * AI SDK providers by prefix, for model ids `provider:model` (`TURNKIT_MODEL` too), through
@@ -100,23 +107,22 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
   if (options.deployment && options.worker?.workerDeploymentOptions)
     throw new ArgumentError('pass deployment or worker.workerDeploymentOptions, not both');
   const deployment = options.deployment ? deploymentWorkerOptions(options.deployment) : {};
+  // Temporal's env config, read first: a missing profile fails before anything opens.
+  const config =
+    options.connection && options.namespace !== undefined ? undefined : temporalConnectConfig(options);
   const taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
   const queues = modelQueues(taskQueue, options.models);
   const runtime = new Runtime({ ...options, model: await registryModelFor(options), ...queueRoutes(queues) });
   // Every worker of a store must list the same MCP tools: a different list is refused at boot.
   await checkMcpManifests(runtime.store, runtime.agents);
-  const owned = options.connection
-    ? undefined
-    : await NativeConnection.connect({
-        address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
-      });
+  const owned = options.connection ? undefined : await NativeConnection.connect(config!.connectionOptions);
   const connection = options.connection ?? owned!;
   // A worker that fails to build closes the connection it opened (a bad namespace, a bundle error).
   const closeOwned = async (error: unknown): Promise<never> => {
     await owned?.close().catch(() => undefined);
     throw error;
   };
-  const namespace = options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default';
+  const namespace = options.namespace ?? config!.namespace;
   const heartbeats = new HeartbeatPacer(await cancelDelivery(connection, namespace));
   const worker = await Worker.create({
     connection,

@@ -263,8 +263,18 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
       '--store <url>',
       'store URL or SQLite path (default: TURNKIT_DATABASE_URL, else .turnkit/turnkit.sqlite)',
     )
-    .option('--address <host:port>', 'Temporal frontend (default: TEMPORAL_ADDRESS, else 127.0.0.1:7233)')
-    .option('--namespace <name>', 'Temporal namespace (default: TEMPORAL_NAMESPACE, else default)')
+    .option(
+      '--address <host:port>',
+      "Temporal frontend (default: TEMPORAL_ADDRESS, else the profile's, else 127.0.0.1:7233)",
+    )
+    .option(
+      '--namespace <name>',
+      "Temporal namespace (default: TEMPORAL_NAMESPACE, else the profile's, else default)",
+    )
+    .option(
+      '--profile <name>',
+      "profile of Temporal's config file, TEMPORAL_CONFIG_FILE (default: TEMPORAL_PROFILE, else default)",
+    )
     .option('--task-queue <name>', 'task queue (default: TURNKIT_TASK_QUEUE, else turnkit)')
     .option(
       '--agents <module>',
@@ -305,11 +315,13 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         const module = (await session.module(true))!;
         const store = await session.store(module);
         const options = globals();
+        const address = temporalAddress(options);
         const worker = await createWorker({
           store,
           agents: module.agents,
-          address: temporalAddress(options),
+          address,
           namespace: temporalNamespace(options),
+          ...(options.profile ? { profile: options.profile } : {}),
           ...(options.taskQueue ? { taskQueue: options.taskQueue } : {}),
           ...(module.model ? { model: module.model } : {}),
           ...(module.authorization ? { authorization: module.authorization } : {}),
@@ -318,7 +330,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...deployment,
         }).catch((error: unknown) => {
           const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
-          throw new CliError(`the worker cannot start against ${temporalAddress(options)}: ${reason}`);
+          throw new CliError(`the worker cannot start against ${address}: ${reason}`);
         });
         const stop = () => worker.shutdown();
         process.once('SIGINT', stop);
@@ -326,7 +338,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         write(
           io.err,
           `turnkit worker: agents ${module.agents.names.join(', ')} on task queue ` +
-            `${worker.worker.options.taskQueue}, ${temporalAddress(options)}` +
+            `${worker.worker.options.taskQueue}, ${address}` +
             (command.deployment ? `, deployment ${command.deployment} build ${command.buildId}` : '') +
             '\n',
         );

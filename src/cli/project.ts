@@ -14,6 +14,8 @@ import { TurnKitError } from '../errors.js';
 import type { ModelClient } from '../models/types.js';
 import { openStore } from '../store/index.js';
 import type { Store } from '../store/types.js';
+import type { TemporalConnectConfig } from '../temporal-config.js';
+import { temporalConnectConfig } from '../temporal-config.js';
 
 /** A failure the command line reports as one line on stderr (with a stack only under --debug). */
 export class CliError extends TurnKitError {
@@ -29,6 +31,7 @@ export interface GlobalOptions {
   store?: string;
   address?: string;
   namespace?: string;
+  profile?: string;
   taskQueue?: string;
   agents?: string;
   ui?: string;
@@ -100,12 +103,24 @@ export async function loadAgentsModule(path: string): Promise<AgentsModule> {
   return module;
 }
 
+/**
+ * Temporal's env config (decision 44) under `--address`, `--namespace` and `--profile`; an
+ * unknown profile or a config file that does not parse is a ConfigError naming it.
+ */
+function temporalConfig(options: GlobalOptions): TemporalConnectConfig {
+  return temporalConnectConfig({
+    address: options.address,
+    namespace: options.namespace,
+    profile: options.profile,
+  });
+}
+
 export function temporalAddress(options: GlobalOptions): string {
-  return options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
+  return temporalConfig(options).connectionOptions.address;
 }
 
 export function temporalNamespace(options: GlobalOptions): string {
-  return options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default';
+  return temporalConfig(options).namespace;
 }
 
 export function uiUrl(options: GlobalOptions): string {
@@ -127,10 +142,11 @@ export async function openProjectStore(options: GlobalOptions, module?: AgentsMo
 export async function connectTemporal(
   options: GlobalOptions,
 ): Promise<{ client: Client; connection: Connection }> {
-  const address = temporalAddress(options);
+  const { connectionOptions, namespace } = temporalConfig(options);
+  const address = connectionOptions.address;
   try {
-    const connection = await Connection.connect({ address, connectTimeout: '5 seconds' });
-    return { connection, client: new Client({ connection, namespace: temporalNamespace(options) }) };
+    const connection = await Connection.connect({ ...connectionOptions, connectTimeout: '5 seconds' });
+    return { connection, client: new Client({ connection, namespace }) };
   } catch (error) {
     const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new CliError(`the Temporal server at ${address} does not answer: ${reason}`);

@@ -78,14 +78,19 @@ import { sendMessage } from '../engine/lane/send-message.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { rootConversationId } from '../store/tree.js';
 import { addWaits, waitsReady } from '../store/wait-graph.js';
+import { temporalConnectConfig } from '../temporal-config.js';
 
 export interface TurnKitClientOptions {
   store: Store;
   agents: AgentRegistry;
-  /** An existing Temporal client; otherwise one is connected to `address`. */
+  /** An existing Temporal client; otherwise `connect` opens one through Temporal's env config. */
   temporal?: Client;
+  /** Temporal frontend for `connect`; otherwise TEMPORAL_ADDRESS, else the profile's, else 127.0.0.1:7233. */
   address?: string;
+  /** Temporal namespace for `connect`; otherwise TEMPORAL_NAMESPACE, else the profile's, else `default`. */
   namespace?: string;
+  /** A profile of Temporal's config file for `connect`; default TEMPORAL_PROFILE, else `default`. */
+  profile?: string;
   taskQueue?: string;
   defaultModel?: ModelChoice;
   /** Activity timeouts and retries of every turn this client starts. */
@@ -245,10 +250,8 @@ export class TurnKitClient {
 
   static async connect(options: TurnKitClientOptions): Promise<TurnKitClient> {
     if (options.temporal) return new TurnKitClient({ ...options, temporal: options.temporal });
-    const connection = await Connection.connect({
-      address: options.address ?? process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
-    });
-    const namespace = options.namespace ?? process.env['TEMPORAL_NAMESPACE'] ?? 'default';
+    const { connectionOptions, namespace } = temporalConnectConfig(options);
+    const connection = await Connection.connect(connectionOptions);
     let client: TurnKitClient;
     try {
       client = new TurnKitClient({ ...options, temporal: new Client({ connection, namespace }) });
