@@ -87,6 +87,7 @@ export type {
   StreamableRun,
   SubAgentUIData,
   SubAgentUIPart,
+  TurnKitMessageMetadata,
   TurnKitUIMessage,
   TurnKitUIMessageChunk,
   UIStreamOptions,
