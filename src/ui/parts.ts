@@ -3,6 +3,7 @@
  * messages when a chat is rebuilt from them. Browser-safe: no Node, no TurnKit runtime.
  */
 import type { DynamicToolUIPart, ReasoningUIPart, StepStartUIPart, TextUIPart, ToolUIPart } from 'ai';
+import { TERMINAL_TURN_STATUSES } from '../contract/turn-statuses.js';
 import type { SubAgentUIData, TurnKitMessageMetadata, TurnKitUIMessage, TurnStatus, Usage } from './types.js';
 
 type Part = TurnKitUIMessage['parts'][number];
@@ -55,9 +56,9 @@ type WithMetadata = { metadata?: TurnKitMessageMetadata | undefined };
 export const runStatusOf = (message: WithMetadata): TurnStatus | undefined => message.metadata?.status;
 export const isRunCancelled = (message: WithMetadata): boolean => message.metadata?.status === 'cancelled';
 export const isRunFailed = (message: WithMetadata): boolean => message.metadata?.status === 'failed';
-/** Whether the run ended (any status but `running`, `pending`, `waiting`, `paused`). */
+/** Whether the run ended: `completed`, `failed` or `cancelled`. */
 export const isRunFinished = (message: WithMetadata): boolean =>
-  ['completed', 'failed', 'cancelled', 'stale'].includes(message.metadata?.status ?? '');
+  message.metadata !== undefined && TERMINAL_TURN_STATUSES.includes(message.metadata.status);
 /** Token usage of the run's tree, once it ended. */
 export const runUsageOf = (message: WithMetadata): Usage | undefined => message.metadata?.usage;
 /** Observed cost of the run's tree in USD, once it ended. */

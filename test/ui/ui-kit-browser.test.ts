@@ -47,7 +47,7 @@ describe('turnkit/ui in a browser', () => {
     expect(code).not.toMatch(/node:|require\(|from ["'](fs|path|crypto|http|net|os)["']/);
     // Type-only imports (the AI SDK's types, the store's) leave nothing behind.
     const inputs = Object.keys(result.metafile.inputs).sort();
-    expect(inputs).toEqual(['src/ui.ts', 'src/ui/parts.ts']);
+    expect(inputs).toEqual(['src/contract/turn-statuses.ts', 'src/ui.ts', 'src/ui/parts.ts']);
     for (const name of ['isToolPart', 'runCostOf', 'userTextOf', 'subAgentsOf']) expect(code).toContain(name);
   });
 
@@ -122,7 +122,7 @@ describe('turnkit/ui helpers', () => {
     const message = {
       id: 'turn_1',
       role: 'assistant',
-      metadata: { turnId: 'turn_1', status: 'stale' },
+      metadata: { turnId: 'turn_1', status: 'cancelled' },
       parts: [
         { type: 'step-start' },
         { type: 'reasoning', text: 'hm' },
@@ -150,6 +150,7 @@ describe('turnkit/ui helpers', () => {
     expect(subAgentOfTool(message, 'c2')).toBeUndefined();
     expect(isRunFinished(message)).toBe(true);
     expect(isRunFinished({ metadata: { turnId: 't', status: 'running' } })).toBe(false);
+    expect(isRunFinished({ metadata: { turnId: 't', status: 'stale' } })).toBe(false);
     expect([formatCost(0.004213), formatCost(1.2749)]).toEqual(['$0.0042', '$1.27']);
   });
 
