@@ -93,6 +93,7 @@ export type {
   StreamableRun,
   SubAgentUIData,
   SubAgentUIPart,
+  TurnKitMessageMetadata,
   TurnKitUIMessage,
   TurnKitUIMessageChunk,
   UIStreamOptions,

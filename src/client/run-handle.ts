@@ -14,7 +14,7 @@ import type {
 import type { OutputViolation } from '../agents/output-policy.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 import { readRunStream } from './run-stream.js';
-import type { TurnKitUIMessageChunk } from './ui-stream.js';
+import type { TurnKitUIMessageChunk, UIStreamOptions } from './ui-stream.js';
 import { toUIMessageChunks } from './ui-stream.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { ApprovalResult, ControlState } from '../workflows/contract.js';
@@ -289,7 +289,7 @@ export class RunHandle {
   }
 
   /** The live stream as the AI SDK's UI message chunks (`useChat`'s format). */
-  toUIMessageStream(options: RunStreamOptions = {}): ReadableStream<TurnKitUIMessageChunk> {
+  toUIMessageStream(options: UIStreamOptions = {}): ReadableStream<TurnKitUIMessageChunk> {
     return toUIMessageChunks(this, options);
   }
 

@@ -136,6 +136,15 @@ async function startAfter(store: Store, rootTurnId: string, after: string | unde
   return sequence;
 }
 
+/** Whether the part at `sequence` ends `turnId`'s stream: the root's `finish`, or the turn's terminal status. */
+async function endsAt(store: Store, rootTurnId: string, turnId: string, sequence: number): Promise<boolean> {
+  const [row] = await store.listStreamParts(rootTurnId, { afterSequence: sequence - 1, limit: 1 });
+  if (row?.sequence !== sequence) return false;
+  if (row.type === 'finish') return row.turnId === rootTurnId;
+  if (row.type !== 'status' || row.turnId !== turnId || turnId === rootTurnId) return false;
+  return TERMINAL_TURN_STATUSES.includes(str(row.payload['status']) as TurnStatus);
+}
+
 /** Wakes a sleeping reader; a wake that comes while it reads is kept for its next sleep. */
 class Waker {
   #woken = false;
@@ -198,6 +207,8 @@ export async function* readRunStream(
 ): AsyncGenerator<RunStreamPart, void, undefined> {
   const visible = turnId === rootTurnId ? null : subtreeFilter(store, turnId);
   let after = await startAfter(store, rootTurnId, options.after);
+  // A reader that resumes past its end (an `EventSource` reconnecting after `finish`) gets nothing.
+  if (after > 0 && (await endsAt(store, rootTurnId, turnId, after))) return;
   const waker = new Waker();
   const unwatch = store.watchStream ? await store.watchStream(rootTurnId, waker.wake) : null;
   const pollMs = unwatch ? PUSH_POLL_MS : Math.max(1, options.pollMs ?? 20);

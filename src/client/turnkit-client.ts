@@ -339,7 +339,7 @@ export class TurnKitClient {
         conversationId,
         conversation,
         content: [{ type: 'text', text: taskText(task, options.input) }, ...media],
-        metadata: { source: 'application', task: true },
+        metadata: { source: 'application', task: true, task_text: task },
         turn: turnOptionsOf({ ...options, promptMode, rootTurnId, submit, turnId }),
       }),
     );

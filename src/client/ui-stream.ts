@@ -3,47 +3,33 @@
  * `ReadableStream`, as a web `Response`, and as plain SSE for Node's `http`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type {
-  DynamicToolUIPart,
-  InferUIMessageChunk,
-  ReasoningUIPart,
-  StepStartUIPart,
-  TextUIPart,
-  UIMessage,
-} from 'ai';
+import type { ReasoningUIPart, TextUIPart } from 'ai';
 import { createUIMessageStreamResponse } from 'ai';
 import { randomBytes } from 'node:crypto';
 import { ArgumentError, AuthorizationError, InputError, RecordNotFound, StoreError } from '../errors.js';
-import type { TurnStatus } from '../store/types.js';
+import type { TurnError, TurnRecord, Usage } from '../store/types.js';
+import type { SubAgentUIData, TurnKitMessageMetadata, TurnKitUIMessageChunk } from '../ui/types.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 
-/** What the UI helpers need of a run (a `RunHandle`). */
+export type {
+  SubAgentUIData,
+  SubAgentUIPart,
+  TurnKitMessageMetadata,
+  TurnKitUIMessage,
+  TurnKitUIMessageChunk,
+} from '../ui/types.js';
+
+/**
+ * What the UI helpers need of a run (a `RunHandle`). With `turn`, `usage` and `cost` (a
+ * `RunHandle` has them), the end's message metadata carries the turn's ids, model, usage and cost.
+ */
 export interface StreamableRun {
   readonly turnId: string;
   stream(options?: RunStreamOptions): AsyncIterable<RunStreamPart>;
+  turn?(): Promise<TurnRecord>;
+  usage?(): Promise<Usage>;
+  cost?(): Promise<number>;
 }
-
-/** A part of a sub-agent's message: its steps, text, reasoning and tool calls. */
-export type SubAgentUIPart = TextUIPart | ReasoningUIPart | DynamicToolUIPart | StepStartUIPart;
-
-/**
- * The data of a `data-subagent` part: one sub-agent turn of the run's tree (nested ones too,
- * each its own part), as a message of its own that grows while it works.
- */
-export interface SubAgentUIData {
-  turnId: string;
-  agentName: string | null;
-  /** The turn that started it; the run's own turn, or a sub-agent's for a nested one. */
-  parentTurnId: string | null;
-  /** The parent's tool call that started it: the `dynamic-tool` part it belongs to. */
-  toolCallId: string | null;
-  status: TurnStatus;
-  parts: SubAgentUIPart[];
-}
-
-/** The message `toUIMessageStream()` builds: `useChat<TurnKitUIMessage>()`. */
-export type TurnKitUIMessage = UIMessage<unknown, { subagent: SubAgentUIData }>;
-export type TurnKitUIMessageChunk = InferUIMessageChunk<TurnKitUIMessage>;
 
 /**
  * One turn's step, text, reasoning and tool parts as UI message chunks (text and reasoning
@@ -53,6 +39,8 @@ class TurnChunks {
   #open: { kind: 'text' | 'reasoning'; id: string } | null = null;
   #blocks = 0;
   #inStep = false;
+  /** A `reset-step` went out: the step's `step-start` stays, so its next start sends none. */
+  #reset = false;
 
   close(out: TurnKitUIMessageChunk[]): void {
     if (this.#open)
@@ -65,12 +53,17 @@ class TurnChunks {
     switch (part.type) {
       case 'step.started':
         this.close(out);
-        out.push({ type: 'start-step' });
+        if (!this.#reset) out.push({ type: 'start-step' });
+        this.#reset = false;
         this.#inStep = true;
         break;
       case 'step.restarted':
         this.close(out);
-        if (this.#inStep) out.push({ type: 'reset-step' });
+        if (this.#inStep) {
+          // The AI SDK empties the step and keeps its `step-start`: the retry goes into it.
+          out.push({ type: 'reset-step' });
+          this.#reset = true;
+        }
         break;
       case 'text.delta':
       case 'reasoning.delta': {
@@ -118,6 +111,7 @@ class TurnChunks {
         this.close(out);
         out.push({ type: 'finish-step' });
         this.#inStep = false;
+        this.#reset = false;
         break;
       default:
         break;
@@ -261,14 +255,16 @@ class SubAgentMessage {
  * (its steps, text, reasoning, tool calls and results; a restarted step is a `reset-step`).
  * Each sub-agent's work is a `data-subagent` part of that message (id: its turn id), sent
  * again whole whenever it changes: its status, and its own steps, text, reasoning and tool
- * calls as message parts (`SubAgentUIData`). A cancelled run ends with `abort`, a failed one
- * with `error`. Cancelling the stream (a client gone) stops the reads at once.
+ * calls as message parts (`SubAgentUIData`). The message metadata (`TurnKitMessageMetadata`)
+ * says `running` from the start; the end carries the final status, ids, model, usage and cost.
+ * A cancelled run ends with `abort`, a failed one with `error` (its text safe to show, see
+ * `errorText`). Cancelling the stream (a client gone) stops the reads at once.
  */
 export function toUIMessageChunks(
   run: StreamableRun,
   streamOptions: UIStreamOptions = {},
 ): ReadableStream<TurnKitUIMessageChunk> {
-  const { logger, ...options } = streamOptions;
+  const { logger, errorText, ...options } = streamOptions;
   const stop = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const parts = run.stream({ ...options, signal })[Symbol.asyncIterator]();
@@ -277,7 +273,11 @@ export function toUIMessageChunks(
   return new ReadableStream<TurnKitUIMessageChunk>(
     {
       start(controller) {
-        controller.enqueue({ type: 'start', messageId: run.turnId });
+        controller.enqueue({
+          type: 'start',
+          messageId: run.turnId,
+          messageMetadata: { turnId: run.turnId, status: 'running' },
+        });
       },
       // One store read per pull at most: a client that stops reading stops the reads.
       async pull(controller) {
@@ -307,9 +307,7 @@ export function toUIMessageChunks(
           } else if (part.type === 'finish') {
             out = [];
             own.close(out);
-            if (part.status === 'cancelled') out.push({ type: 'abort', reason: 'cancelled' });
-            else if (part.status === 'failed') out.push({ type: 'error', errorText: 'the run failed' });
-            else out.push({ type: 'finish', finishReason: 'stop' });
+            out.push(...endChunks(part.status, await endMetadata(run, part.status, { logger, errorText })));
           } else {
             out = own.map(part);
           }
@@ -328,6 +326,63 @@ export function toUIMessageChunks(
   );
 }
 
+/**
+ * The chunks that end the run's message, each with the end's metadata: `finish` for a run
+ * that completed; for a cancelled one `message-metadata` and `abort` (which `useChat` does not
+ * report: `metadata.status` tells it); for a failed one `message-metadata` and `error`.
+ */
+function endChunks(status: string, messageMetadata: TurnKitMessageMetadata): TurnKitUIMessageChunk[] {
+  if (status === 'cancelled')
+    return [
+      { type: 'message-metadata', messageMetadata },
+      { type: 'abort', reason: 'cancelled' },
+    ];
+  if (status === 'failed')
+    return [
+      { type: 'message-metadata', messageMetadata },
+      { type: 'error', errorText: messageMetadata.error?.text ?? 'the run failed' },
+    ];
+  return [{ type: 'finish', finishReason: 'stop', messageMetadata }];
+}
+
+/** A failed run's text for the page: its error class and turn, never the message (default). */
+const safeErrorText = (error: TurnError | null, turn: TurnRecord) =>
+  `the run failed${error ? ` (${error.class})` : ''}; turn ${turn.id}`;
+
+/**
+ * The end's metadata: the status, and with a run handle its ids, model, usage and cost; a store
+ * that fails here costs the extras only (the detail goes to the log).
+ */
+async function endMetadata(
+  run: StreamableRun,
+  status: TurnKitMessageMetadata['status'],
+  options: Pick<UIStreamOptions, 'logger' | 'errorText'>,
+): Promise<TurnKitMessageMetadata> {
+  const metadata: TurnKitMessageMetadata = { turnId: run.turnId, status };
+  if (!run.turn) return metadata;
+  try {
+    const turn = await run.turn();
+    Object.assign(metadata, {
+      rootTurnId: turn.rootTurnId,
+      conversationId: turn.conversationId,
+      agentName: turn.agentName,
+      model: turn.model,
+    });
+    if (run.usage) metadata.usage = await run.usage();
+    if (run.cost) metadata.cost = await run.cost();
+    if (status === 'failed') {
+      const text = (options.errorText ?? safeErrorText)(turn.error, turn);
+      metadata.error = { class: turn.error?.class ?? 'Error', text };
+    }
+  } catch (error) {
+    (options.logger ?? console).error(
+      `turnkit: the end of run ${run.turnId}'s UI stream has no details:`,
+      error,
+    );
+  }
+  return metadata;
+}
+
 /** The run as a web `Response` in the UI message stream format (SSE), for `useChat`. */
 export function toUIMessageStreamResponse(
   run: StreamableRun,
@@ -344,11 +399,24 @@ export function toUIMessageStreamResponse(
 /** Where the stream handlers log the errors they do not show their HTTP clients (default `console`). */
 export type StreamErrorLogger = Pick<Console, 'error'>;
 
-export type UIStreamOptions = RunStreamOptions & { logger?: StreamErrorLogger };
+export type UIStreamOptions = RunStreamOptions & {
+  logger?: StreamErrorLogger;
+  /**
+   * A failed run's text for the page (`metadata.error.text` and the `error` chunk). The default
+   * names the error's class and the turn only: a model's or tool's message can carry hosts,
+   * keys or internals. Return `error.message` where your users may see it.
+   */
+  errorText?: (error: TurnError | null, turn: TurnRecord) => string;
+};
 
 export interface RunSseOptions {
   /** A response the client has not drained for this long is cut off (default 60 s). */
   stallMs?: number;
+  /**
+   * `false`: every part is an unnamed event (`message`, its `type` in the data), so that
+   * `EventSource.onmessage` gets them all. Default `true`: `event: <type>`, for `addEventListener`.
+   */
+  namedEvents?: boolean;
   logger?: StreamErrorLogger;
 }
 
@@ -392,10 +460,12 @@ function clientError(
 
 /**
  * A request handler for Node's `http` that streams a run's parts as Server-Sent Events: each
- * part is `id: <cursor>`, `event: <type>`, `data: <json>`. A reconnecting `EventSource` sends
- * `Last-Event-ID` and gets exactly the parts after it (or `?after=<cursor>`). A run that cannot
- * be streamed (`resolveRun` threw, a bad cursor) is a JSON error with a 4xx/5xx status; a store
- * that fails mid-stream ends the response with an `error` event (reconnect to resume).
+ * part is `id: <cursor>`, `event: <type>` (none with `namedEvents: false`), `data: <json>`. A
+ * reconnecting `EventSource` sends `Last-Event-ID` and gets exactly the parts after it (or
+ * `?after=<cursor>`); one past `finish` gets 204 No Content, which ends its reconnects. A run
+ * that cannot be streamed (`resolveRun` threw, a bad cursor) is a JSON error with a 4xx/5xx
+ * status; a store that fails mid-stream ends the response with a `stream-error` event
+ * (reconnect to resume).
  *
  * Backpressure: a part is read from the store only once the socket took the one before, so a
  * client that stops reading holds one part and the socket's buffer, never more; one stalled
@@ -408,6 +478,7 @@ export function runSseHandler(
 ): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
   const stallMs = options.stallMs ?? 60_000;
   const logger = options.logger ?? console;
+  const named = options.namedEvents ?? true;
   return async (request, response) => {
     const gone = new AbortController();
     response.on('close', () => gone.abort());
@@ -431,6 +502,11 @@ export function runSseHandler(
       }
       return;
     }
+    if (next.done) {
+      // Nothing after the cursor: the client reconnected past `finish`. 204 stops an EventSource.
+      response.writeHead(204).end();
+      return;
+    }
     response.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
@@ -441,9 +517,7 @@ export function runSseHandler(
     try {
       for (; !next.done && !gone.signal.aborted; next = await iterator.next()) {
         const { cursor, type, ...rest } = next.value;
-        const written = response.write(
-          `id: ${cursor}\nevent: ${type}\ndata: ${JSON.stringify({ type, ...rest })}\n\n`,
-        );
+        const written = response.write(sseEvent(cursor, type, { type, ...rest }, named));
         if (!written && !(await drained(response, stallMs))) {
           stalled = !gone.signal.aborted;
           break;
@@ -453,7 +527,7 @@ export function runSseHandler(
       // The store failed mid-stream: the client hears of it; Last-Event-ID resumes it later.
       if (!gone.signal.aborted)
         response.write(
-          `event: error\ndata: ${JSON.stringify({ type: 'error', error: clientError(error, logger) })}\n\n`,
+          sseEvent(null, STREAM_ERROR, { type: STREAM_ERROR, error: clientError(error, logger) }, named),
         );
     } finally {
       await iterator.return?.(undefined);
@@ -462,6 +536,17 @@ export function runSseHandler(
     if (stalled) response.destroy();
     else response.end();
   };
+}
+
+/**
+ * A store failure mid-stream: not `error`, the name `EventSource` gives its own connection
+ * errors, so a listener for one never mistakes it for the other.
+ */
+const STREAM_ERROR = 'stream-error';
+
+/** One SSE event: `id` (none for an error), `event` unless unnamed, and the JSON data. */
+function sseEvent(id: string | null, name: string, data: unknown, named: boolean): string {
+  return `${id === null ? '' : `id: ${id}\n`}${named ? `event: ${name}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
 }
 
 /** Resolves true once the response drained; false when it did not within `ms`, or the client is gone. */

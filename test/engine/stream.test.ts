@@ -748,7 +748,7 @@ describe('stream: SSE clients that stall or leave (a real http server and socket
     }
   });
 
-  it('stream: a store failing mid-stream ends the response with an error event; a run that cannot be found is a JSON 404', async () => {
+  it('stream: a store failing mid-stream ends the response with a stream-error event; a run that cannot be found is a JSON 404', async () => {
     const { control, readers, sse } = await sseRun(store);
     try {
       const client = await connectClient(sse.port);
@@ -756,7 +756,7 @@ describe('stream: SSE clients that stall or leave (a real http server and socket
       await client.ended;
       // The detail stays in the server's log (issue 28, finding 11): the client gets an id.
       expect(client.events().at(-1)).toMatchObject({
-        event: 'error',
+        event: 'stream-error',
         data: {
           error: {
             class: 'StoreError',

@@ -199,7 +199,7 @@ describe('turn workflow on the Temporal dev server', () => {
       type: 'text',
       text: 'Task:\nSummarize\n\nInput:\n{\n  "topic": "otters"\n}',
     });
-    expect(messages[0]!.metadata).toEqual({ source: 'application', task: true });
+    expect(messages[0]!.metadata).toEqual({ source: 'application', task: true, task_text: 'Summarize' });
     expect(script.callsFor('tasker')[0]!.request.instructions).toContain('non-interactively');
     expect((await run.turns()).map((t) => t.id)).toEqual([run.turnId]);
     expect(await run.toolExecutions()).toEqual([]);

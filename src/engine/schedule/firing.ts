@@ -95,7 +95,7 @@ function rowsOf(
       metadata: { turnkit_schedule_id: definition.scheduleId, ...(principal !== null ? { principal } : {}) },
     },
     content: [{ type: 'text', text: taskText(definition.task, undefined) }],
-    metadata: { source: 'schedule', task: true, ...marks },
+    metadata: { source: 'schedule', task: true, task_text: definition.task, ...marks },
     turn: { ...turn, promptMode: 'task' },
   };
 }
