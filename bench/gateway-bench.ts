@@ -10,8 +10,6 @@
  * 43): BENCH_GATEWAY_TURNS turns one at a time with the model on the turn's queue, and as many
  * with it on a provider queue (`createWorker({ models })`), no 429s: p50 of each.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,7 +23,7 @@ import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { ProviderRegistryModel } from '../src/models/provider-registry.js';
 import { openStore } from '../src/store/index.js';
 import { createWorker } from '../src/worker.js';
-import { sendReply } from '../test/helpers/openai-sse.js';
+import { providerServer, sendError, sendReply } from '../test/helpers/openai-sse.js';
 import { mergeBenchResults, percentile } from './results.js';
 
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
@@ -46,28 +44,22 @@ function seeded(seed: number): () => number {
 let random = seeded(30);
 let limited = 0;
 
-const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-  let raw = '';
-  req.on('data', (chunk) => (raw += chunk));
-  req.on('end', () => {
-    const body = JSON.parse(raw || '{}') as Record<string, unknown>;
-    const model = String(body['model']);
-    if (model === 'flaky' && random() < LIMITED_SHARE) {
-      limited += 1;
-      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' });
-      res.end(JSON.stringify({ error: { message: 'rate limited', type: 'rate_limit_error' } }));
-      return;
-    }
-    sendReply(res, body, 200, {
-      id: 'chatcmpl-bench',
-      object: 'chat.completion',
-      created: 1,
-      model,
-      choices: [{ index: 0, message: { role: 'assistant', content: 'Done.' }, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 },
-    });
+const server = providerServer((body, res) => {
+  const model = String(body['model']);
+  if (model === 'flaky' && random() < LIMITED_SHARE) {
+    limited += 1;
+    return sendError(res, 429, 'rate limited', { 'retry-after': '1' });
+  }
+  sendReply(res, body, 200, {
+    id: 'chatcmpl-bench',
+    object: 'chat.completion',
+    created: 1,
+    model,
+    choices: [{ index: 0, message: { role: 'assistant', content: 'Done.' }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 },
   });
 });
+
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
 const baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
 

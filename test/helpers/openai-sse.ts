@@ -2,7 +2,8 @@
  * The OpenAI chat-completions wire format for local test servers: a completion as JSON, or,
  * when the request asked for `stream: true`, as the SSE chunks the provider streams.
  */
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
 
 export interface Completion {
   text?: string;
@@ -292,4 +293,26 @@ export function sendReply(
   }
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify(json));
+}
+
+/** A local provider: each request's JSON body (with the request and response) goes to `answer`. */
+export function providerServer(
+  answer: (body: Record<string, unknown>, res: ServerResponse, req: IncomingMessage) => void,
+): Server {
+  return createServer((req, res) => {
+    let raw = '';
+    req.on('data', (chunk) => (raw += chunk));
+    req.on('end', () => answer(JSON.parse(raw || '{}') as Record<string, unknown>, res, req));
+  });
+}
+
+/** Answers with a 4xx/5xx error in OpenAI's shape, with the headers given (`retry-after`, …). */
+export function sendError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify({ error: { message, type: 'test_error' } }));
 }

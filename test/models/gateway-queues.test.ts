@@ -4,8 +4,6 @@
  * server enforces for both processes together; the tenant's fairness key rides with each call;
  * a chain whose next model has no queue of its own falls over to the turn's own queue.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,33 +14,24 @@ import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import { connectClient, requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
 import { tempSqliteUrl } from '../helpers/turnkit.js';
-import { sendReply } from '../helpers/openai-sse.js';
+import { providerServer, sendError, sendReply } from '../helpers/openai-sse.js';
 import type { WorkerProcess } from '../helpers/worker-process.js';
 import { spawnWorker } from '../helpers/worker-process.js';
 
 const arrivals: { model: string; at: number }[] = [];
-const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-  let raw = '';
-  req.on('data', (chunk) => (raw += chunk));
-  req.on('end', () => {
-    const body = JSON.parse(raw || '{}') as Record<string, unknown>;
-    const model = String(body['model']);
-    arrivals.push({ model, at: Date.now() });
-    if (model === 'flaky') {
-      res.writeHead(429, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { message: 'rate limited' } }));
-      return;
-    }
-    sendReply(res, body, 200, {
-      id: 'chatcmpl-q',
-      object: 'chat.completion',
-      created: 1,
-      model,
-      choices: [
-        { index: 0, message: { role: 'assistant', content: `Answered by ${model}.` }, finish_reason: 'stop' },
-      ],
-      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-    });
+const server = providerServer((body, res) => {
+  const model = String(body['model']);
+  arrivals.push({ model, at: Date.now() });
+  if (model === 'flaky') return sendError(res, 429, 'rate limited');
+  sendReply(res, body, 200, {
+    id: 'chatcmpl-q',
+    object: 'chat.completion',
+    created: 1,
+    model,
+    choices: [
+      { index: 0, message: { role: 'assistant', content: `Answered by ${model}.` }, finish_reason: 'stop' },
+    ],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
   });
 });
 

@@ -4,8 +4,7 @@
  * format whose answer depends on the model asked: 429 with `retry-after`, 529, 500, 400, a
  * reset connection, a hang, or a completion.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createServer } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
@@ -25,7 +24,7 @@ import type { TurnKitWorker } from '../../src/worker.js';
 import { stateQuery } from '../../src/workflows/contract.js';
 import { connectClient, connectNative, requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
 import { tempSqliteUrl } from '../helpers/turnkit.js';
-import { sendReply } from '../helpers/openai-sse.js';
+import { providerServer, sendError, sendReply } from '../helpers/openai-sse.js';
 
 /** What the server does for a model: each call takes the next behaviour; the last one repeats. */
 type Behaviour = 'ok' | '429' | '429-after-2' | '529' | '500' | '400' | 'reset' | 'hang';
@@ -33,10 +32,8 @@ const plans = new Map<string, Behaviour[]>();
 const received: { model: string; at: number; body: Record<string, unknown> }[] = [];
 
 function answer(res: ServerResponse, body: Record<string, unknown>, model: string, behaviour: Behaviour) {
-  const error = (status: number, message: string, headers: Record<string, string> = {}) => {
-    res.writeHead(status, { 'content-type': 'application/json', ...headers });
-    res.end(JSON.stringify({ error: { message, type: 'test_error' } }));
-  };
+  const error = (status: number, message: string, headers: Record<string, string> = {}) =>
+    sendError(res, status, message, headers);
   switch (behaviour) {
     case '429':
       return error(429, `rate limited (${model})`, { 'retry-after-ms': '50' });
@@ -84,16 +81,11 @@ function answer(res: ServerResponse, body: Record<string, unknown>, model: strin
 const req = (body: Record<string, unknown>) =>
   'system' in body || 'anthropic_version' in body ? 'anthropic' : 'openai';
 
-const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-  let raw = '';
-  req.on('data', (chunk) => (raw += chunk));
-  req.on('end', () => {
-    const body = JSON.parse(raw || '{}') as Record<string, unknown>;
-    const model = String(body['model']);
-    received.push({ model, at: Date.now(), body });
-    const plan = plans.get(model) ?? ['ok'];
-    answer(res, body, model, plan.length > 1 ? plan.shift()! : plan[0]!);
-  });
+const server = providerServer((body, res) => {
+  const model = String(body['model']);
+  received.push({ model, at: Date.now(), body });
+  const plan = plans.get(model) ?? ['ok'];
+  answer(res, body, model, plan.length > 1 ? plan.shift()! : plan[0]!);
 });
 
 const helper = defineAgent({ name: 'helper', instructions: 'Be brief.' });
