@@ -1,6 +1,6 @@
 /**
  * `npm run bench` (gateway part, issue 30): turns against a provider that answers 429 (with
- * `retry-after: 1`) to 30 % of calls, on the real dev server with a real worker, through the
+ * `retry-after: 3`) to 30 % of calls, on the real dev server with a real worker, through the
  * AI SDK's OpenAI-compatible provider to a local server. Two runs of BENCH_GATEWAY_TURNS turns
  * (BENCH_GATEWAY_WIDTH at a time): the flaky model alone, whose 429s are retried after the
  * wait the provider asked for; and the chain [flaky, steady] with one attempt per model, whose
@@ -48,7 +48,7 @@ const server = providerServer((body, res) => {
   const model = String(body['model']);
   if (model === 'flaky' && random() < LIMITED_SHARE) {
     limited += 1;
-    return sendError(res, 429, 'rate limited', { 'retry-after': '1' });
+    return sendError(res, 429, 'rate limited', { 'retry-after': '3' });
   }
   sendReply(res, body, 200, {
     id: 'chatcmpl-bench',
