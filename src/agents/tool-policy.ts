@@ -1,6 +1,6 @@
 import { ArgumentError } from '../errors.js';
 import type { Json, JsonObject, TurnRecord } from '../store/types.js';
-import type { ToolKind } from './tool.js';
+import type { CallHistory, ToolKind } from './tool.js';
 
 /** A call the model proposed, as the tool policy sees it (before anything runs). */
 export interface ToolPolicyCall {
@@ -21,6 +21,8 @@ export interface ToolPolicyContext {
   /** The run context the application passed to `run` (a copy). */
   readonly context: JsonObject;
   readonly turn: TurnRecord;
+  /** The messages the model was sent for the response holding the call (read when called). */
+  readonly history: CallHistory;
 }
 
 /** `'allow'`, or `{ block: reason }`: the call is not run and the model reads the reason. */

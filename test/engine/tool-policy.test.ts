@@ -174,6 +174,9 @@ describe('tool policy', () => {
       context: { team: 'infra' },
       turn: { id: run.turnId },
     });
+    // The history the model read before the response holding the call: the task.
+    const history = await asked[0]!.context.history();
+    expect(history.map((message) => message.role)).toEqual(['user']);
   });
 
   it('tool policy: a policy that answers differently each time is asked once per call: a retried tool call activity keeps the recorded decision, with one result and one event', async () => {

@@ -8,6 +8,7 @@ import type { ToolExecutionRecord } from '../../store/types.js';
 import { turnEvent } from '../step/events.js';
 import type { TurnTx } from '../step/turn-step.js';
 import { contextOf, principalOf } from '../step/turn-state.js';
+import { callHistory } from './call-history.js';
 import type { ToolExecution } from './tool-execution.js';
 
 /** The policy's answer as the runner acts on it: a block carries what the model will read. */
@@ -40,6 +41,7 @@ export async function askToolPolicy(run: ToolExecution): Promise<PolicyVerdict> 
         principal: principalOf(turn),
         context: contextOf(turn),
         turn: structuredClone(turn),
+        history: () => callHistory(run.store, turn, call.id),
       },
     );
   } catch (error) {
