@@ -87,17 +87,14 @@ export type {
 } from './client/schedules.js';
 export type { RunStreamOptions, RunStreamPart, SubAgentOrigin } from './client/run-stream.js';
 export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
+export type { RunSseOptions, StreamErrorLogger, StreamableRun, UIStreamOptions } from './client/ui-stream.js';
 export type {
-  RunSseOptions,
-  StreamErrorLogger,
-  StreamableRun,
   SubAgentUIData,
   SubAgentUIPart,
   TurnKitMessageMetadata,
   TurnKitUIMessage,
   TurnKitUIMessageChunk,
-  UIStreamOptions,
-} from './client/ui-stream.js';
+} from './ui/types.js';
 export { laneWorkflowId, turnWorkflowId, UPDATES } from './workflows/contract.js';
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
 export type { ApprovalAnswer, PendingApproval } from './client/controls.js';

@@ -14,7 +14,8 @@ import type {
 import type { OutputViolation } from '../agents/output-policy.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 import { readRunStream } from './run-stream.js';
-import type { TurnKitUIMessageChunk, UIStreamOptions } from './ui-stream.js';
+import type { TurnKitUIMessageChunk } from '../ui/types.js';
+import type { UIStreamOptions } from './ui-stream.js';
 import { toUIMessageChunks } from './ui-stream.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { ApprovalResult, ControlState } from '../workflows/contract.js';
