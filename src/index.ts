@@ -102,6 +102,7 @@ export { laneWorkflowId, turnWorkflowId, UPDATES } from './workflows/contract.js
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
 export type { ApprovalAnswer, PendingApproval } from './client/controls.js';
 export type { InputStatus, MessagesAfter, PostOptions } from './client/post.js';
+export type { ForkOptions, RegenerateOptions } from './client/fork.js';
 export { POST_POLICIES } from './contract/post-request.js';
 export type { PostDisposition, PostPolicy, PostReceipt } from './contract/post-request.js';
 export {
@@ -112,6 +113,7 @@ export {
   ConfigError,
   ControlError,
   ConversationBusyError,
+  ForkError,
   InputError,
   ModelAccessError,
   ModelError,
