@@ -99,6 +99,7 @@ export { laneWorkflowId, turnWorkflowId, UPDATES } from './workflows/contract.js
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
 export type { ApprovalAnswer, PendingApproval } from './client/controls.js';
 export type { InputStatus, MessagesAfter, PostOptions } from './client/post.js';
+export type { ForkOptions, RegenerateOptions } from './client/fork.js';
 export { POST_POLICIES } from './contract/post-request.js';
 export type { PostDisposition, PostPolicy, PostReceipt } from './contract/post-request.js';
 export {
@@ -109,6 +110,7 @@ export {
   ConfigError,
   ControlError,
   ConversationBusyError,
+  ForkError,
   InputError,
   ModelAccessError,
   ModelError,
