@@ -87,21 +87,19 @@ export type {
 } from './client/schedules.js';
 export type { RunStreamOptions, RunStreamPart, SubAgentOrigin } from './client/run-stream.js';
 export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
+export type { RunSseOptions, StreamErrorLogger, StreamableRun, UIStreamOptions } from './client/ui-stream.js';
 export type {
-  RunSseOptions,
-  StreamErrorLogger,
-  StreamableRun,
   SubAgentUIData,
   SubAgentUIPart,
   TurnKitMessageMetadata,
   TurnKitUIMessage,
   TurnKitUIMessageChunk,
-  UIStreamOptions,
-} from './client/ui-stream.js';
+} from './ui/types.js';
 export { laneWorkflowId, turnWorkflowId, UPDATES } from './workflows/contract.js';
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
 export type { ApprovalAnswer, PendingApproval } from './client/controls.js';
 export type { InputStatus, MessagesAfter, PostOptions } from './client/post.js';
+export type { ForkOptions, RegenerateOptions } from './client/fork.js';
 export { POST_POLICIES } from './contract/post-request.js';
 export type { PostDisposition, PostPolicy, PostReceipt } from './contract/post-request.js';
 export {
@@ -112,6 +110,7 @@ export {
   ConfigError,
   ControlError,
   ConversationBusyError,
+  ForkError,
   InputError,
   ModelAccessError,
   ModelError,

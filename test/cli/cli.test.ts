@@ -12,6 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
+import type { CliResult } from '../helpers/cli.js';
+import { runCli } from '../helpers/cli.js';
 import { processAlive } from '../helpers/temporal-server.js';
 import { waitUntil } from '../helpers/wait.js';
 
@@ -29,26 +31,10 @@ const env: Record<string, string> = {
   NO_COLOR: '1',
 };
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+type Result = CliResult;
 
-function turnkit(args: string[], extraEnv: Record<string, string> = {}): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', tsx, bin, ...args], {
-      cwd: dir,
-      env: { ...process.env, ...env, ...extraEnv },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const turnkit = (args: string[], extraEnv: Record<string, string> = {}): Promise<Result> =>
+  runCli(args, { ...process.env, ...env, ...extraEnv }, dir);
 
 const turnIdOf = (result: Result) => (JSON.parse(result.stdout) as { turnId: string }).turnId;
 
