@@ -1,6 +1,12 @@
-// `turnkit`: what an application defines (agents, tools, model clients, specialists) and the
-// client it starts and watches runs with. The worker is `turnkit/worker`, stores and migrations
-// are `turnkit/store`, the scripted models are `turnkit/testing`; internals are not exported.
+/**
+ * `turnkit`: what an application defines (agents, tools, model clients, specialists) and the
+ * client it starts and watches runs with. The worker is `turnkit/worker`, stores and migrations
+ * are `turnkit/store`, the scripted models are `turnkit/testing`, the browser's types are
+ * `turnkit/ui`; internals are not exported.
+ *
+ * @packageDocumentation
+ * @module turnkit
+ */
 import { SIGNALS as ALL_SIGNALS } from './workflows/contract.js';
 
 export { defineAgent, DEFAULT_LIMITS } from './agents/agent.js';

@@ -694,7 +694,7 @@ export class TurnKitClient {
 
   /**
    * Runs `agent` on `task` on a timetable (`cron` or `every`), as a Temporal Schedule whose
-   * firings each run an ordinary turn (README, "Scheduled agents"). A bad option, an unknown
+   * firings each run an ordinary turn (docs/scheduling.md). A bad option, an unknown
    * agent, a cron Temporal rejects or a taken id is a typed error, and nothing is created.
    */
   schedule(agent: Agent | string, task: string, options: ScheduleOptions): Promise<ScheduleHandle> {
