@@ -3,7 +3,6 @@
  * real SQLite store: 20 recorded runs evaluated with replayed tools, an A/B run, the HTML
  * report in Chromium, the CLI's exit code on a regression, and ReplayModel answering a turn.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +21,7 @@ import { startKit, tempSqliteUrl } from '../helpers/turnkit.js';
 import { openStore } from '../../src/store/index.js';
 import { agents, behaviour, model, support, toolRuns, variants } from '../fixtures/eval-agents.js';
 import { temporalAddress } from '../helpers/temporal.js';
+import { runCli } from '../helpers/cli.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
@@ -214,29 +214,18 @@ describe('eval', () => {
   it('eval: the CLI exits 6 on a regression and 0 without one', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'turnkit-eval-cli-'));
     const cli = (args: string[]) =>
-      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const child = spawn(
-          process.execPath,
-          ['--import', import.meta.resolve('tsx'), join(root, 'src/cli/bin.ts'), ...args],
-          {
-            cwd: dir,
-            env: {
-              ...process.env,
-              TURNKIT_DATABASE_URL: storeUrl,
-              TURNKIT_TASK_QUEUE: kit.taskQueue,
-              TURNKIT_AGENTS: join(root, 'test/fixtures/eval-agents.ts'),
-              TEMPORAL_ADDRESS: temporalAddress(),
-              NO_COLOR: '1',
-            },
-            stdio: ['ignore', 'pipe', 'pipe'],
-          },
-        );
-        let stdout = '';
-        let stderr = '';
-        child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-        child.on('exit', (code) => resolve({ code, stdout, stderr }));
-      });
+      runCli(
+        args,
+        {
+          ...process.env,
+          TURNKIT_DATABASE_URL: storeUrl,
+          TURNKIT_TASK_QUEUE: kit.taskQueue,
+          TURNKIT_AGENTS: join(root, 'test/fixtures/eval-agents.ts'),
+          TEMPORAL_ADDRESS: temporalAddress(),
+          NO_COLOR: '1',
+        },
+        dir,
+      );
     const out = join(dir, 'report.json');
     const regressed = await cli([
       'eval',
