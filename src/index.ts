@@ -208,6 +208,28 @@ export type { Skill, SkillOptions } from './agents/skill.js';
 export { DEFAULT_COMPACTION } from './agents/compaction-policy.js';
 export type { CompactionPolicy, CompactionSetting } from './agents/compaction-policy.js';
 export type { ManualCompactionOptions } from './engine/model/compaction.js';
+export { evaluate } from './eval/evaluate.js';
+export type { EvaluateOptions, EvalVariant } from './eval/evaluate.js';
+export { readEvalCases, recordedCases } from './eval/eval-case.js';
+export type { EvalCase, RecordedSelection } from './eval/eval-case.js';
+export type {
+  BaselineRun,
+  CaseChanges,
+  EvalCaseResult,
+  EvalReport,
+  VariantSummary,
+} from './eval/eval-report.js';
+export type { ObservedToolCall, RunObservation } from './eval/run-observation.js';
+export {
+  costScorer,
+  exactMatch,
+  jsonSchemaScorer,
+  latencyScorer,
+  policyScorer,
+  regexMatch,
+} from './eval/scorers.js';
+export type { ScoreOutcome, ScoredRun, Scorer, ScorerInput, ScoreResult } from './eval/scorers.js';
+export { renderHtmlReport } from './eval/html-report.js';
 
 /** The signal names an application sends (`temporal workflow signal --name …`); the rest are TurnKit's own. */
 export const SIGNALS = { cancel: ALL_SIGNALS.cancel } as const;

@@ -10,3 +10,5 @@ export type {
 } from './models/scripted-model.js';
 export { ScriptedImageModel, TINY_PNG_BASE64 } from './models/image.js';
 export type { ImageScript } from './models/image.js';
+export { ReplayModel } from './models/replay-model.js';
+export type { ReplayModelOptions } from './models/replay-model.js';

@@ -54,6 +54,7 @@ import {
 import type { ScheduleCommandContext } from './schedule-commands.js';
 import { addScheduleCommands } from './schedule-commands.js';
 import { addForkCommands, forkSummary, showConversation } from './fork-commands.js';
+import { addEvalCommand } from './eval-commands.js';
 
 interface Io {
   out: NodeJS.WriteStream;
@@ -709,6 +710,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
   };
   addScheduleCommands(program, commands);
   addForkCommands(program, commands);
+  addEvalCommand(program, commands);
 
   return program;
 }

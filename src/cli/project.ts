@@ -9,6 +9,8 @@ import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import type { Agent } from '../agents/agent.js';
 import { AgentRegistry } from '../agents/registry.js';
+import type { EvalVariant } from '../eval/evaluate.js';
+import type { ScorerInput } from '../eval/scorers.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { TurnKitError } from '../errors.js';
 import type { ModelClient } from '../models/types.js';
@@ -46,6 +48,9 @@ export interface AgentsModule {
   store?: string | Store;
   authorization?: AuthorizationPolicy;
   defaultModel?: string;
+  /** `turnkit eval`'s variants (`--variants A,B` names two) and scorers. */
+  variants?: EvalVariant[];
+  scorers?: ScorerInput[];
 }
 
 function isAgent(value: unknown): value is Agent {
@@ -100,6 +105,10 @@ export async function loadAgentsModule(path: string): Promise<AgentsModule> {
   }
   const defaultModel = pick('defaultModel');
   if (typeof defaultModel === 'string') module.defaultModel = defaultModel;
+  const variants = pick('variants');
+  if (Array.isArray(variants)) module.variants = variants as EvalVariant[];
+  const scorers = pick('scorers');
+  if (Array.isArray(scorers)) module.scorers = scorers as ScorerInput[];
   return module;
 }
 

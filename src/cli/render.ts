@@ -20,6 +20,8 @@ export const EXIT_CODES = {
   failed: 3,
   cancelled: 4,
   unfinished: 5,
+  /** `turnkit eval` found a regression. */
+  regression: 6,
 } as const;
 
 export function exitCodeFor(status: TurnRecord['status']): number {

@@ -5,7 +5,7 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import type { z } from 'zod';
-import type { Agent, PromptMode } from '../agents/agent.js';
+import type { Agent, BudgetLimits, PromptMode } from '../agents/agent.js';
 import type { ModelClient, Thinking } from '../models/types.js';
 import type { ModelChoice } from '../models/model-chain.js';
 import type { ManualCompactionOptions } from '../engine/model/compaction.js';
@@ -158,6 +158,14 @@ export interface RunOptions extends TurnOptions {
    * completion callback, authorized as `callback` before anything is written).
    */
   callback?: string;
+  /**
+   * Replays tools: each tool call is answered with the result of the same call (name and
+   * arguments) in this recorded turn, and a call it never made fails as a divergence; no tool
+   * runs (decision 48). Evaluations use it; absent, tools run.
+   */
+  toolReplay?: { turnId: string };
+  /** This run's budget limits over the agent's (an evaluation's cap per case). */
+  limits?: Partial<BudgetLimits>;
 }
 
 export interface SendMessageOptions {
@@ -195,6 +203,15 @@ function inputMedia(media: readonly MediaInput[] | undefined): MediaPart[] {
   return (media ?? []).map((item) => mediaPart(item, (message) => new InputError(`input media: ${message}`)));
 }
 
+/** A run's limits over its agent's; anything but a known limit is an ArgumentError. */
+function runLimits(agentLimits: BudgetLimits, given: Partial<BudgetLimits>): BudgetLimits {
+  if (!given || typeof given !== 'object' || Array.isArray(given))
+    throw new ArgumentError('limits must be an object of budget limits');
+  const unknown = Object.keys(given).filter((key) => !(key in agentLimits));
+  if (unknown.length > 0) throw new ArgumentError(`limits: unknown limit(s) ${unknown.join(', ')}`);
+  return { ...agentLimits, ...given };
+}
+
 /** The turn builder's options from a caller's run or ask options. */
 function turnOptionsOf(options: RunOptions & { submit?: boolean; turnId?: string }): BuildTurnOptions {
   return {
@@ -207,6 +224,7 @@ function turnOptionsOf(options: RunOptions & { submit?: boolean; turnId?: string
     ...(options.compact !== undefined ? { compact: options.compact } : {}),
     ...(options.rootTurnId ? { rootTurnId: options.rootTurnId } : {}),
     ...(options.callback ? { callbackConversationId: options.callback } : {}),
+    ...(options.toolReplay ? { toolReplay: { turnId: options.toolReplay.turnId } } : {}),
     ...(options.turnId ? { id: options.turnId } : {}),
     submit: options.submit ?? false,
   };
@@ -316,6 +334,12 @@ export class TurnKitClient {
       if (!parsed.success) throw new InputError(`${resolved.name} needs an input`);
     }
     const media = inputMedia(options.media);
+    if (options.toolReplay !== undefined) {
+      if (typeof options.toolReplay?.turnId !== 'string')
+        throw new ArgumentError('toolReplay must be { turnId } of a recorded turn');
+      await this.store.loadTurn(options.toolReplay.turnId);
+    }
+    const limits = options.limits ? runLimits(resolved.limits, options.limits) : undefined;
     const conversationId = newId('conv');
     const rootTurnId = await this.#sharedRoot(options);
     // Allocated before the checks, so the policy sees the turn it decides about.
@@ -343,7 +367,10 @@ export class TurnKitClient {
         conversation,
         content: [{ type: 'text', text: taskText(task, options.input) }, ...media],
         metadata: { source: 'application', task: true, task_text: task },
-        turn: turnOptionsOf({ ...options, promptMode, rootTurnId, submit, turnId }),
+        turn: {
+          ...turnOptionsOf({ ...options, promptMode, rootTurnId, submit, turnId }),
+          ...(limits ? { limits } : {}),
+        },
       }),
     );
   }

@@ -5,6 +5,7 @@ import { ArgumentError } from '../../errors.js';
 import type { Thinking } from '../../models/types.js';
 import type { ModelChoice } from '../../models/model-chain.js';
 import { modelChain } from '../../models/model-chain.js';
+import { TOOL_REPLAY_OPTION } from '../tools/tool-replay.js';
 import { jsonCopy, nowIso } from '../../store/records.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 
@@ -28,6 +29,8 @@ export interface BuildTurnOptions {
   instructions?: string;
   /** The limits of the tree this turn roots, instead of the agent's (a schedule's caps). */
   limits?: BudgetLimits;
+  /** The recorded turn whose tool executions answer this turn's tool calls (decision 48). */
+  toolReplay?: { turnId: string };
   /** Joins an existing root tree (shared budget and usage). */
   rootTurnId?: string;
   /** Marks the turn submitted (a background turn that a workflow will run). */
@@ -87,6 +90,7 @@ export async function buildTurn(
   if (typeof subjectPrompt === 'string') turnOptions['subject_prompt'] = subjectPrompt;
   if (options.promptMode !== undefined)
     turnOptions['prompt_mode'] = resolvePromptMode('turn', options.promptMode)!;
+  if (options.toolReplay) turnOptions[TOOL_REPLAY_OPTION] = { turn_id: options.toolReplay.turnId };
   if (options.callbackConversationId)
     turnOptions['callback_conversation_id'] = options.callbackConversationId;
   // The chain's first model is the turn's `model`; the rest ride with its options (decision 42).

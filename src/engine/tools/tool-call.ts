@@ -29,6 +29,7 @@ import { OUTCOME_UNKNOWN, resultOf } from './tool-results.js';
 import { closeForSpend, closedBySpend } from './budget-completion.js';
 import type { PolicyVerdict } from './tool-policy.js';
 import { ALLOWED, askToolPolicy, closeBlocked } from './tool-policy.js';
+import { replayToolCall, toolReplaySource } from './tool-replay.js';
 
 /**
  * Runs one tool call of the persisted response, in TurnKit's exact order (spec §4.2). Every
@@ -226,6 +227,8 @@ async function crossEffectBoundary(
     });
     // Observe cancellation or a lost claim immediately before crossing the external-effect boundary.
     await run.step.observeClaim();
+    const replaySource = toolReplaySource(run.turn);
+    if (replaySource) return await replayToolCall(run, tool, execution, replaySource);
     if (tool.kind === 'subAgent') return await delegateCall(run, tool, execution);
     if (tool.kind !== 'ordinary') return await coordinationCall(run, execution);
     const telemetry = run.runtime.telemetry;
