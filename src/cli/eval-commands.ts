@@ -12,7 +12,7 @@ import type { EvalReport } from '../eval/eval-report.js';
 import { renderHtmlReport } from '../eval/html-report.js';
 import { costScorer, exactMatch, latencyScorer, regexMatch } from '../eval/scorers.js';
 import type { ScorerInput } from '../eval/scorers.js';
-import { CliError } from './project.js';
+import { CliError, numberFlag } from './project.js';
 import { EXIT_CODES, jsonText, terminalSafe, write } from './render.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
 
@@ -33,14 +33,6 @@ interface EvalFlags {
   out?: string;
   html?: string;
   name?: string;
-}
-
-function numberFlag(flag: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const number = Number(value);
-  if (value.trim() === '' || !Number.isFinite(number))
-    throw new CliError(`${flag} must be a number, got ${value}`, EXIT_CODES.usage);
-  return number;
 }
 
 /** `exact`, `regex[:pattern]`, `cost:<usd>`, `latency:<ms>`, or a scorer the module exports by name. */

@@ -18,6 +18,7 @@ import { openStore } from '../store/index.js';
 import type { Store } from '../store/types.js';
 import type { TemporalConnectConfig } from '../temporal-config.js';
 import { temporalConnectConfig } from '../temporal-config.js';
+import { EXIT_CODES } from './render.js';
 
 /** A failure the command line reports as one line on stderr (with a stack only under --debug). */
 export class CliError extends TurnKitError {
@@ -27,6 +28,15 @@ export class CliError extends TurnKitError {
   ) {
     super(message);
   }
+}
+
+/** A number flag, or a usage error (exit 2) that names it. */
+export function numberFlag(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const number = Number(value);
+  if (value.trim() === '' || !Number.isFinite(number))
+    throw new CliError(`${flag} must be a number, got ${value}`, EXIT_CODES.usage);
+  return number;
 }
 
 export interface GlobalOptions {

@@ -11,7 +11,7 @@ import type { ScheduleOptions } from '../client/schedules.js';
 import type { Json } from '../store/types.js';
 import type { TurnKitClient } from '../client/turnkit-client.js';
 import type { AgentsModule } from './project.js';
-import { CliError } from './project.js';
+import { CliError, numberFlag } from './project.js';
 import { EXIT_CODES, jsonText, terminalSafe, write } from './render.js';
 
 /** What the command table lends these commands (main.ts). */
@@ -38,15 +38,6 @@ interface CreateFlags {
   maxIterations?: string;
   principal?: string;
   paused?: boolean;
-}
-
-/** A number flag, or a usage error that names it. */
-function numberFlag(flag: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const number = Number(value);
-  if (value.trim() === '' || !Number.isFinite(number))
-    throw new CliError(`${flag} must be a number, got ${value}`, EXIT_CODES.usage);
-  return number;
 }
 
 /** A duration flag: milliseconds, or a string such as `15m` or `'1 hour'`. */
