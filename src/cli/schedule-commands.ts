@@ -12,7 +12,7 @@ import type { Json } from '../store/types.js';
 import type { TurnKitClient } from '../client/turnkit-client.js';
 import type { AgentsModule } from './project.js';
 import { CliError, numberFlag } from './project.js';
-import { EXIT_CODES, jsonText, terminalSafe, write } from './render.js';
+import { jsonText, terminalSafe, write } from './render.js';
 
 /** What the command table lends these commands (main.ts). */
 export interface ScheduleCommandContext {
