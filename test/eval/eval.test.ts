@@ -19,7 +19,15 @@ import { ReplayModel } from '../../src/models/replay-model.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit, tempSqliteUrl } from '../helpers/turnkit.js';
 import { openStore } from '../../src/store/index.js';
-import { agents, behaviour, model, support, toolRuns, variants } from '../fixtures/eval-agents.js';
+import {
+  agents,
+  behaviour,
+  FAILING_ORDER,
+  model,
+  support,
+  toolRuns,
+  variants,
+} from '../fixtures/eval-agents.js';
 import { temporalAddress } from '../helpers/temporal.js';
 import { runCli } from '../helpers/cli.js';
 
@@ -104,6 +112,40 @@ describe('eval', () => {
       run_id: replayReport.id,
       case_id: recorded.get(CHANGED),
     });
+  }, 60_000);
+
+  it('eval: a recorded tool failure replays as the same failure; an earlier report is a baseline', async () => {
+    const recording = await kit.client.run(support, `Where is order ${FAILING_ORDER}?`, {
+      metadata: { tags: ['failing'] },
+    });
+    expect((await recording.result()).status).toBe('completed');
+    const [failed] = await kit.store.listToolExecutions({ turnId: recording.turnId });
+    expect(failed).toMatchObject({ status: 'failed', error: { message: 'the warehouse is offline' } });
+    const before = toolRuns.count;
+    const first = await evaluate({
+      client: kit.client,
+      agent: support,
+      cases: { recorded: { tags: ['failing'] } },
+    });
+    expect(toolRuns.count).toBe(before);
+    const [result] = first.cases;
+    expect(result!.divergences).toEqual([]);
+    expect(result!.changes).toMatchObject({ output: false, toolCalls: false });
+    expect(result!.run!.output).toBe(`I could not look order ${FAILING_ORDER} up.`);
+    const [replayed] = await kit.store.listToolExecutions({ turnId: result!.run!.turnId });
+    expect(replayed).toMatchObject({
+      status: 'failed',
+      error: { message: 'the warehouse is offline', details: { replayed_from: failed!.id } },
+    });
+    // The same cases against the first evaluation: its runs are the baseline, not the recording.
+    const second = await evaluate({
+      client: kit.client,
+      agent: support,
+      cases: { recorded: { tags: ['failing'] } },
+      baseline: first,
+    });
+    expect(second.cases[0]!.baseline).toMatchObject({ source: 'report', turnId: result!.run!.turnId });
+    expect(second.regressions).toEqual([]);
   }, 60_000);
 
   it('eval: an A/B run compares two registered variants on the same cases', async () => {
