@@ -51,6 +51,8 @@ import {
   turnLink,
   write,
 } from './render.js';
+import { addConsoleCommand } from './console-command.js';
+import type { ScheduleCommandContext } from './schedule-commands.js';
 import { addScheduleCommands } from './schedule-commands.js';
 
 interface Io {
@@ -103,6 +105,10 @@ class Session {
       ...(this.options.taskQueue ? { taskQueue: this.options.taskQueue } : {}),
       ...(module?.authorization ? { authorization: module.authorization } : {}),
       ...(module?.defaultModel ? { defaultModel: module.defaultModel } : {}),
+      // The Temporal UI's details of the turns this client starts link to the web console.
+      ...(process.env['TURNKIT_CONSOLE_URL']
+        ? { turnSettings: { consoleUrl: process.env['TURNKIT_CONSOLE_URL'] } }
+        : {}),
       ...signingKey(),
     });
   }
@@ -688,7 +694,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
       }),
     );
 
-  addScheduleCommands(program, {
+  const commandContext: ScheduleCommandContext = {
     out: io.out,
     err: io.err,
     json: () => globals().json === true,
@@ -698,7 +704,9 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         const module = await session.module(agents);
         return fn(await session.client(module), module, ...args);
       }),
-  });
+  };
+  addScheduleCommands(program, commandContext);
+  addConsoleCommand(program, commandContext);
 
   return program;
 }

@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import type { Agent } from '../agents/agent.js';
 import { AgentRegistry } from '../agents/registry.js';
+import type { ConsoleAuthHook } from '../console/handler.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { TurnKitError } from '../errors.js';
 import type { ModelClient } from '../models/types.js';
@@ -46,6 +47,8 @@ export interface AgentsModule {
   store?: string | Store;
   authorization?: AuthorizationPolicy;
   defaultModel?: string;
+  /** The web console's auth hook (`turnkit console`): a request's principal, or undefined to refuse. */
+  consoleAuth?: ConsoleAuthHook;
 }
 
 function isAgent(value: unknown): value is Agent {
@@ -100,6 +103,12 @@ export async function loadAgentsModule(path: string): Promise<AgentsModule> {
   }
   const defaultModel = pick('defaultModel');
   if (typeof defaultModel === 'string') module.defaultModel = defaultModel;
+  const consoleAuth = pick('consoleAuth');
+  if (consoleAuth !== undefined) {
+    if (typeof consoleAuth !== 'function')
+      throw new CliError(`agents module ${path}: \`consoleAuth\` is not a function (request → principal)`);
+    module.consoleAuth = consoleAuth as ConsoleAuthHook;
+  }
   return module;
 }
 
