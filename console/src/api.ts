@@ -15,7 +15,7 @@ export interface ConsoleInfo {
   principal: unknown;
 }
 
-export class ApiError extends Error {
+class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,

@@ -6,7 +6,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
-import type { ConsoleAuthHook } from '../console/handler.js';
 import { createConsoleHandler, isLoopbackAddress } from '../console/handler.js';
 import { CliError } from './project.js';
 import { EXIT_CODES, write } from './render.js';
@@ -71,5 +70,3 @@ export function addConsoleCommand(program: Command, ctx: ScheduleCommandContext)
       }),
     );
 }
-
-export type { ConsoleAuthHook };

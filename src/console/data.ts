@@ -49,10 +49,10 @@ export interface TurnListFilter {
   limit?: number;
 }
 
-export const DEFAULT_LIST_LIMIT = 200;
+const DEFAULT_LIST_LIMIT = 200;
 const MAX_LIST_LIMIT = 1_000;
 
-export function summaryOf(turn: TurnRecord): ConsoleTurnSummary {
+function summaryOf(turn: TurnRecord): ConsoleTurnSummary {
   return {
     id: turn.id,
     conversationId: turn.conversationId,
@@ -217,7 +217,7 @@ const ms = (from: string, to: string | null) => (to === null ? null : Date.parse
 const num = (value: Json | undefined): number | null => (typeof value === 'number' ? value : null);
 
 /** The model calls of a turn, from its `model.requested` / `model.completed` events. */
-export function stepsOf(events: readonly EventRecord[]): ConsoleStep[] {
+function stepsOf(events: readonly EventRecord[]): ConsoleStep[] {
   const steps: ConsoleStep[] = [];
   let open: ConsoleStep | null = null;
   let lastTotal = 0;
@@ -258,7 +258,7 @@ export function stepsOf(events: readonly EventRecord[]): ConsoleStep[] {
 }
 
 /** The turn's phases with their durations, oldest first. */
-export function timelineOf(
+function timelineOf(
   turn: TurnRecord,
   events: readonly EventRecord[],
   executions: readonly ToolExecutionRecord[],

@@ -6,6 +6,7 @@
  * UI, and the loopback-only refusal without an auth hook. Screenshots go to docs/images/.
  * In CI a missing chromium fails this suite; elsewhere it is skipped with a warning.
  */
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer, request as httpRequest } from 'node:http';
@@ -21,6 +22,7 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { createConsoleHandler } from '../../src/console.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
+import { openStore } from '../../src/store/index.js';
 import type { TurnRecord } from '../../src/store/types.js';
 import { turnWorkflowId } from '../../src/workflows/contract.js';
 import { buildConsoleAssets } from '../helpers/console-assets.js';
@@ -73,7 +75,8 @@ const model = new ScriptedModel({
     hasToolResult(request)
       ? { text: 'The card was charged.', usage }
       : { toolCalls: [{ name: 'charge_card', arguments: { amount: 42 } }], usage },
-  con_slow: () => ({ text: 'streaming, word by word, '.repeat(80), chunkDelayMs: 150, usage }),
+  // Four deltas, 3 s apart: the page sees the text grow, and the cancel comes before the last.
+  con_slow: () => ({ text: 'streaming, word by word, '.repeat(40), chunkDelayMs: 3_000, usage }),
   con_broken: () => ({
     error: { status: 400, message: 'bad request from https://gateway.internal key sk-secret' },
   }),
@@ -96,6 +99,34 @@ let browser: Browser;
 let page: Page;
 let lead: TurnRecord;
 let handler: ReturnType<typeof createConsoleHandler>;
+let assets: string;
+
+const bin = join(import.meta.dirname, '../../src/cli/bin.ts');
+const tsx = import.meta.resolve('tsx');
+
+/** `turnkit console ...` as a process: its first stderr line, then it is stopped (or its exit). */
+function turnkitConsole(args: string[]): Promise<{ line: string; code: number | null; url: string | null }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', tsx, bin, '--store', storeUrl, 'console', ...args], {
+      env: process.env,
+    });
+    let err = '';
+    let settled = false;
+    child.stderr.on('data', (chunk) => {
+      err += chunk;
+      const url = /http:\/\/[^ ]+\//.exec(err)?.[0] ?? null;
+      if (!settled && url && err.includes('\n')) {
+        settled = true;
+        resolve({ line: err.trim(), code: null, url });
+        setTimeout(() => child.kill('SIGINT'), 5_000);
+      }
+    });
+    child.on('close', (code) => {
+      if (!settled) resolve({ line: err.trim(), code, url: null });
+    });
+  });
+}
+let storeUrl = '';
 
 function listen(s: Server, host: string): Promise<number> {
   return new Promise((resolve) => s.listen(0, host, () => resolve((s.address() as AddressInfo).port)));
@@ -104,12 +135,19 @@ function listen(s: Server, host: string): Promise<number> {
 describe.skipIf(!available)('the TurnKit web console', () => {
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    const [assetsDir] = await Promise.all([buildConsoleAssets()]);
+    const assetsDir = await buildConsoleAssets();
+    assets = assetsDir;
     // The console's port first: the turns' Temporal UI details link to it.
     server = createServer((req, res) => void handler(req, res));
     const port = await listen(server, '127.0.0.1');
     base = `http://127.0.0.1:${port}/`;
-    kit = await startKit({ agents, model, turnSettings: { consoleUrl: base } });
+    storeUrl = join(assetsDir, '..', 'console.sqlite');
+    kit = await startKit({
+      agents,
+      model,
+      turnSettings: { consoleUrl: base },
+      store: await openStore(storeUrl),
+    });
     handler = createConsoleHandler({ client: kit.client, temporalUiUrl: UI, assetsDir });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
@@ -119,6 +157,7 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     await browser?.close();
     await new Promise((resolve) => server?.close(resolve));
     await kit?.stop();
+    await kit?.store.close();
   });
 
   it("web console: a turn's page shows its transcript with tool calls and results, its sub-agent tree, steps and timeline", async () => {
@@ -128,7 +167,10 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     await page.locator(`a[title="${lead.id}"]`).waitFor();
     const firstLoadMs = Date.now() - started;
     console.log(`web console: first load (navigation to the turn list) ${firstLoadMs} ms`);
-    await page.screenshot({ path: join(SHOTS, 'console-turns.png') });
+    await page.screenshot({
+      path: join(SHOTS, 'console-turns.png'),
+      clip: { x: 0, y: 0, width: 1440, height: 420 },
+    });
 
     await page.goto(`${base}#/turns/${lead.id}`);
     const transcript = page.getByRole('feed');
@@ -202,7 +244,10 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     const card = page.getByRole('article').filter({ hasText: 'charge_card' });
     await card.waitFor();
     expect(await card.innerText()).toContain('"amount": 42');
-    await page.screenshot({ path: join(SHOTS, 'console-approvals.png') });
+    await page.screenshot({
+      path: join(SHOTS, 'console-approvals.png'),
+      clip: { x: 0, y: 0, width: 1440, height: 420 },
+    });
     await card.getByRole('button', { name: 'Approve' }).click();
     await page.getByText('No call is awaiting a decision.').waitFor({ timeout: 30_000 });
     const turn = await run.result();
@@ -285,6 +330,23 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     // A control without the console's header (a cross-site form post) is refused too.
     const response = await fetch(`${base}api/turns/${lead.id}/pause`, { method: 'POST', body: '{}' });
     expect(response.status).toBe(403);
+  });
+
+  it('web console: `turnkit console` without an auth hook listens on loopback only and says so, and serves the console', async () => {
+    const refused = await turnkitConsole(['--host', '0.0.0.0', '--port', '0']);
+    expect(refused.code).toBe(2);
+    expect(refused.line).toContain('without an auth hook');
+    const served = await turnkitConsole(['--port', '0', '--assets', assets]);
+    expect(served.line).toMatch(
+      /^turnkit console: http:\/\/127\.0\.0\.1:\d+\/ \(no auth hook: loopback only\)$/,
+    );
+    const page = await fetch(served.url!);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<div id="root">');
+    const turns = (await (await fetch(`${served.url}api/turns?agent=con_lead`)).json()) as {
+      turns: { id: string }[];
+    };
+    expect(turns.turns.map((t) => t.id)).toContain(lead.id);
   });
 
   it('web console: a 1,000-message transcript renders fast (virtualized)', async () => {
