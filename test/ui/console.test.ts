@@ -127,6 +127,7 @@ function turnkitConsole(args: string[]): Promise<{ line: string; code: number | 
   });
 }
 let storeUrl = '';
+const decisions: { action: string; principal: unknown }[] = [];
 
 function listen(s: Server, host: string): Promise<number> {
   return new Promise((resolve) => s.listen(0, host, () => resolve((s.address() as AddressInfo).port)));
@@ -147,6 +148,13 @@ describe.skipIf(!available)('the TurnKit web console', () => {
       model,
       turnSettings: { consoleUrl: base },
       store: await openStore(storeUrl),
+      // The workers' policy: it sees the console's principal; mallory may not approve.
+      runtime: {
+        authorization: (request) => {
+          decisions.push({ action: request.action, principal: request.principal });
+          return !(request.action === 'approve' && JSON.stringify(request.principal).includes('mallory'));
+        },
+      },
     });
     handler = createConsoleHandler({ client: kit.client, temporalUiUrl: UI, assetsDir });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
@@ -257,6 +265,7 @@ describe.skipIf(!available)('the TurnKit web console', () => {
       ['charge_card', 'completed', { charged: 42 }],
     ]);
     expect(charges).toBe(1);
+    expect(decisions.filter((d) => d.action === 'approve')).toEqual([{ action: 'approve', principal: null }]);
     const events = await run.events();
     expect(events.filter((e) => e.type === 'approval.approved')).toHaveLength(1);
   });
@@ -330,6 +339,45 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     // A control without the console's header (a cross-site form post) is refused too.
     const response = await fetch(`${base}api/turns/${lead.id}/pause`, { method: 'POST', body: '{}' });
     expect(response.status).toBe(403);
+  });
+
+  it("web console: with an auth hook, a request it refuses gets 401, and a control carries the hook's principal to the authorization policy", async () => {
+    const hooked = createConsoleHandler({
+      client: kit.client,
+      assetsDir: assets,
+      authenticate: (request) => {
+        const user = request.headers['x-user'];
+        return typeof user === 'string' ? { id: user } : undefined;
+      },
+    });
+    const open = createServer((req, res) => void hooked(req, res));
+    const url = `http://127.0.0.1:${await listen(open, '127.0.0.1')}/`;
+    try {
+      expect((await fetch(`${url}api/turns`)).status).toBe(401);
+      expect((await fetch(`${url}api/turns`, { headers: { 'x-user': 'alice' } })).status).toBe(200);
+      const run = await kit.client.run('con_gate', 'Charge the card 42');
+      await expect.poll(async () => (await run.pendingApprovals()).length, { timeout: 30_000 }).toBe(1);
+      const [pending] = await run.pendingApprovals();
+      const approve = (user: string) =>
+        fetch(`${url}api/turns/${run.turnId}/approve`, {
+          method: 'POST',
+          headers: { 'x-user': user, 'x-turnkit-console': '1', 'content-type': 'application/json' },
+          body: JSON.stringify({ toolCallId: pending!.toolCallId }),
+        });
+      const refused = await approve('mallory');
+      expect(refused.status).toBe(403);
+      expect(await refused.json()).toEqual({ error: 'not authorized to approve' });
+      expect((await approve('alice')).status).toBe(200);
+      expect((await run.result()).status).toBe('completed');
+      expect(decisions.filter((d) => d.action === 'approve').slice(-2)).toEqual([
+        { action: 'approve', principal: { id: 'mallory' } },
+        { action: 'approve', principal: { id: 'alice' } },
+      ]);
+      const executions = await kit.store.listToolExecutions({ turnId: run.turnId });
+      expect(executions.map((e) => e.status)).toEqual(['completed']);
+    } finally {
+      await new Promise((resolve) => open.close(resolve));
+    }
   });
 
   it('web console: `turnkit console` without an auth hook listens on loopback only and says so, and serves the console', async () => {
