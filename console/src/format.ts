@@ -16,8 +16,10 @@ export function formatTime(iso: string | null | undefined): string {
   return date.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' });
 }
 
+/** `turn_…4f2a9c1e`: ids share their time-ordered head, so the tail tells them apart. */
 export function shortId(id: string): string {
-  return id.length > 14 ? `${id.slice(0, 6)}…${id.slice(-6)}` : id;
+  const prefix = id.slice(0, id.indexOf('_') + 1);
+  return id.length > prefix.length + 10 ? `${prefix}…${id.slice(-8)}` : id;
 }
 
 export function principalText(principal: unknown): string {

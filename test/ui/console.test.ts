@@ -287,6 +287,11 @@ describe.skipIf(!available)('the TurnKit web console', () => {
       await kit.client.temporal.workflow.getHandle(turnWorkflowId(child.id)).describe()
     ).staticDetails();
     expect(childDetails).toContain(`(${base}#/turns/${child.id})`);
+    // A turn the conversation's lane started (a post) carries it too.
+    const receipt = await (await kit.client.conversation('con_ok')).post('Hello through the lane');
+    await (await kit.client.handle(receipt.turnId!)).result();
+    const laneTurn = kit.client.temporal.workflow.getHandle(turnWorkflowId(receipt.turnId!));
+    expect(await (await laneTurn.describe()).staticDetails()).toContain(`(${base}#/turns/${receipt.turnId})`);
   });
 
   it('web console: without an auth hook, a request from a non-loopback address gets 403', async () => {

@@ -1,6 +1,6 @@
 import type { FormEvent } from 'react';
 import { api } from '../api.js';
-import { formatCost, formatTime, principalText } from '../format.js';
+import { formatCost, formatTime, principalText, shortId } from '../format.js';
 import { useResource } from '../hooks.js';
 import type { RouteParams } from '../router.js';
 import { href, navigate } from '../router.js';
@@ -105,7 +105,7 @@ export function TurnsView({ query }: RouteParams) {
                 <td>{principalText(turn.principal)}</td>
                 <td>
                   <a href={href('/turns', {}, new URLSearchParams({ conversation: turn.conversationId }))}>
-                    {turn.conversationId.slice(0, 12)}
+                    {shortId(turn.conversationId)}
                   </a>
                 </td>
                 <td className="num">{turn.tokens}</td>
