@@ -63,7 +63,11 @@ export function addConsoleCommand(program: Command, ctx: ScheduleCommandContext)
             (authenticate ? ' (auth hook: consoleAuth)\n' : ' (no auth hook: loopback only)\n'),
         );
         await new Promise<void>((stopped) => {
-          const stop = () => server.close(() => stopped());
+          const stop = () => {
+            server.close(() => stopped());
+            // Live streams and keep-alive sockets would hold the server open.
+            server.closeAllConnections();
+          };
           process.once('SIGINT', stop);
           process.once('SIGTERM', stop);
         });

@@ -187,7 +187,7 @@ export interface ConsoleStep {
 
 /** One span of the turn's timeline: a model call, a tool call, a compaction, a wait. */
 export interface ConsolePhase {
-  kind: 'model' | 'tool' | 'approval' | 'compaction' | 'paused' | 'turn';
+  kind: 'model' | 'tool' | 'approval' | 'compaction' | 'paused' | 'turn' | 'subagent';
   label: string;
   startedAt: string;
   completedAt: string | null;
@@ -342,7 +342,22 @@ export async function turnPage(
     messages,
     toolExecutions,
     steps: stepsOf(events),
-    timeline: timelineOf(turn, events, toolExecutions),
+    timeline: [
+      ...timelineOf(turn, events, toolExecutions),
+      // The sub-agents this turn started, each for as long as it ran.
+      ...tree
+        .filter((child) => child.parentTurnId === turn.id)
+        .map((child) => {
+          const startedAt = child.startedAt ?? child.createdAt;
+          return {
+            kind: 'subagent' as const,
+            label: `sub-agent ${child.agentName} ${child.status}`,
+            startedAt,
+            completedAt: child.completedAt,
+            durationMs: child.completedAt ? Date.parse(child.completedAt) - Date.parse(startedAt) : null,
+          };
+        }),
+    ].sort((a, b) => a.startedAt.localeCompare(b.startedAt)),
     links: { temporal: temporalLink(turn.id) },
   };
 }

@@ -198,6 +198,7 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     const timeline = await page.locator('section[aria-labelledby="timeline-title"]').innerText();
     expect(timeline).toContain('model call 1');
     expect(timeline).toContain('tool lookup_fact completed');
+    expect(timeline).toContain('sub-agent con_helper completed');
     await page.screenshot({ path: join(SHOTS, 'console-turn.png'), fullPage: true });
 
     // The sub-agent's own page, from the tree; keyboard: the tree's link takes Enter.

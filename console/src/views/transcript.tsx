@@ -144,6 +144,8 @@ export function Transcript({ page }: { page: ConsoleTurnPage }) {
       role="feed"
       aria-label={`Transcript, ${messages.length} messages`}
       aria-busy={false}
+      // As tall as its messages, up to 70% of the window; then it scrolls.
+      style={{ height: `min(70vh, ${virtualizer.getTotalSize() + 2}px)` }}
     >
       <div style={{ height: virtualizer.getTotalSize(), position: 'relative' }}>
         {virtualizer.getVirtualItems().map((item) => {
