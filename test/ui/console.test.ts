@@ -3,7 +3,8 @@
  * served by `createConsoleHandler` against the real Temporal dev server and a SQLite store; only
  * the model is scripted. A turn's transcript with its tools and sub-agents, a live run streaming
  * through `useChat`, an approval decided from the console, the links to and from the Temporal
- * UI, and the loopback-only refusal without an auth hook. Screenshots go to docs/images/.
+ * UI, and the loopback-only refusal without an auth hook. Screenshots go to test-results/console
+ * (docs/images with TURNKIT_CONSOLE_SHOTS=docs/images).
  * In CI a missing chromium fails this suite; elsewhere it is skipped with a warning.
  */
 import { spawn } from 'node:child_process';
@@ -12,7 +13,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { Browser, Page } from 'playwright-core';
 import { chromium } from 'playwright-core';
@@ -32,7 +33,8 @@ import { startKit } from '../helpers/turnkit.js';
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const UI = (process.env['TEMPORAL_UI_URL'] ?? 'http://127.0.0.1:8233').replace(/\/$/, '');
-const SHOTS = join(process.cwd(), 'docs', 'images');
+// docs/images holds the guide's screenshots: `TURNKIT_CONSOLE_SHOTS=docs/images` refreshes them.
+const SHOTS = resolve(process.env['TURNKIT_CONSOLE_SHOTS'] ?? join('test-results', 'console'));
 const available = existsSync(CHROMIUM);
 if (!available && process.env['CI']) throw new Error(`chromium is not at ${CHROMIUM}: .ci/run installs it`);
 if (!available)
