@@ -2,7 +2,18 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.temporal/', '.node/', '.node-*/', 'test-results/', 'coverage/'] },
+  {
+    ignores: [
+      'dist/',
+      'node_modules/',
+      '.temporal/',
+      '.node/',
+      '.node-*/',
+      'test-results/',
+      'coverage/',
+      'docs/api/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

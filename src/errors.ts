@@ -89,6 +89,19 @@ export class ConversationBusyError extends TurnKitError {
     return this.details?.['receipt'] as Record<string, unknown> | undefined;
   }
 }
+/**
+ * A fork (or a regenerate) the conversation cannot take at that message (decision 47):
+ * `code` is `tool_round` (a call there has no result yet), `unfinished_turn` (a turn still
+ * working has not answered it), `foreign_message` (the message is another conversation's) or
+ * `no_input` (the run has no input message to give again). Nothing was written.
+ */
+export class ForkError extends TurnKitError {
+  readonly code: string;
+  constructor(message: string, options: { code: string; details?: Record<string, unknown> }) {
+    super(message, options.details ? { details: options.details } : undefined);
+    this.code = options.code;
+  }
+}
 /** A tool failed in a way the model should read: its execution is failed, the turn goes on. */
 export class ToolError extends TurnKitError {}
 /** Tool arguments did not match the tool's schema. */

@@ -1,6 +1,12 @@
-// `turnkit`: what an application defines (agents, tools, model clients, specialists) and the
-// client it starts and watches runs with. The worker is `turnkit/worker`, stores and migrations
-// are `turnkit/store`, the scripted models are `turnkit/testing`; internals are not exported.
+/**
+ * `turnkit`: what an application defines (agents, tools, model clients, specialists) and the
+ * client it starts and watches runs with. The worker is `turnkit/worker`, stores and migrations
+ * are `turnkit/store`, the scripted models are `turnkit/testing`, the browser's types are
+ * `turnkit/ui`; internals are not exported.
+ *
+ * @packageDocumentation
+ * @module turnkit
+ */
 import { SIGNALS as ALL_SIGNALS } from './workflows/contract.js';
 
 export { defineAgent, DEFAULT_LIMITS } from './agents/agent.js';
@@ -87,21 +93,19 @@ export type {
 } from './client/schedules.js';
 export type { RunStreamOptions, RunStreamPart, SubAgentOrigin } from './client/run-stream.js';
 export { runSseHandler, toUIMessageStreamResponse } from './client/ui-stream.js';
+export type { RunSseOptions, StreamErrorLogger, StreamableRun, UIStreamOptions } from './client/ui-stream.js';
 export type {
-  RunSseOptions,
-  StreamErrorLogger,
-  StreamableRun,
   SubAgentUIData,
   SubAgentUIPart,
   TurnKitMessageMetadata,
   TurnKitUIMessage,
   TurnKitUIMessageChunk,
-  UIStreamOptions,
-} from './client/ui-stream.js';
+} from './ui/types.js';
 export { laneWorkflowId, turnWorkflowId, UPDATES } from './workflows/contract.js';
 export type { ApprovalResult, ControlState } from './workflows/contract.js';
 export type { ApprovalAnswer, PendingApproval } from './client/controls.js';
 export type { InputStatus, MessagesAfter, PostOptions } from './client/post.js';
+export type { ForkOptions, RegenerateOptions } from './client/fork.js';
 export { POST_POLICIES } from './contract/post-request.js';
 export type { PostDisposition, PostPolicy, PostReceipt } from './contract/post-request.js';
 export {
@@ -112,6 +116,7 @@ export {
   ConfigError,
   ControlError,
   ConversationBusyError,
+  ForkError,
   InputError,
   ModelAccessError,
   ModelError,

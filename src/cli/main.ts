@@ -54,6 +54,7 @@ import {
 import { addConsoleCommand } from './console-command.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
 import { addScheduleCommands } from './schedule-commands.js';
+import { addForkCommands, forkSummary, showConversation } from './fork-commands.js';
 
 interface Io {
   out: NodeJS.WriteStream;
@@ -444,12 +445,17 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
 
   program
     .command('show')
-    .description('a turn: status, output, transcript, tool executions, tree, usage, cost, links')
+    .description(
+      'a turn: status, output, transcript, tool executions, tree, usage, cost, links, forks (a conversation id: its messages and forks)',
+    )
     .argument('<turnId>')
     .action(
       action(async (session, turnId: string) => {
         const store = await session.readStore();
+        if (turnId.startsWith('conv_'))
+          return showConversation(store, turnId, io.out, globals().json === true);
         const turn = await loadTurn(store, turnId);
+        const forks = await forkSummary(store, turn.conversationId);
         const messages = (await store.listMessages(turn.conversationId)).filter(
           (m) => m.turnId === turn.id || m.sequence <= turn.contextMessageSequence,
         );
@@ -460,7 +466,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         if (options.json) {
           write(
             io.out,
-            `${jsonText({ turn, messages, executions, tree: tree.map((t) => ({ id: t.id, agent: t.agentName, parent: t.parentTurnId, status: t.status })), link })}\n`,
+            `${jsonText({ turn, messages, executions, tree: tree.map((t) => ({ id: t.id, agent: t.agentName, parent: t.parentTurnId, status: t.status })), link, ...forks.json })}\n`,
           );
           return exitCodeFor(turn.status);
         }
@@ -475,6 +481,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...messageLines(messages),
           ...(executions.length > 0 ? [style.bold('tool executions'), ...executionLines(executions)] : []),
           ...(tree.length > 1 ? [style.bold('tree'), ...treeLines(tree, turn.rootTurnId, style)] : []),
+          ...forks.lines,
         ];
         write(io.out, `${lines.join('\n')}\n`);
         return exitCodeFor(turn.status);
@@ -694,7 +701,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
       }),
     );
 
-  const commandContext: ScheduleCommandContext = {
+  const commands: ScheduleCommandContext = {
     out: io.out,
     err: io.err,
     json: () => globals().json === true,
@@ -705,8 +712,9 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         return fn(await session.client(module), module, ...args);
       }),
   };
-  addScheduleCommands(program, commandContext);
-  addConsoleCommand(program, commandContext);
+  addScheduleCommands(program, commands);
+  addForkCommands(program, commands);
+  addConsoleCommand(program, commands);
 
   return program;
 }

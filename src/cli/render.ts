@@ -161,7 +161,7 @@ export function progressLine(progress: Progress, style: Style, spinner = ''): st
   return `${style.bold(terminalSafe(progress.agent))} ${progress.turnId} · ${parts.join(' · ')}`;
 }
 
-function partText(part: ContentPart): string {
+export function partText(part: ContentPart): string {
   switch (part.type) {
     case 'text':
       return part.text;

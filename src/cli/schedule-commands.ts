@@ -1,6 +1,6 @@
 /**
  * `turnkit schedule ls|create|pause|unpause|trigger|delete`: scheduled agents on Temporal
- * Schedules (README, "Scheduled agents"). `create` needs the agents module (the agent must
+ * Schedules (docs/scheduling.md). `create` needs the agents module (the agent must
  * exist); the others only Temporal.
  */
 import type { Command } from 'commander';

@@ -31,6 +31,9 @@ export const RESERVED_MESSAGE_METADATA: readonly string[] = [
   'request_id',
   'posted_by',
   'schedule_id',
+  'forked_from_message_id',
+  'forked_from_turn_id',
+  'regenerated_from_turn_id',
 ];
 
 /** Keys of a conversation's metadata that only the engine writes (from the options that name them). */

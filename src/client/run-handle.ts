@@ -14,13 +14,15 @@ import type {
 import type { OutputViolation } from '../agents/output-policy.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 import { readRunStream } from './run-stream.js';
-import type { TurnKitUIMessageChunk, UIStreamOptions } from './ui-stream.js';
+import type { TurnKitUIMessageChunk } from '../ui/types.js';
+import type { UIStreamOptions } from './ui-stream.js';
 import { toUIMessageChunks } from './ui-stream.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type { ApprovalResult, ControlState } from '../workflows/contract.js';
 import { controlStateQuery, turnWorkflowId } from '../workflows/contract.js';
 import type { ControlAction } from '../contract/control-request.js';
 import type { ApprovalAnswer, PendingApproval } from './controls.js';
+import type { RegenerateOptions } from './fork.js';
 import { decisionTarget, pendingApprovals } from './controls.js';
 
 export function sumUsage(turns: readonly TurnRecord[]): Usage {
@@ -55,6 +57,7 @@ export interface RunHandleDeps {
   start(turnId: string): Promise<void>;
   preview(turnId: string): Promise<TurnPreview>;
   cancel(turnId: string, request: { descendants?: 'retain' | 'cascade'; principal?: Json }): Promise<void>;
+  regenerate(turnId: string, options: RegenerateOptions): Promise<RunHandle>;
   waitFor(turnId: string, targets: string[], principal?: Json): Promise<void>;
   /** Sends a person's control as its Update (signed when the client holds the key). */
   control(turnId: string, action: ControlAction, fields: JsonObject): Promise<unknown>;
@@ -90,6 +93,16 @@ export class RunHandle {
   async cancel(request: { descendants?: 'retain' | 'cascade'; principal?: Json } = {}): Promise<this> {
     await this.deps.cancel(this.turnId, request);
     return this;
+  }
+
+  /**
+   * Runs this run's input again on a fork of its conversation made just before it (decision
+   * 47), optionally with another `model`, other `instructions` or other per-turn options.
+   * Returns the new run, started unless `start: false`; this run and its conversation are
+   * not changed.
+   */
+  regenerate(options: RegenerateOptions = {}): Promise<RunHandle> {
+    return this.deps.regenerate(this.turnId, options);
   }
 
   /**

@@ -34,6 +34,7 @@ import { newId } from '../ids.js';
 import { canonicalJson, jsonCopy, nowIso } from '../store/records.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 import type {
+  ConversationRecord,
   DeliveryRecord,
   Json,
   JsonObject,
@@ -67,6 +68,8 @@ import type { InputStatus, MessagesAfter, PostOptions } from './post.js';
 import { inputStatus, messagesAfter, postToConversation } from './post.js';
 import type { PostReceipt } from '../contract/post-request.js';
 import { sendControl } from './controls.js';
+import type { ForkOptions, RegenerateOptions } from './fork.js';
+import { forkConversation, regenerateTurn } from './fork.js';
 import type { ScheduleDeps, ScheduleOptions, ScheduleSummary } from './schedules.js';
 import { createSchedule, listSchedules, ScheduleHandle } from './schedules.js';
 import { checkScheduleId } from '../engine/schedule/definition.js';
@@ -387,6 +390,34 @@ export class TurnKitClient {
     return new ConversationHandle(this, id, record.agentName);
   }
 
+  /**
+   * Forks a conversation (decision 47): a new conversation whose history is a copy of this
+   * one's up to and including the message `at` (`null`: empty). The original is not written.
+   * Authorized as `fork`; a message inside a tool round, or one a turn still working has not
+   * answered, is a ForkError.
+   */
+  async fork(conversationId: string, options: ForkOptions): Promise<ConversationHandle> {
+    const fork = await forkConversation(this.#runtime, conversationId, options);
+    return new ConversationHandle(this, fork.id, fork.agentName);
+  }
+
+  /** The conversations forked from this one, oldest first. */
+  forks(conversationId: string): Promise<ConversationRecord[]> {
+    return this.store.listForks(conversationId);
+  }
+
+  /**
+   * Runs a turn's input again on a fork made just before it (decision 47), optionally with
+   * another model, other instructions or other per-turn options; returns the new run
+   * (started unless `start: false`). A run that was its conversation's first turn starts
+   * from an empty history.
+   */
+  async regenerate(turnId: string, options: RegenerateOptions = {}): Promise<RunHandle> {
+    const turn = await regenerateTurn(this.#runtime, turnId, options);
+    const handle = await this.handle(turn);
+    return options.start === false ? handle : handle.start();
+  }
+
   /** A handle for an existing turn, by id or record. */
   async handle(turn: TurnRecord | string): Promise<RunHandle> {
     const record = typeof turn === 'string' ? await this.store.loadTurn(turn) : turn;
@@ -396,6 +427,7 @@ export class TurnKitClient {
       start: (id) => this.start(id),
       preview: (id) => this.preview(id),
       cancel: (id, request) => this.cancel(id, request),
+      regenerate: (id, options) => this.regenerate(id, options),
       waitFor: (id, targets, principal) =>
         this.waitFor(id, targets, principal === undefined ? {} : { principal }),
       control: (id, action, fields) =>
@@ -665,7 +697,7 @@ export class TurnKitClient {
 
   /**
    * Runs `agent` on `task` on a timetable (`cron` or `every`), as a Temporal Schedule whose
-   * firings each run an ordinary turn (README, "Scheduled agents"). A bad option, an unknown
+   * firings each run an ordinary turn (docs/scheduling.md). A bad option, an unknown
    * agent, a cron Temporal rejects or a taken id is a typed error, and nothing is created.
    */
   schedule(agent: Agent | string, task: string, options: ScheduleOptions): Promise<ScheduleHandle> {
@@ -750,6 +782,24 @@ export class ConversationHandle {
 
   messages() {
     return this.client.store.listMessages(this.id);
+  }
+
+  /** A fork of this conversation through the message `at` (see `TurnKitClient.fork`). */
+  fork(options: ForkOptions): Promise<ConversationHandle> {
+    return this.client.fork(this.id, options);
+  }
+
+  /** The conversations forked from this one, oldest first. */
+  forks(): Promise<ConversationRecord[]> {
+    return this.client.forks(this.id);
+  }
+
+  /** Where this conversation was forked from, or null (decision 47). */
+  async origin(): Promise<{ conversationId: string; messageId: string | null } | null> {
+    const record = await this.client.store.loadConversation(this.id);
+    return record.forkedFromConversationId === null
+      ? null
+      : { conversationId: record.forkedFromConversationId, messageId: record.forkedFromMessageId };
   }
 
   /**

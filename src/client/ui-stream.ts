@@ -11,14 +11,6 @@ import type { TurnError, TurnRecord, Usage } from '../store/types.js';
 import type { SubAgentUIData, TurnKitMessageMetadata, TurnKitUIMessageChunk } from '../ui/types.js';
 import type { RunStreamOptions, RunStreamPart } from './run-stream.js';
 
-export type {
-  SubAgentUIData,
-  SubAgentUIPart,
-  TurnKitMessageMetadata,
-  TurnKitUIMessage,
-  TurnKitUIMessageChunk,
-} from '../ui/types.js';
-
 /**
  * What the UI helpers need of a run (a `RunHandle`). With `turn`, `usage` and `cost` (a
  * `RunHandle` has them), the end's message metadata carries the turn's ids, model, usage and cost.

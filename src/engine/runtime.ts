@@ -38,7 +38,9 @@ export type AuthorizationAction =
   // The conversation inbox (TurnKit 0.7): a post, and a polling front end's reads.
   | 'post'
   | 'read_control'
-  | 'read_messages';
+  | 'read_messages'
+  // A fork of a conversation, or a regenerated run (decision 47).
+  | 'fork';
 
 export interface AuthorizationRequest {
   action: AuthorizationAction;

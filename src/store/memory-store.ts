@@ -5,6 +5,7 @@ import { markTransaction } from './transaction-marker.js';
 import {
   assertToolExecutionStatus,
   buildConversation,
+  forkedMessage,
   buildDelivery,
   buildMessage,
   buildToolExecution,
@@ -23,6 +24,7 @@ import type {
   ClaimTurnOptions,
   ConversationRecord,
   ConversationUpdate,
+  CopyMessagesOptions,
   DeliveryRecord,
   DeliveryUpdate,
   EventRecord,
@@ -217,6 +219,13 @@ export class MemoryStore implements Store {
     });
   }
 
+  async listForks(conversationId: string): Promise<ConversationRecord[]> {
+    const rows = [...this.#read.conversations.values()].filter(
+      (conversation) => conversation.forkedFromConversationId === conversationId,
+    );
+    return jsonCopy(rows.sort(byCreated));
+  }
+
   // Messages
 
   async latestMessageSequence(conversationId: string): Promise<number> {
@@ -236,6 +245,27 @@ export class MemoryStore implements Store {
       this.#insertNew(t.messages, 'message', record.id, record);
       t.latestSequence.set(attrs.conversationId, sequence);
       return record;
+    });
+  }
+
+  async copyMessages(options: CopyMessagesOptions): Promise<number> {
+    return this.#write((t) => {
+      this.#get(t.conversations, 'conversation', options.from);
+      this.#get(t.conversations, 'conversation', options.to);
+      if ((t.latestSequence.get(options.to) ?? 0) > 0)
+        throw new StoreError(
+          `conversation ${options.to} already has messages: a fork's history is copied first`,
+        );
+      const sources = [...t.messages.values()]
+        .filter((m) => m.conversationId === options.from && m.sequence <= options.throughSequence)
+        .sort((a, b) => a.sequence - b.sequence);
+      for (const source of sources) {
+        const copy = forkedMessage(source, options.to);
+        this.#insertNew(t.messages, 'message', copy.id, copy);
+      }
+      const last = sources.at(-1);
+      if (last) t.latestSequence.set(options.to, last.sequence);
+      return sources.length;
     });
   }
 

@@ -131,8 +131,33 @@ export function buildConversation(attrs: NewConversation): ConversationRecord {
     model: attrs.model ?? null,
     subject: attrs.subject ? jsonCopy(attrs.subject) : null,
     metadata: jsonCopy(attrs.metadata ?? {}),
+    forkedFromConversationId: attrs.forkedFromConversationId ?? null,
+    forkedFromMessageId: attrs.forkedFromMessageId ?? null,
     createdAt: now,
     updatedAt: now,
+  };
+}
+
+/** Metadata keys a fork's copy of a message drops: it was not delivered to the fork. */
+const NOT_FORKED_METADATA = ['delivery_id'];
+
+/**
+ * A message as a fork carries it (decision 47): same sequence, role, kind, content, tool
+ * execution and time; a new id; no turn (the turns stay the origin's); `delivery_id` dropped,
+ * so the fork's lane never takes it for a delivery to answer; and where it came from.
+ */
+export function forkedMessage(source: MessageRecord, conversationId: string): MessageRecord {
+  const metadata: JsonObject = Object.fromEntries(
+    Object.entries(jsonCopy(source.metadata)).filter(([key]) => !NOT_FORKED_METADATA.includes(key)),
+  );
+  metadata['forked_from_message_id'] = source.id;
+  if (source.turnId !== null) metadata['forked_from_turn_id'] = source.turnId;
+  return {
+    ...jsonCopy(source),
+    id: newId('msg'),
+    conversationId,
+    turnId: null,
+    metadata,
   };
 }
 

@@ -99,6 +99,10 @@ export interface ConversationRecord {
   model: string | null;
   subject: Subject | null;
   metadata: JsonObject;
+  /** A fork's origin (decision 47): the conversation it was forked from; null otherwise. */
+  forkedFromConversationId: string | null;
+  /** The origin's last message the fork carries; null for a fork with an empty history. */
+  forkedFromMessageId: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -274,6 +278,15 @@ export interface NewConversation {
   model?: string | null;
   subject?: Subject | null;
   metadata?: JsonObject;
+  forkedFromConversationId?: string | null;
+  forkedFromMessageId?: string | null;
+}
+
+/** What `copyMessages` copies: `from`'s messages through `throughSequence`, into `to`. */
+export interface CopyMessagesOptions {
+  from: string;
+  to: string;
+  throughSequence: number;
 }
 
 /** The keys `updateConversation` accepts; anything else is an ArgumentError. */
@@ -432,11 +445,20 @@ export interface Store {
     attrs: { metadata?: JsonObject; model?: string | null },
   ): Promise<ConversationRecord>;
 
+  /** Conversations forked from this one (decision 47), order createdAt, id. */
+  listForks(conversationId: string): Promise<ConversationRecord[]>;
+
   nextMessageSequence(conversationId: string): Promise<number>;
   latestMessageSequence(conversationId: string): Promise<number>;
   /** Assigns the next sequence atomically; validates role and kind. */
   appendMessage(attrs: NewMessage): Promise<MessageRecord>;
   loadMessage(id: string): Promise<MessageRecord>;
+  /**
+   * A fork's history (decision 47): copies `from`'s messages with `sequence <= throughSequence`
+   * into `to`, which must have no messages, keeping their sequences (summary ranges stay true)
+   * as `forkedMessage` rewrites them: new ids, no turn, no delivery mark. Returns the count.
+   */
+  copyMessages(options: CopyMessagesOptions): Promise<number>;
   /** Ordered by sequence. */
   listMessages(conversationId: string, options?: ListMessagesOptions): Promise<MessageRecord[]>;
 

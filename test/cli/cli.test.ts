@@ -3,15 +3,13 @@
  * with `turnkit worker`, the other commands as spawned processes (stdout, stderr, exit code),
  * and `watch` in a real terminal (tmux, read back with capture-pane).
  */
-import type { ChildProcess } from 'node:child_process';
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/store/index.js';
-import type { Store } from '../../src/store/types.js';
+import { describe, expect, it } from 'vitest';
+import type { CliResult } from '../helpers/cli.js';
+import { cliSession, spawnCliWorker } from '../helpers/cli.js';
 import { processAlive } from '../helpers/temporal-server.js';
 import { waitUntil } from '../helpers/wait.js';
 
@@ -19,70 +17,12 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = join(root, 'src/cli/bin.ts');
 // The commands run in a scratch directory, so tsx is named by its resolved URL.
 const tsx = import.meta.resolve('tsx');
-const agentsModule = join(root, 'test/fixtures/cli-agents.ts');
-const dir = mkdtempSync(join(tmpdir(), 'turnkit-cli-'));
-const env: Record<string, string> = {
-  TURNKIT_DATABASE_URL: join(dir, 'cli.sqlite'),
-  TURNKIT_TASK_QUEUE: `turnkit-cli-${process.pid}-${Date.now()}`,
-  TURNKIT_AGENTS: agentsModule,
-  TEMPORAL_ADDRESS: process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
-  NO_COLOR: '1',
-};
+const cli = cliSession('cli');
+const { dir, env, turnkit } = cli;
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function turnkit(args: string[], extraEnv: Record<string, string> = {}): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', tsx, bin, ...args], {
-      cwd: dir,
-      env: { ...process.env, ...env, ...extraEnv },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+type Result = CliResult;
 
 const turnIdOf = (result: Result) => (JSON.parse(result.stdout) as { turnId: string }).turnId;
-
-let worker: ChildProcess;
-let store: Store;
-
-beforeAll(async () => {
-  worker = spawn(process.execPath, ['--import', tsx, bin, 'worker'], {
-    cwd: dir,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('turnkit worker: agents helper, slow')) resolve();
-    };
-    worker.stdout!.on('data', onData);
-    worker.stderr!.on('data', onData);
-    worker.on('exit', (code) => reject(new Error(`turnkit worker exited ${code}: ${output}`)));
-  });
-  store = await openStore(env['TURNKIT_DATABASE_URL']);
-});
-
-afterAll(async () => {
-  await store?.close();
-  if (worker && worker.exitCode === null) {
-    const exited = new Promise((resolve) => worker.on('exit', resolve));
-    worker.kill('SIGTERM');
-    await exited;
-  }
-  rmSync(dir, { recursive: true, force: true });
-});
 
 describe('turnkit command line', () => {
   it('cli: run --follow prints progress and the output, exits 0, and the store says completed', async () => {
@@ -92,14 +32,14 @@ describe('turnkit command line', () => {
     expect(result.stdout).toMatch(/helper turn_\w+ · completed · iteration 2\/5 · 40 tokens/);
     expect(result.stdout).not.toContain('\u001b['); // not a TTY: plain
     const turnId = /turn_[0-9a-f]{24}/.exec(result.stderr)![0];
-    expect((await store.loadTurn(turnId)).status).toBe('completed');
+    expect((await cli.store.loadTurn(turnId)).status).toBe('completed');
   });
 
   it('cli: show gives the transcript, tool executions, usage, cost and the UI link; --json parses', async () => {
     const started = await turnkit(['--json', 'run', 'helper', 'Define durable again']);
     expect(started.code).toBe(0);
     const turnId = turnIdOf(started);
-    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
+    await waitUntil(async () => (await cli.store.loadTurn(turnId)).status === 'completed', 30_000);
 
     const shown = await turnkit(['show', turnId]);
     expect(shown.code).toBe(0);
@@ -119,7 +59,7 @@ describe('turnkit command line', () => {
   it('cli: ls finds turns through Temporal visibility by agent and status', async () => {
     const started = await turnkit(['--json', 'run', 'helper', 'Listed']);
     const turnId = turnIdOf(started);
-    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
+    await waitUntil(async () => (await cli.store.loadTurn(turnId)).status === 'completed', 30_000);
     let listed: { turnId: string; agent: string; status: string }[] = [];
     await waitUntil(async () => {
       const result = await turnkit([
@@ -147,7 +87,7 @@ describe('turnkit command line', () => {
       await turnkit(['--json', 'run', 'slow', 'Ponder 60000', '--principal', '{"user":"ada"}']),
     );
     await waitUntil(
-      async () => (await store.listToolExecutions({ turnId })).some((e) => e.status === 'running'),
+      async () => (await cli.store.listToolExecutions({ turnId })).some((e) => e.status === 'running'),
       30_000,
     );
     const watching = turnkit(['watch', turnId]);
@@ -157,7 +97,7 @@ describe('turnkit command line', () => {
     const watched = await watching;
     expect(watched.code).toBe(4);
     expect(watched.stdout).toContain('· cancelled ·');
-    expect((await store.loadTurn(turnId)).status).toBe('cancelled');
+    expect((await cli.store.loadTurn(turnId)).status).toBe('cancelled');
     const again = await turnkit(['cancel', turnId]);
     expect(again.code).toBe(0);
     expect(again.stderr).toContain('already cancelled');
@@ -166,7 +106,7 @@ describe('turnkit command line', () => {
   it('cli: pending lists held calls; approve and reject decide them; pause and resume answer; a refusal is one line', async () => {
     const turnId = turnIdOf(await turnkit(['--json', 'run', 'careful', 'Wire twice']));
     const held = async () =>
-      (await store.listToolExecutions({ turnId })).filter((e) => e.status === 'awaiting_approval');
+      (await cli.store.listToolExecutions({ turnId })).filter((e) => e.status === 'awaiting_approval');
     await waitUntil(async () => (await held()).length === 2, 30_000);
     const pending = await turnkit(['pending', turnId]);
     expect(pending.code).toBe(0);
@@ -187,8 +127,8 @@ describe('turnkit command line', () => {
     expect(JSON.parse(approved.stdout)).toMatchObject({ toolCallId: first, decision: 'approved' });
     const rejected = await turnkit(['reject', turnId, second!, '--reason', 'once is enough']);
     expect(JSON.parse(rejected.stdout)).toMatchObject({ decision: 'rejected' });
-    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
-    const rows = await store.listToolExecutions({ turnId });
+    await waitUntil(async () => (await cli.store.loadTurn(turnId)).status === 'completed', 30_000);
+    const rows = await cli.store.listToolExecutions({ turnId });
     expect(rows.map((row) => row.status)).toEqual(['completed', 'failed']);
     expect(rows[1]!.error?.message).toBe('rejected by an unnamed person: once is enough');
   });
@@ -197,10 +137,10 @@ describe('turnkit command line', () => {
     const rootId = turnIdOf(await turnkit(['--json', 'run', 'supervisor', 'Delegate the wires']));
     let childId = '';
     await waitUntil(async () => {
-      const child = (await store.listTurns({ rootTurnId: rootId })).find((t) => t.id !== rootId);
+      const child = (await cli.store.listTurns({ rootTurnId: rootId })).find((t) => t.id !== rootId);
       if (!child) return false;
       childId = child.id;
-      const rows = await store.listToolExecutions({ turnId: child.id });
+      const rows = await cli.store.listToolExecutions({ turnId: child.id });
       return rows.filter((e) => e.status === 'awaiting_approval').length === 2;
     }, 30_000);
     const pending = await turnkit(['pending', rootId]);
@@ -225,25 +165,25 @@ describe('turnkit command line', () => {
       'one is enough',
     ]);
     expect(JSON.parse(rejected.stdout)).toMatchObject({ decision: 'rejected', turnId: childId });
-    await waitUntil(async () => (await store.loadTurn(rootId)).status === 'completed', 30_000);
-    const rows = await store.listToolExecutions({ turnId: childId });
+    await waitUntil(async () => (await cli.store.loadTurn(rootId)).status === 'completed', 30_000);
+    const rows = await cli.store.listToolExecutions({ turnId: childId });
     expect(rows.map((row) => row.status)).toEqual(['completed', 'failed']);
   });
 
   it('cli: send delivers a durable message once per key, and the idle conversation runs a turn', async () => {
     const turnId = turnIdOf(await turnkit(['--json', 'run', 'helper', 'First']));
-    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
-    const { conversationId } = await store.loadTurn(turnId);
+    await waitUntil(async () => (await cli.store.loadTurn(turnId)).status === 'completed', 30_000);
+    const { conversationId } = await cli.store.loadTurn(turnId);
     const first = await turnkit(['send', conversationId, 'Define durable once more', '--key', 'cli-send-1']);
     const second = await turnkit(['send', conversationId, 'Define durable once more', '--key', 'cli-send-1']);
     expect(first.code).toBe(0);
     expect(second.code).toBe(0);
     expect(first.stdout.split(' ')[0]).toBe(second.stdout.split(' ')[0]);
     await waitUntil(async () => {
-      const turns = await store.listTurns({ conversationId });
+      const turns = await cli.store.listTurns({ conversationId });
       return turns.length === 2 && turns.every((turn) => turn.status === 'completed');
     }, 30_000);
-    const texts = (await store.listMessages(conversationId)).flatMap((m) =>
+    const texts = (await cli.store.listMessages(conversationId)).flatMap((m) =>
       m.content.flatMap((part) => (part.type === 'text' ? [part.text] : [])),
     );
     expect(texts.filter((text) => text.includes('Define durable once more'))).toHaveLength(1);
@@ -251,8 +191,8 @@ describe('turnkit command line', () => {
 
   it('cli: post prints the receipt: an idle conversation starts a turn, and the same --request-id returns the same receipt', async () => {
     const turnId = turnIdOf(await turnkit(['--json', 'run', 'helper', 'First']));
-    await waitUntil(async () => (await store.loadTurn(turnId)).status === 'completed', 30_000);
-    const { conversationId } = await store.loadTurn(turnId);
+    await waitUntil(async () => (await cli.store.loadTurn(turnId)).status === 'completed', 30_000);
+    const { conversationId } = await cli.store.loadTurn(turnId);
     const args = [
       'post',
       conversationId,
@@ -268,7 +208,7 @@ describe('turnkit command line', () => {
     expect(receipt).toMatchObject({ requestId: 'cli-post-1', disposition: 'started' });
     const again = await turnkit(args);
     expect(again.stdout).toBe(`started cli-post-1 message ${receipt.messageId} turn ${receipt.turnId}\n`);
-    await waitUntil(async () => (await store.loadTurn(receipt.turnId)).status === 'completed', 30_000);
+    await waitUntil(async () => (await cli.store.loadTurn(receipt.turnId)).status === 'completed', 30_000);
     const bad = await turnkit(['post', conversationId, 'x', '--policy', 'later']);
     expect(bad.code).not.toBe(0);
   });
@@ -318,23 +258,10 @@ describe('turnkit command line', () => {
         .split('\n')
         .filter(Boolean)
         .map((line) => JSON.parse(line) as { name: string; pid: number });
-    const mcpWorker = spawn(process.execPath, ['--import', tsx, bin, 'worker'], {
-      cwd: dir,
-      env: { ...process.env, ...env, ...mcpEnv },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const exited = new Promise<number | null>((resolve) => mcpWorker.on('exit', resolve));
+    const spawned = spawnCliWorker({ ...process.env, ...env, ...mcpEnv }, dir);
+    const { child: mcpWorker, exited } = spawned;
     try {
-      let output = '';
-      await new Promise<void>((resolve, reject) => {
-        const onData = (chunk: Buffer) => {
-          output += chunk.toString();
-          if (output.includes('turnkit worker: agents echoer')) resolve();
-        };
-        mcpWorker.stdout.on('data', onData);
-        mcpWorker.stderr.on('data', onData);
-        void exited.then((code) => reject(new Error(`turnkit worker exited ${code}: ${output}`)));
-      });
+      await spawned.ready('turnkit worker: agents echoer');
       // `run --follow` loads the module too (a server of its own), and still exits when done.
       const run = await turnkit(['run', 'echoer', 'Echo something', '--follow'], mcpEnv);
       expect(run.code).toBe(0);

@@ -5,7 +5,6 @@
  * connect through the profile and run a turn; `turnkit ls --profile dev` finds it; `--address`
  * wins over the profile; an unknown profile is a ConfigError naming it.
  */
-import { spawn } from 'node:child_process';
 import type { Connection } from '@temporalio/client';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,12 +19,11 @@ import type { ModelClient } from '../../src/models/types.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import { createWorker } from '../../src/worker.js';
+import { runCli } from '../helpers/cli.js';
 import { requireTemporal, temporalAddress, temporalNamespace } from '../helpers/temporal.js';
 import { waitUntil } from '../helpers/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = join(root, 'src/cli/bin.ts');
-const tsx = import.meta.resolve('tsx');
 const dir = mkdtempSync(join(tmpdir(), 'turnkit-envconfig-'));
 const configFile = join(dir, 'temporal.toml');
 const server = temporalAddress();
@@ -78,20 +76,7 @@ const childEnv = (extra: Record<string, string> = {}) => {
   };
 };
 
-function turnkit(args: string[], extra: Record<string, string> = {}) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['--import', tsx, bin, ...args], {
-      cwd: dir,
-      env: childEnv(extra),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const turnkit = (args: string[], extra: Record<string, string> = {}) => runCli(args, childEnv(extra), dir);
 
 const model: ModelClient = {
   async chat() {

@@ -3,9 +3,6 @@
  * worker of this test serves: a turn whose workflow was terminated mid-tool, and a turn whose
  * workflow start failed after `ask()` committed it. Real dev server, real SQLite file.
  */
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,44 +13,26 @@ import { WorkflowStartError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { openStore } from '../../src/store/index.js';
 import { turnWorkflowId } from '../../src/workflows/contract.js';
+import type { CliResult } from '../helpers/cli.js';
+import { runCli } from '../helpers/cli.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit, tempSqliteUrl } from '../helpers/turnkit.js';
 import { waitUntil } from '../helpers/wait.js';
 import { hangTool as hang } from '../helpers/tools.js';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = join(root, 'src/cli/bin.ts');
-const tsx = import.meta.resolve('tsx');
 const databaseUrl = tempSqliteUrl('cli-repair');
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 let kit: TestKit;
 
-function turnkit(args: string[], extraEnv: Record<string, string> = {}): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', tsx, bin, ...args], {
-      env: {
-        ...process.env,
-        TURNKIT_DATABASE_URL: databaseUrl,
-        TURNKIT_TASK_QUEUE: kit.taskQueue,
-        TEMPORAL_ADDRESS: process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
-        NO_COLOR: '1',
-        ...extraEnv,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+const turnkit = (args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> =>
+  runCli(args, {
+    ...process.env,
+    TURNKIT_DATABASE_URL: databaseUrl,
+    TURNKIT_TASK_QUEUE: kit.taskQueue,
+    TEMPORAL_ADDRESS: process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233',
+    NO_COLOR: '1',
+    ...extraEnv,
   });
-}
 
 beforeAll(async () => {
   kit = await startKit({

@@ -16,9 +16,9 @@ import { defineTool } from '../../src/agents/tool.js';
 import { ArgumentError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
-import type { ContentPart, MessageRecord } from '../../src/store/types.js';
 import type { DriverKit } from '../helpers/driver-kit.js';
 import { startDriverKit } from '../helpers/driver-kit.js';
+import { toolResults } from '../helpers/tools.js';
 
 const SKIPPED = 'not executed: spend limit reached';
 /** $1 per million input tokens on the model `priced`. */
@@ -144,11 +144,6 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => kit?.stop());
-
-const toolResults = (messages: MessageRecord[]) =>
-  messages.flatMap((m) =>
-    m.content.filter((p): p is Extract<ContentPart, { type: 'tool_result' }> => p.type === 'tool_result'),
-  );
 
 async function eventTypes(turnId: string): Promise<string[]> {
   return (await kit.store.listEvents(turnId)).map((event) => event.type);

@@ -10,9 +10,9 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
-import type { ContentPart, MessageRecord } from '../../src/store/types.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
+import { toolResults, wireTool } from '../helpers/tools.js';
 
 const ran: string[] = [];
 const save = defineTool({
@@ -36,16 +36,7 @@ const research = defineTool({
     return { notes: topic };
   },
 });
-const wire = defineTool({
-  name: 'wire',
-  description: 'Wires money (a person approves).',
-  input: z.object({ amount: z.number() }),
-  needsApproval: true,
-  execute: ({ amount }) => {
-    ran.push(`wire ${amount}`);
-    return { wired: amount };
-  },
-});
+const wire = wireTool(ran);
 
 const toolMessages = (request: ModelRequest) => request.messages.filter((m) => m.role === 'tool');
 const model = new ScriptedModel({
@@ -88,11 +79,6 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => kit?.stop());
-
-const toolResults = (messages: MessageRecord[]) =>
-  messages.flatMap((m) =>
-    m.content.filter((p): p is Extract<ContentPart, { type: 'tool_result' }> => p.type === 'tool_result'),
-  );
 
 describe('budget completion and tool policy on the Temporal dev server', () => {
   it('budget completion: a turn past its spend limit saves through its budgetCompletion tool and completes; the other calls are closed "not executed: spend limit reached"', async () => {

@@ -14,10 +14,10 @@ import type { ToolPolicy, ToolPolicyCall, ToolPolicyContext } from '../../src/ag
 import { ArgumentError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
-import type { ContentPart, MessageRecord } from '../../src/store/types.js';
 import type { DriverKit } from '../helpers/driver-kit.js';
 import { startDriverKit } from '../helpers/driver-kit.js';
 import { describePostgres, openPgTestStore } from '../helpers/postgres.js';
+import { toolResults, wireTool } from '../helpers/tools.js';
 
 const ran: string[] = [];
 const deploy = defineTool({
@@ -39,16 +39,7 @@ const lookup = defineTool({
     return { found: q };
   },
 });
-const wire = defineTool({
-  name: 'wire',
-  description: 'Wires money (a person approves).',
-  input: z.object({ amount: z.number() }),
-  needsApproval: true,
-  execute: ({ amount }) => {
-    ran.push(`wire ${amount}`);
-    return { wired: amount };
-  },
-});
+const wire = wireTool(ran);
 
 let fetches = 0;
 const fetchTool = defineTool({
@@ -116,11 +107,6 @@ beforeEach(() => {
   warnings.length = 0;
   decide = () => 'allow';
 });
-
-const toolResults = (messages: MessageRecord[]) =>
-  messages.flatMap((m) =>
-    m.content.filter((p): p is Extract<ContentPart, { type: 'tool_result' }> => p.type === 'tool_result'),
-  );
 
 describe('tool policy', () => {
   it('tool policy: a blocked call gets its one result "blocked by policy: …", the model reads it, and tool_policy_blocked is written; allowed calls run', async () => {

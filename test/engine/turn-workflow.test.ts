@@ -5,14 +5,9 @@ import { defineTool } from '../../src/agents/tool.js';
 import { ArgumentError, ConfigError, InputError, LostClaim } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { FencedStore } from '../../src/store/fenced-store.js';
-import type { ContentPart, MessageRecord } from '../../src/store/types.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
-
-const toolResults = (messages: MessageRecord[]) =>
-  messages.flatMap((m) =>
-    m.content.filter((p): p is Extract<ContentPart, { type: 'tool_result' }> => p.type === 'tool_result'),
-  );
+import { toolResults } from '../helpers/tools.js';
 
 const statusCalls: string[] = [];
 const statusTool = defineTool({

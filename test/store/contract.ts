@@ -239,6 +239,95 @@ export function describeStoreContract(
       });
     });
 
+    describe('forks', () => {
+      it('a conversation records its origin; listForks lists a conversation’s forks oldest first', async () => {
+        const source = await conversation();
+        expect(source).toMatchObject({ forkedFromConversationId: null, forkedFromMessageId: null });
+        const message = await store.appendMessage({ conversationId: source.id, role: 'user', content: 'hi' });
+        const first = await store.createConversation({
+          agentName: 'agent',
+          forkedFromConversationId: source.id,
+          forkedFromMessageId: message.id,
+        });
+        await sleep(2);
+        const empty = await store.createConversation({
+          agentName: 'agent',
+          forkedFromConversationId: source.id,
+        });
+        expect(await store.loadConversation(first.id)).toMatchObject({
+          forkedFromConversationId: source.id,
+          forkedFromMessageId: message.id,
+        });
+        expect(ids(await store.listForks(source.id))).toEqual([first.id, empty.id]);
+        expect((await store.listForks(source.id))[1]!.forkedFromMessageId).toBeNull();
+        expect(await store.listForks(first.id)).toEqual([]);
+      });
+
+      it('copyMessages copies a history through a sequence: same sequences and content, new ids, no turn, no delivery mark', async () => {
+        const source = await conversation();
+        const turn = await turnIn(source.id);
+        const user = await store.appendMessage({
+          conversationId: source.id,
+          role: 'user',
+          content: 'delivered',
+          metadata: { delivery_id: 'd1', keep: 1 },
+        });
+        const call = await store.appendMessage({
+          conversationId: source.id,
+          turnId: turn.id,
+          role: 'assistant',
+          kind: 'tool_call',
+          content: [{ type: 'tool_call', id: 'c1', name: 't', arguments: { a: 1 } }],
+          toolExecutionId: 'tool_x',
+        });
+        await store.appendMessage({ conversationId: source.id, role: 'user', content: 'not carried' });
+        const fork = await store.createConversation({
+          agentName: 'agent',
+          forkedFromConversationId: source.id,
+        });
+        expect(
+          await store.copyMessages({ from: source.id, to: fork.id, throughSequence: call.sequence }),
+        ).toBe(2);
+        const copies = await store.listMessages(fork.id);
+        expect(copies.map((m) => m.sequence)).toEqual([user.sequence, call.sequence]);
+        expect(copies.map((m) => m.content)).toEqual([user.content, call.content]);
+        expect(copies.every((m) => m.turnId === null && m.conversationId === fork.id)).toBe(true);
+        expect(copies.map((m) => m.id)).not.toContain(user.id);
+        expect(copies[0]!.metadata).toEqual({ keep: 1, forked_from_message_id: user.id });
+        expect(copies[1]!).toMatchObject({
+          kind: 'tool_call',
+          toolExecutionId: 'tool_x',
+          createdAt: call.createdAt,
+          metadata: { forked_from_message_id: call.id, forked_from_turn_id: turn.id },
+        });
+        // The fork's next message follows the copies; the source is untouched.
+        expect(
+          (await store.appendMessage({ conversationId: fork.id, role: 'user', content: 'next' })).sequence,
+        ).toBe(call.sequence + 1);
+        expect(await store.listMessages(source.id)).toHaveLength(3);
+        expect(await store.nextDeliveryTrigger(fork.id)).toBeNull();
+        // Only into a conversation without messages, and only between existing ones.
+        await expect(
+          store.copyMessages({ from: source.id, to: fork.id, throughSequence: 1 }),
+        ).rejects.toBeInstanceOf(StoreError);
+        await expect(
+          store.copyMessages({ from: 'conv_missing', to: (await conversation()).id, throughSequence: 1 }),
+        ).rejects.toBeInstanceOf(RecordNotFound);
+      });
+
+      it('copyMessages copies a long history in pages, in order', async () => {
+        const source = await conversation();
+        for (let i = 1; i <= 520; i += 1)
+          await store.appendMessage({ conversationId: source.id, role: 'user', content: `m${i}` });
+        const fork = await conversation();
+        expect(await store.copyMessages({ from: source.id, to: fork.id, throughSequence: 510 })).toBe(510);
+        const copies = await store.listMessages(fork.id);
+        expect(copies.map((m) => m.sequence)).toEqual(Array.from({ length: 510 }, (_, i) => i + 1));
+        expect(copies.at(-1)!.content).toEqual([{ type: 'text', text: 'm510' }]);
+        expect(await store.latestMessageSequence(fork.id)).toBe(510);
+      });
+    });
+
     describe('turns', () => {
       it('createTurn stores defaults: pending, root = itself, no claim, zero cost', async () => {
         const c = await conversation();

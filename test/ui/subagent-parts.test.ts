@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { RunStreamPart } from '../../src/client/run-stream.js';
-import type { StreamableRun, TurnKitUIMessageChunk } from '../../src/client/ui-stream.js';
+import type { StreamableRun } from '../../src/client/ui-stream.js';
+import type { TurnKitUIMessageChunk } from '../../src/ui/types.js';
 import { toUIMessageChunks } from '../../src/client/ui-stream.js';
 
 const ROOT = 'turn_00000000000000000000000a';

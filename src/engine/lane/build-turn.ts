@@ -24,6 +24,8 @@ export interface BuildTurnOptions {
   outputSchema?: z.ZodType | JsonObject;
   /** `true` forces compaction before the model phase, `false` disables it for this turn. */
   compact?: boolean;
+  /** This turn's instructions instead of the agent's (a regenerated run's, decision 47). */
+  instructions?: string;
   /** The limits of the tree this turn roots, instead of the agent's (a schedule's caps). */
   limits?: BudgetLimits;
   /** Joins an existing root tree (shared budget and usage). */
@@ -72,6 +74,10 @@ export async function buildTurn(
   };
   const schema = outputJsonSchema(options.outputSchema) ?? (lineage ? undefined : agent.outputJsonSchema);
   if (schema) turnOptions['output_schema'] = jsonCopy(schema);
+  if (options.instructions !== undefined) {
+    if (typeof options.instructions !== 'string') throw new ArgumentError('instructions must be a string');
+    turnOptions['instructions'] = options.instructions;
+  }
   if (options.compact !== undefined) {
     if (typeof options.compact !== 'boolean') throw new ArgumentError('compact must be true or false');
     turnOptions['compact'] = options.compact;

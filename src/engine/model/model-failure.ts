@@ -94,8 +94,10 @@ export async function countProviderError(
     const previous = tx.state.model_errors?.step === input.step ? tx.state.model_errors.last : {};
     const last = served ? { ...previous, [served]: message } : previous;
     if (served) tx.patchState({ model_errors: { step: input.step, last } });
-    const next = chain[count / perModel];
-    if (served && next !== undefined && count % perModel === 0)
+    // This error used up the serving model's attempts: the chain's next model takes over.
+    const usedUp = count % perModel === 0 && count / perModel < chain.length;
+    const next = usedUp ? chain[chainIndex(count, perModel, chain.length)] : undefined;
+    if (served && next !== undefined)
       tx.emit(
         turnEvent('model.fallback', {
           step: input.step,

@@ -101,7 +101,10 @@ function builtIn(name: string, input: PromptInput): string | null {
     case 'sub_agent':
       return input.turn.parentTurnId ? wrap('sub_agent', SUB_AGENT_TEXT) : null;
     case 'instructions': {
-      const text = [agent.orchestrator ? ORCHESTRATOR_PREAMBLE : '', agent.instructions]
+      // A turn built with its own instructions (a regenerated run's) uses them instead.
+      const own = input.turn.options['instructions'];
+      const instructions = typeof own === 'string' ? own : agent.instructions;
+      const text = [agent.orchestrator ? ORCHESTRATOR_PREAMBLE : '', instructions]
         .filter(Boolean)
         .join('\n\n');
       return text ? wrap('instructions', text) : null;

@@ -52,60 +52,63 @@ function turnJudge(step: TurnStep, key: string, hooks: OutputCheckHooks) {
       policy.model ?? agent.outputPolicyModel ?? runtime.outputPolicyModel ?? runtime.modelsFor(agent, turn),
       'output policy model',
     );
-  return (policy: OutputPolicy, index: number): JudgeHost => ({
-    client: alongChain(policy.client ?? runtime.modelClientFor(agent), judgeChain(policy)),
-    model: judgeChain(policy)[0]!,
-    thinking:
-      policy.thinking !== undefined
-        ? policy.thinking
-        : agent.outputPolicyThinking !== undefined
-          ? agent.outputPolicyThinking
-          : runtime.outputPolicyThinking !== undefined
-            ? runtime.outputPolicyThinking
-            : DEFAULT_POLICY_THINKING,
-    metadata: { turnId: turn.id, conversationId: turn.conversationId, agentName: agent.name },
-    signal: hooks.signal,
-    ...(hooks.heartbeat ? { heartbeat: hooks.heartbeat } : {}),
-    memo: judged[String(index)] as unknown as OutputViolation[] | undefined,
-    requested: async (request) => {
-      await step.publish([
-        turnEvent('output_policy.model.requested', {
-          model: request.model,
-          tool_names: [],
-          message_count: request.messages.length,
-          policy: policy.name,
-        }),
-      ]);
-    },
-    completed: async (request, result, violations) => {
-      const usage = result?.usage ?? { inputTokens: 0, outputTokens: 0 };
-      const charged = result?.model ?? request.model;
-      // The charge and the verdict land together.
-      const cost = await step.write(async (tx) => {
-        const cost = chargeCall(tx, runtime, usage, charged);
-        const stored = tx.state.output_judged;
-        const verdicts = stored?.key === key ? stored.verdicts : {};
-        tx.patchState({
-          output_judged: {
-            key,
-            verdicts: { ...verdicts, [String(index)]: violations as unknown as JsonObject[] },
-          },
-        });
-        tx.emit(
-          turnEvent('output_policy.model.completed', {
-            model: charged,
-            tool_call_count: 0,
-            usage: { input_tokens: usage.inputTokens ?? 0, output_tokens: usage.outputTokens ?? 0 },
-            cost: cost.total,
+  return (policy: OutputPolicy, index: number): JudgeHost => {
+    const chain = judgeChain(policy);
+    return {
+      client: alongChain(policy.client ?? runtime.modelClientFor(agent), chain),
+      model: chain[0]!,
+      thinking:
+        policy.thinking !== undefined
+          ? policy.thinking
+          : agent.outputPolicyThinking !== undefined
+            ? agent.outputPolicyThinking
+            : runtime.outputPolicyThinking !== undefined
+              ? runtime.outputPolicyThinking
+              : DEFAULT_POLICY_THINKING,
+      metadata: { turnId: turn.id, conversationId: turn.conversationId, agentName: agent.name },
+      signal: hooks.signal,
+      ...(hooks.heartbeat ? { heartbeat: hooks.heartbeat } : {}),
+      memo: judged[String(index)] as unknown as OutputViolation[] | undefined,
+      requested: async (request) => {
+        await step.publish([
+          turnEvent('output_policy.model.requested', {
+            model: request.model,
+            tool_names: [],
+            message_count: request.messages.length,
             policy: policy.name,
           }),
-        );
-        return cost;
-      });
-      // The judge's cost is recorded even when it trips the cap (like a main model call's).
-      if (cost.total !== null) await checkStepSpend(step);
-    },
-  });
+        ]);
+      },
+      completed: async (request, result, violations) => {
+        const usage = result?.usage ?? { inputTokens: 0, outputTokens: 0 };
+        const charged = result?.model ?? request.model;
+        // The charge and the verdict land together.
+        const cost = await step.write(async (tx) => {
+          const cost = chargeCall(tx, runtime, usage, charged);
+          const stored = tx.state.output_judged;
+          const verdicts = stored?.key === key ? stored.verdicts : {};
+          tx.patchState({
+            output_judged: {
+              key,
+              verdicts: { ...verdicts, [String(index)]: violations as unknown as JsonObject[] },
+            },
+          });
+          tx.emit(
+            turnEvent('output_policy.model.completed', {
+              model: charged,
+              tool_call_count: 0,
+              usage: { input_tokens: usage.inputTokens ?? 0, output_tokens: usage.outputTokens ?? 0 },
+              cost: cost.total,
+              policy: policy.name,
+            }),
+          );
+          return cost;
+        });
+        // The judge's cost is recorded even when it trips the cap (like a main model call's).
+        if (cost.total !== null) await checkStepSpend(step);
+      },
+    };
+  };
 }
 
 /**

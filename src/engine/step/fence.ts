@@ -71,6 +71,7 @@ export function checkFence(turn: TurnRecord, fence: Fence): boolean {
 const UNFENCED: ReadonlySet<string> = new Set<keyof Store>([
   'backend',
   'loadConversation',
+  'listForks',
   'latestMessageSequence',
   'loadMessage',
   'listMessages',

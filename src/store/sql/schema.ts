@@ -173,6 +173,16 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX turnkit_turns_conversation_context ON turnkit_turns (conversation_id, context_message_sequence)`,
     ],
   },
+  {
+    version: 4,
+    name: 'conversation forks',
+    // A fork's origin (decision 47): nullable, so TurnKit's readers and writers are unaffected.
+    statements: (t) => [
+      `ALTER TABLE turnkit_conversations ADD COLUMN forked_from_conversation_id ${t.text}`,
+      `ALTER TABLE turnkit_conversations ADD COLUMN forked_from_message_id ${t.text}`,
+      `CREATE INDEX turnkit_conversations_forked_from ON turnkit_conversations (forked_from_conversation_id, created_at)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
@@ -204,6 +214,8 @@ export const CONVERSATIONS = spec('turnkit_conversations', 'conversation', {
   model: 'text',
   subject: 'json',
   metadata: 'json',
+  forkedFromConversationId: 'text',
+  forkedFromMessageId: 'text',
   createdAt: 'time',
   updatedAt: 'time',
 });

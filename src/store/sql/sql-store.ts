@@ -24,6 +24,7 @@ import { buildStreamPart, STREAM_CHANNEL, StreamWatchers } from '../stream-parts
 import {
   assertToolExecutionStatus,
   buildConversation,
+  forkedMessage,
   buildDelivery,
   buildMessage,
   buildToolExecution,
@@ -41,6 +42,7 @@ import type {
   ClaimTurnOptions,
   ConversationRecord,
   ConversationUpdate,
+  CopyMessagesOptions,
   DeliveryRecord,
   DeliveryUpdate,
   EventRecord,
@@ -140,6 +142,16 @@ function fromRow<T>(spec: TableSpec, row: Row): T {
   const record: Record<string, unknown> = {};
   for (const column of spec.columns) record[column.field] = decode(column, row[column.column]);
   return record as T;
+}
+
+/** Messages a fork reads per query, and writes per INSERT at most (11 parameters a row). */
+const COPY_PAGE = 512;
+const COPY_ROWS = 64;
+
+/** Every column of a record, in the spec's order (null for absent ones), for a multi-row INSERT. */
+function pick(record: object, columns: readonly Column[]): Record<string, unknown> {
+  const r = record as Record<string, unknown>;
+  return Object.fromEntries(columns.map((column) => [column.field, r[column.field] ?? null]));
 }
 
 /** The columns (and encoded values) of the defined keys of `attrs`. */
@@ -452,6 +464,16 @@ export class SqlStore implements Store {
     return updated;
   }
 
+  async listForks(conversationId: string): Promise<ConversationRecord[]> {
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT * FROM turnkit_conversations WHERE forked_from_conversation_id = ? ORDER BY created_at, id`,
+        [conversationId],
+      ),
+    );
+    return rows.map((row) => fromRow<ConversationRecord>(CONVERSATIONS, row));
+  }
+
   // Messages
 
   async latestMessageSequence(conversationId: string): Promise<number> {
@@ -482,6 +504,50 @@ export class SqlStore implements Store {
         },
       }),
     );
+  }
+
+  /** Pages of the source read and written back as multi-row INSERTs, under the fork's lock. */
+  async copyMessages(options: CopyMessagesOptions): Promise<number> {
+    const { from, to, throughSequence } = options;
+    return this.#write([`conv:${to}`], async (c) => {
+      for (const id of [from, to])
+        if (!(await this.#exists(c, CONVERSATIONS, id))) throw new RecordNotFound('conversation', id);
+      const [taken] = await c.query(
+        `SELECT 1 AS found FROM turnkit_messages WHERE conversation_id = ? LIMIT 1`,
+        [to],
+      );
+      if (taken)
+        throw new StoreError(`conversation ${to} already has messages: a fork's history is copied first`);
+      let after = 0;
+      let copied = 0;
+      for (;;) {
+        const rows = await c.query(
+          `SELECT * FROM turnkit_messages WHERE conversation_id = ? AND sequence > ? AND sequence <= ?
+            ORDER BY sequence LIMIT ${COPY_PAGE}`,
+          [from, after, throughSequence],
+        );
+        if (rows.length === 0) return copied;
+        const copies = rows.map((row) => forkedMessage(fromRow<MessageRecord>(MESSAGES, row), to));
+        const columns = MESSAGES.columns;
+        const tuple = `(${columns.map((column) => this.#driver.dialect.param(column.kind)).join(', ')})`;
+        // Statements of a few fixed sizes (64, then 32, 16, … 1 rows), so PostgreSQL prepares
+        // seven statements for every fork, whatever its length.
+        for (let start = 0; start < copies.length;) {
+          let size = COPY_ROWS;
+          while (size > copies.length - start) size /= 2;
+          const chunk = copies.slice(start, start + size);
+          await c.query(
+            `INSERT INTO turnkit_messages (${columns.map((column) => column.column).join(', ')})
+              VALUES ${chunk.map(() => tuple).join(', ')}`,
+            chunk.flatMap((copy) => assignments(MESSAGES, pick(copy, columns)).values),
+          );
+          start += size;
+        }
+        copied += copies.length;
+        after = copies.at(-1)!.sequence;
+        if (rows.length < COPY_PAGE) return copied;
+      }
+    });
   }
 
   async loadMessage(id: string): Promise<MessageRecord> {
