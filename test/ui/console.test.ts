@@ -106,12 +106,22 @@ let assets: string;
 const bin = join(import.meta.dirname, '../../src/cli/bin.ts');
 const tsx = import.meta.resolve('tsx');
 
-/** `turnkit console ...` as a process: its first stderr line, then it is stopped (or its exit). */
-function turnkitConsole(args: string[]): Promise<{ line: string; code: number | null; url: string | null }> {
+/** `turnkit console ...` as a process: its first stderr line once it serves (or its exit), and a stop. */
+function turnkitConsole(args: string[]): Promise<{
+  line: string;
+  code: number | null;
+  url: string | null;
+  stop: () => Promise<number | null>;
+}> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', tsx, bin, '--store', storeUrl, 'console', ...args], {
       env: process.env,
     });
+    const exited = new Promise<number | null>((done) => child.on('close', (code) => done(code)));
+    const stop = () => {
+      child.kill('SIGINT');
+      return exited;
+    };
     let err = '';
     let settled = false;
     child.stderr.on('data', (chunk) => {
@@ -119,12 +129,11 @@ function turnkitConsole(args: string[]): Promise<{ line: string; code: number | 
       const url = /http:\/\/[^ ]+\//.exec(err)?.[0] ?? null;
       if (!settled && url && err.includes('\n')) {
         settled = true;
-        resolve({ line: err.trim(), code: null, url });
-        setTimeout(() => child.kill('SIGINT'), 5_000);
+        resolve({ line: err.trim(), code: null, url, stop });
       }
     });
-    child.on('close', (code) => {
-      if (!settled) resolve({ line: err.trim(), code, url: null });
+    void exited.then((code) => {
+      if (!settled) resolve({ line: err.trim(), code, url: null, stop });
     });
   });
 }
@@ -393,16 +402,21 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     expect(refused.code).toBe(2);
     expect(refused.line).toContain('without an auth hook');
     const served = await turnkitConsole(['--port', '0', '--assets', assets]);
-    expect(served.line).toMatch(
-      /^turnkit console: http:\/\/127\.0\.0\.1:\d+\/ \(no auth hook: loopback only\)$/,
-    );
-    const page = await fetch(served.url!);
-    expect(page.status).toBe(200);
-    expect(await page.text()).toContain('<div id="root">');
-    const turns = (await (await fetch(`${served.url}api/turns?agent=con_lead`)).json()) as {
-      turns: { id: string }[];
-    };
-    expect(turns.turns.map((t) => t.id)).toContain(lead.id);
+    try {
+      expect(served.line).toMatch(
+        /^turnkit console: http:\/\/127\.0\.0\.1:\d+\/ \(no auth hook: loopback only\)$/,
+      );
+      const page = await fetch(served.url!);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain('<div id="root">');
+      const turns = (await (await fetch(`${served.url}api/turns?agent=con_lead`)).json()) as {
+        turns: { id: string }[];
+      };
+      expect(turns.turns.map((t) => t.id)).toContain(lead.id);
+    } finally {
+      // SIGINT stops it: the server closes its connections, the command its store and Temporal.
+      expect(await served.stop()).toBe(0);
+    }
   });
 
   it('web console: a 1,000-message transcript renders fast (virtualized)', async () => {
