@@ -51,6 +51,7 @@ import {
   turnLink,
   write,
 } from './render.js';
+import { addConsoleCommand } from './console-command.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
 import { addScheduleCommands } from './schedule-commands.js';
 import { addForkCommands, forkSummary, showConversation } from './fork-commands.js';
@@ -106,6 +107,10 @@ class Session {
       ...(this.options.taskQueue ? { taskQueue: this.options.taskQueue } : {}),
       ...(module?.authorization ? { authorization: module.authorization } : {}),
       ...(module?.defaultModel ? { defaultModel: module.defaultModel } : {}),
+      // The Temporal UI's details of the turns this client starts link to the web console.
+      ...(process.env['TURNKIT_CONSOLE_URL']
+        ? { turnSettings: { consoleUrl: process.env['TURNKIT_CONSOLE_URL'] } }
+        : {}),
       ...signingKey(),
     });
   }
@@ -711,6 +716,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
   addScheduleCommands(program, commands);
   addForkCommands(program, commands);
   addEvalCommand(program, commands);
+  addConsoleCommand(program, commands);
 
   return program;
 }

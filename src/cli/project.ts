@@ -11,6 +11,7 @@ import type { Agent } from '../agents/agent.js';
 import { AgentRegistry } from '../agents/registry.js';
 import type { EvalVariant } from '../eval/evaluate.js';
 import type { ScorerInput } from '../eval/scorers.js';
+import type { ConsoleAuthHook } from '../console/handler.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { TurnKitError } from '../errors.js';
 import type { ModelClient } from '../models/types.js';
@@ -61,6 +62,8 @@ export interface AgentsModule {
   /** `turnkit eval`'s variants (`--variants A,B` names two) and scorers. */
   variants?: EvalVariant[];
   scorers?: ScorerInput[];
+  /** The web console's auth hook (`turnkit console`): a request's principal, or undefined to refuse. */
+  consoleAuth?: ConsoleAuthHook;
 }
 
 function isAgent(value: unknown): value is Agent {
@@ -119,6 +122,12 @@ export async function loadAgentsModule(path: string): Promise<AgentsModule> {
   if (Array.isArray(variants)) module.variants = variants as EvalVariant[];
   const scorers = pick('scorers');
   if (Array.isArray(scorers)) module.scorers = scorers as ScorerInput[];
+  const consoleAuth = pick('consoleAuth');
+  if (consoleAuth !== undefined) {
+    if (typeof consoleAuth !== 'function')
+      throw new CliError(`agents module ${path}: \`consoleAuth\` is not a function (request → principal)`);
+    module.consoleAuth = consoleAuth as ConsoleAuthHook;
+  }
   return module;
 }
 

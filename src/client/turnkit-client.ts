@@ -266,6 +266,9 @@ export class TurnKitClient {
         })
       : options.temporal;
     this.taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
+    const consoleUrl = options.turnSettings?.consoleUrl;
+    if (consoleUrl !== undefined && !/^https?:\/\/[^\s()<>[\]]+$/.test(consoleUrl))
+      throw new ArgumentError(`turnSettings.consoleUrl must be an http(s) URL, got ${consoleUrl}`);
     this.turnSettings = options.turnSettings;
   }
 

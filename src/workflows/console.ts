@@ -6,13 +6,17 @@
  */
 import { setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { TurnConsoleState } from './contract.js';
-import { stateQuery } from './contract.js';
+import { consoleTurnUrl, stateQuery } from './contract.js';
 import type { TurnDigest } from '../contract/digests.js';
 
 export class TurnConsole {
   readonly #state: TurnConsoleState;
 
-  constructor(turnId: string) {
+  readonly #link: string | null;
+
+  /** `consoleUrl`: the web console's base, linked from the current details (decision 46). */
+  constructor(turnId: string, consoleUrl?: string) {
+    this.#link = consoleTurnUrl(consoleUrl, turnId);
     this.#state = {
       turnId,
       status: 'pending',
@@ -69,6 +73,7 @@ export class TurnConsole {
     if (s.runningTools.length > 0)
       lines.push(`running: ${s.runningTools.map((name) => `\`${name}\``).join(', ')}`);
     if (s.lastStep) lines.push(`last step: ${s.lastStep}`);
+    if (this.#link) lines.push(`[open in the TurnKit console](${this.#link})`);
     setCurrentDetails(lines.join('\n\n'));
   }
 }

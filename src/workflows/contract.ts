@@ -74,6 +74,17 @@ export interface TurnSettings {
    * comes first. Defaults: `CONTINUE_AS_NEW_AFTER`.
    */
   continueAsNewAfter?: { events?: number; bytes?: number };
+  /**
+   * The TurnKit web console's base URL (decision 46): the Temporal UI's details of each turn
+   * (static and current, child and lane-started turns too) link to its console page.
+   */
+  consoleUrl?: string;
+}
+
+/** A turn's page in the web console at `base` (its hash route), or null without a base. */
+export function consoleTurnUrl(base: string | undefined, turnId: string): string | null {
+  if (!base) return null;
+  return `${base.replace(/[#/]+$/, '')}/#/turns/${encodeURIComponent(turnId)}`;
 }
 
 /**
@@ -428,7 +439,7 @@ export function turnStartOptions({ turn, task, settings }: TurnStart): {
     workflowId: turnWorkflowId(turn.id),
     args: [{ turnId: turn.id, ...(settings ? { settings } : {}) }],
     staticSummary: `${turn.agentName}: ${head}`,
-    staticDetails: turnDetails(turn, head),
+    staticDetails: turnDetails(turn, head, consoleTurnUrl(settings?.consoleUrl, turn.id)),
     typedSearchAttributes: [
       { key: TURNKIT_AGENT, value: turn.agentName },
       { key: TURNKIT_CONVERSATION_ID, value: turn.conversationId },
@@ -439,7 +450,7 @@ export function turnStartOptions({ turn, task, settings }: TurnStart): {
 }
 
 /** The turn's static details in the UI (markdown): who, where in the tree, and the task's head. */
-function turnDetails(turn: TurnStart['turn'], head: string): string {
+function turnDetails(turn: TurnStart['turn'], head: string, consoleUrl: string | null): string {
   const code = (value: string) => `\`${value.replace(/`/g, "'")}\``;
   const tree = [`conversation ${code(turn.conversationId)}`, `root ${code(turn.rootTurnId)}`];
   if (turn.parentTurnId) tree.push(`parent ${code(turn.parentTurnId)}`);
@@ -447,6 +458,7 @@ function turnDetails(turn: TurnStart['turn'], head: string): string {
     `**agent** ${code(turn.agentName)} · **turn** ${code(turn.id)}`,
     tree.join(' · '),
     `> ${head}`,
+    ...(consoleUrl ? [`[open in the TurnKit console](${consoleUrl})`] : []),
   ].join('\n\n');
 }
 

@@ -68,7 +68,7 @@ export function newTurnRun(input: TurnWorkflowInput, parts: RunParts): TurnRun {
     settings: input.settings,
     children: new Set(input.continued?.children),
     modelCalls: input.continued?.modelCalls ?? 0,
-    console: new TurnConsole(turnId),
+    console: new TurnConsole(turnId, input.settings?.consoleUrl),
     owner: () => ({ turnId, claimToken, taskHistoryLength: workflowInfo().historyLength }),
     continued: input.continued,
   };

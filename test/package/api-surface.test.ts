@@ -60,6 +60,7 @@ describe('the public API', () => {
       'turnkit/store',
       'turnkit/testing',
       'turnkit/ui',
+      'turnkit/console',
     ]);
     await expect(`${JSON.stringify(surface, null, 2)}\n`).toMatchFileSnapshot('./api-surface.json');
     // The type checker reads the sources and every dependency's declarations: slow on 2 cores.

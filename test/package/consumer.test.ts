@@ -182,6 +182,10 @@ describe.skipIf(!(await requireTemporal()))('the published package', () => {
     const shipped = readdirSync(join(app, 'node_modules/turnkit'));
     expect(shipped).toEqual(expect.arrayContaining(['dist', 'package.json', 'README.md']));
     expect(shipped).not.toContain('test');
+    // The web console is built into the package: `turnkit console` serves it, nothing is fetched.
+    expect(readdirSync(join(app, 'node_modules/turnkit/dist/console-app'))).toEqual(
+      expect.arrayContaining(['index.html', 'assets']),
+    );
   });
 
   it('the installed package has the turnkit command: --help lists its commands, a bad turn id is one line', async () => {
@@ -201,6 +205,7 @@ describe.skipIf(!(await requireTemporal()))('the published package', () => {
       'resume',
       'steer',
       'send',
+      'console',
     ])
       expect(help.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
     const missing = await run(

@@ -1,0 +1,49 @@
+/** The console's JSON API (src/console/handler.ts), relative to the page: it works at any mount path. */
+import type {
+  ConsoleApproval,
+  ConsoleConversationSummary,
+  ConsoleTurnPage,
+  ConsoleTurnSummary,
+} from '../../src/console/data.js';
+
+export type { ConsoleApproval, ConsoleConversationSummary, ConsoleTurnPage, ConsoleTurnSummary };
+
+export interface ConsoleInfo {
+  temporalUiUrl: string | null;
+  namespace: string;
+  authenticated: boolean;
+  principal: unknown;
+}
+
+class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function call<T>(path: string, init?: RequestInit): Promise<T> {
+  const response = await fetch(`api/${path}`, init);
+  const body = (await response.json().catch(() => ({}))) as { error?: string };
+  if (!response.ok) throw new ApiError(response.status, body.error ?? `HTTP ${response.status}`);
+  return body as T;
+}
+
+export const api = {
+  info: () => call<ConsoleInfo>('info'),
+  turns: (query: URLSearchParams) => call<{ turns: ConsoleTurnSummary[] }>(`turns?${query}`),
+  conversations: (query: URLSearchParams) =>
+    call<{ conversations: ConsoleConversationSummary[] }>(`conversations?${query}`),
+  approvals: () => call<{ approvals: ConsoleApproval[] }>('approvals'),
+  turn: (id: string) => call<ConsoleTurnPage>(`turns/${encodeURIComponent(id)}`),
+  /** A control: approve, reject, pause, resume, steer, cancel. */
+  control: (turnId: string, action: string, body: Record<string, unknown> = {}) =>
+    call<unknown>(`turns/${encodeURIComponent(turnId)}/${action}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-turnkit-console': '1' },
+      body: JSON.stringify(body),
+    }),
+  streamUrl: (turnId: string) => `api/turns/${encodeURIComponent(turnId)}/stream`,
+};
