@@ -142,6 +142,14 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
     // only costs a replay from history on another worker (docs/architecture.md, decision 20).
     stickyQueueScheduleToStartTimeout: '3 seconds',
+    // Workflow-task pollers scale with the server's backlog instead of a fixed 10 (2 of them on
+    // the shared queue). After a worker dies, every workflow it cached waits on the shared queue
+    // for a replay; a fixed poller count drained it too slowly (issue 27's chaos bench on
+    // SQLite: 300/300 roots with autoscaling, against 204–212 of 300 without; decision 51).
+    // An app that sets either poller option keeps what it set (and the SDK's handling of it).
+    ...(options.worker?.workflowTaskPollerBehavior || options.worker?.maxConcurrentWorkflowTaskPolls
+      ? {}
+      : { workflowTaskPollerBehavior: { type: 'autoscaling' as const } }),
     ...deployment,
     ...options.worker,
   }).catch(closeOwned);

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import type { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -127,6 +128,19 @@ describe.skipIf(!temporalUp)('roll-out', () => {
       } catch {
         return false;
       }
+    }, 30_000);
+    // The new routing reaches the task queues asynchronously: until the server says it has,
+    // a workflow started now may still be given to the previous build.
+    await waitUntil(async () => {
+      const { workerDeploymentInfo: info } = await temporal.workflowService.describeWorkerDeployment({
+        namespace: temporalNamespace(),
+        deploymentName: deployment,
+      });
+      return (
+        info?.routingConfig?.currentDeploymentVersion?.buildId === buildId &&
+        info.routingConfigUpdateState ===
+          proto.temporal.api.enums.v1.RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
+      );
     }, 30_000);
   };
 
@@ -289,6 +303,8 @@ describe.skipIf(!temporalUp)('roll-out', () => {
       taskQueue: queue,
       workflowBundles: dir,
     });
+    // Worker churn (decision 51): workflow-task pollers scale with the backlog by default.
+    expect(worker.worker.options.workflowTaskPollerBehavior).toMatchObject({ type: 'autoscaling' });
     const done = worker.run();
     try {
       const prebuiltClient = new TurnKitClient({
@@ -305,4 +321,20 @@ describe.skipIf(!temporalUp)('roll-out', () => {
       await prebuiltStore.close();
     }
   }, 120_000);
+  it('roll-out: an app that sets its own workflow-task pollers keeps them (no autoscaling forced on it)', async () => {
+    const own = await openStore('memory:');
+    const worker = await createWorker({
+      store: own,
+      agents: new AgentRegistry(agents),
+      model: modelOf('own'),
+      connection: native,
+      taskQueue: uniqueTaskQueue('turnkit-own-pollers'),
+      worker: { workflowTaskPollerBehavior: { type: 'simple-maximum', maximum: 4 } },
+    });
+    expect(worker.worker.options.workflowTaskPollerBehavior).toEqual({ type: 'simple-maximum', maximum: 4 });
+    const done = worker.run();
+    worker.shutdown();
+    await done;
+    await own.close();
+  });
 });
