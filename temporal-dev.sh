@@ -18,7 +18,7 @@ readonly IP=127.0.0.1
 readonly NAMESPACE=default
 readonly SEARCH_ATTRIBUTES=(TurnKitAgent TurnKitConversationId TurnKitRootTurnId TurnKitStatus TurnKitScheduleId)
 # The server pushes activity cancellations to workers (worker commands), so a cancel aborts a
-# model call or tool without waiting for its next heartbeat (docs/architecture.md, decision 24).
+# model call or tool without waiting for its next heartbeat (docs/decisions/024-cancel-and-heartbeats.md).
 readonly DYNAMIC_CONFIG=(
   --dynamic-config-value frontend.WorkerCommandsEnabled=true
   --dynamic-config-value system.enableCancelActivityWorkerCommand=true

@@ -3,7 +3,7 @@
  * worker against the dev server, with a scripted model that takes EVAL_MODEL_DELAY_MS (300)
  * per call (two calls per case). For each concurrency in EVAL_CONCURRENCY (8,16,32): the wall
  * time, the most cases that ran at once, and the floor the model's delays set alone. Not in CI:
- * `npx tsx bench/eval-bench.ts` (docs/architecture.md, decision 49).
+ * `npx tsx bench/eval-bench.ts` (docs/decisions/049-replay-model.md).
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';

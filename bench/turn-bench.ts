@@ -76,7 +76,7 @@ const results = await worker.runUntil(async () => {
     turnTimes.push(await timed(turn));
   }
   // CPU per workflow at 32 concurrent, this process (client and worker) and the server apart:
-  // whether the run was bound by CPU, and whose (docs/architecture.md, decision 31).
+  // whether the run was bound by CPU, and whose (docs/decisions/031-throughput-bounds.md).
   const floorLoad = await cpuDuring(serverPid, () => throughput(concurrent, concurrency, floor));
   const turnLoad = await cpuDuring(serverPid, () => throughput(concurrent, concurrency, turn));
   const floorThroughput = floorLoad.value;

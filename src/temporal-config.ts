@@ -1,5 +1,5 @@
 /**
- * Where TurnKit connects to Temporal (docs/architecture.md, decision 44): through Temporal's own
+ * Where TurnKit connects to Temporal (docs/decisions/044-temporal-envconfig.md): through Temporal's own
  * env config (`@temporalio/envconfig`), so a profile of the TOML file (TEMPORAL_CONFIG_FILE, else
  * ~/.config/temporalio/temporal.toml), TEMPORAL_PROFILE, TEMPORAL_API_KEY, the TEMPORAL_TLS*
  * variables and TEMPORAL_GRPC_META_* reach workers, clients and the CLI the way they reach

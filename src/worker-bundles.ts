@@ -1,6 +1,6 @@
 /**
  * The workflow code a worker runs: bundled from source at boot, or the prebuilt bundles that
- * `npm run build` writes into `dist/` (docs/operations.md; docs/architecture.md, decision 34).
+ * `npm run build` writes into `dist/` (docs/operations.md; docs/decisions/034-bundles-and-worker-versioning.md).
  */
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';

@@ -86,7 +86,7 @@ export interface TurnKitWorker {
 /**
  * Whether the server pushes activity cancellations to this worker (Temporal's worker commands,
  * a namespace capability; the SDK polls for them only while worker heartbeating is on), or
- * a cancel can only ride on an activity heartbeat's reply (docs/architecture.md, decision 24).
+ * a cancel can only ride on an activity heartbeat's reply (docs/decisions/024-cancel-and-heartbeats.md).
  */
 async function cancelDelivery(connection: NativeConnection, namespace: string): Promise<CancelDelivery> {
   if (TemporalRuntime.instance().options.runtimeOptions.workerHeartbeatIntervalMillis == null)
@@ -140,7 +140,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     defaultHeartbeatThrottleInterval: CANCEL_INTERVAL_MS,
     // A workflow task sent to a worker that died waits this long on its sticky queue before
     // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
-    // only costs a replay from history on another worker (docs/architecture.md, decision 20).
+    // only costs a replay from history on another worker (docs/decisions/020-worker-loss.md).
     stickyQueueScheduleToStartTimeout: '3 seconds',
     // Workflow-task pollers scale with the server's backlog instead of a fixed 10 (2 of them on
     // the shared queue). After a worker dies, every workflow it cached waits on the shared queue

@@ -2,7 +2,7 @@
  * How often a long activity (model call, tool, compaction, output checks) heartbeats.
  *
  * A heartbeat does two jobs. It keeps a live attempt from timing out (3 s heartbeat timeout,
- * docs/architecture.md decision 20), which needs one every 500 ms. And, unless the server
+ * docs/decisions/020-worker-loss.md), which needs one every 500 ms. And, unless the server
  * pushes cancellations to the worker (Temporal's worker commands), its reply is the only way a
  * cancel reaches the attempt, so the period bounds how late a cancel aborts the model request
  * or tool. The pacer therefore beats every 500 ms when cancellations are pushed, and otherwise

@@ -72,7 +72,7 @@ function numbered(sql: string): string {
 /**
  * Statements with parameters run as named prepared statements: PostgreSQL parses and plans
  * each once per connection instead of at every call (measured: its CPU per soak turn fell from
- * 94 to 54 ms; docs/architecture.md decision 27). Names are per process, at most
+ * 94 to 54 ms; docs/decisions/027-postgres-round-trips.md). Names are per process, at most
  * MAX_PREPARED of them. A plan whose result columns a migration in another process changed
  * fails with 0A000 ("cached plan must not change result type"): that error is retryable and
  * starts a new generation of names, so the retry prepares afresh on every connection.

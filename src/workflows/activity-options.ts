@@ -69,7 +69,7 @@ export function turnActivities(settings: TurnSettings = {}) {
       retry: STORE_OUTAGE_RETRY,
     }),
     // Short store transactions are local activities: no task-queue round trip per step
-    // (why, with figures: docs/architecture.md, decision 6).
+    // (why, with figures: docs/decisions/006-store-steps-local-activities.md).
     store: proxyLocalActivities<TurnActivities>({
       startToCloseTimeout: '30 seconds',
       retry: STORE_OUTAGE_RETRY,

@@ -99,7 +99,7 @@ export const CONTINUE_AS_NEW_AFTER = { events: 8_000, bytes: 16 * 1024 * 1024 } 
  * decision 24). A 3 s heartbeat timeout misses five of them before
  * a worker is given up for lost; that never fired spuriously under 1,000 concurrent runs on
  * 2 cores, and another worker retries a killed worker's step about 4 s after the kill
- * (docs/architecture.md, decision 20). Infrastructure retries are unbounded, limited by the
+ * (docs/decisions/020-worker-loss.md). Infrastructure retries are unbounded, limited by the
  * schedule-to-close timeout and, before that, by the turn's root timeout.
  */
 export const DEFAULT_TURN_SETTINGS = {

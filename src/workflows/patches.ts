@@ -13,7 +13,7 @@ export const PATCH_FAIL_ACTIVITY = 'turnkit-fail-as-activity-1';
 // The patches below are decided once, in the run's first activation, before any command
 // (`runFeatures`): a `patched()` call right after a local activity's result misreads a
 // history in which that local activity outlived its workflow task (the marker and the
-// commands after it land in two tasks), and the replay fails (docs/architecture.md).
+// commands after it land in two tasks), and the replay fails (docs/decisions/021-patches-at-run-start.md).
 
 /**
  * Release 0.3's command changes, one marker for all (each marker costs a turn two history

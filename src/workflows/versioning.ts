@@ -4,7 +4,7 @@
  * report one (Temporal refuses the workflow task otherwise: "versioning behavior cannot be
  * specified without deployment options being set with versioned mode"), so the declaration is
  * a getter, evaluated when the workflow starts on a worker, that asks whether that worker is
- * versioned (docs/architecture.md, decision 34).
+ * versioned (docs/decisions/034-bundles-and-worker-versioning.md).
  */
 import type { VersioningBehavior, WorkflowDefinitionOptions } from '@temporalio/common';
 import { workflowInfo } from '@temporalio/workflow';

@@ -232,11 +232,14 @@ export function streamedEvents(json: unknown): string[] {
 }
 
 type ResponseJson = Record<string, unknown> & {
-  output: { type: string; id: string; content: { type: string; text: string }[] }[];
+  output: (
+    | { type: 'message'; id: string; content: { type: string; text: string }[] }
+    | { type: 'function_call'; id: string; call_id: string; name: string; arguments: string }
+  )[];
   usage: { input_tokens: number; output_tokens: number };
 };
 
-/** An OpenAI Responses API answer (text messages only) as its stream events. */
+/** An OpenAI Responses API answer (text messages and function calls) as its stream events. */
 function responseEvents(response: ResponseJson): string[] {
   const usage = {
     ...response.usage,
@@ -250,6 +253,27 @@ function responseEvents(response: ResponseJson): string[] {
     }),
   ];
   response.output.forEach((item, output_index) => {
+    if (item.type === 'function_call') {
+      events.push(
+        sse('response.output_item.added', {
+          type: 'response.output_item.added',
+          output_index,
+          item: { ...item, arguments: '' },
+        }),
+        sse('response.function_call_arguments.delta', {
+          type: 'response.function_call_arguments.delta',
+          item_id: item.id,
+          output_index,
+          delta: item.arguments,
+        }),
+        sse('response.output_item.done', {
+          type: 'response.output_item.done',
+          output_index,
+          item: { ...item, status: 'completed' },
+        }),
+      );
+      return;
+    }
     events.push(
       sse('response.output_item.added', {
         type: 'response.output_item.added',

@@ -10,7 +10,7 @@
  * default 2500), TURNKIT_CHAOS_KILLS=0 for a run without kills: then no model or tool activity
  * may be retried at all, since a retry would be a spurious heartbeat timeout. With
  * `TURNKIT_CHAOS_RUNS=1000 TURNKIT_CHAOS_PAUSE_MS=0 TURNKIT_CHAOS_KILLS=0` it is the load check
- * behind the default heartbeat timeout (docs/architecture.md, decision 20).
+ * behind the default heartbeat timeout (docs/decisions/020-worker-loss.md).
  */
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';

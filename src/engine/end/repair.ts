@@ -1,7 +1,7 @@
 /**
- * Repair of turns whose workflow is gone without the turn's terminal write (docs/architecture.md,
- * decision 33): TurnKit's reconciler, with Temporal as the only source of truth about runs. A
- * turn is looked at only when something waits on it — the lane step for the turns that hold
+ * Repair of turns whose workflow is gone without the turn's terminal write
+ * (docs/decisions/033-repair-vanished-workflows.md): TurnKit's reconciler, with Temporal as the
+ * only source of truth about runs. A turn is looked at only when something waits on it — the lane step for the turns that hold
  * its lane, a refused claim for the turn that blocks it, `turnkit repair` for a whole store —
  * and Temporal is asked (describe `turnkit-turn-<turnId>`) whether its workflow is still open.
  * No timer, no scan loop, no lock of our own: the store's locks fence the write.
