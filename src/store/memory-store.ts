@@ -20,6 +20,7 @@ import {
   validateTurnUpdate,
 } from './records.js';
 import type {
+  BudgetUsage,
   ClaimToolExecutionOptions,
   ClaimTurnOptions,
   ConversationRecord,
@@ -518,6 +519,37 @@ export class MemoryStore implements Store {
         (filter.toolName === undefined || execution.toolName === filter.toolName) &&
         (filter.hasError === undefined || (execution.error != null) === filter.hasError),
     );
+  }
+
+  // Budgets
+
+  async budgetUsage(rootTurnId: string): Promise<BudgetUsage> {
+    const tables = this.#read;
+    const turns = [...tables.turns.values()].filter((turn) => turn.rootTurnId === rootTurnId);
+    const ids = new Set(turns.map((turn) => turn.id));
+    const byName: Record<string, number> = {};
+    let total = 0;
+    for (const execution of tables.toolExecutions.values()) {
+      if (!ids.has(execution.turnId) || execution.status === 'cancelled') continue;
+      if (execution.error?.details?.['budget_denied'] === true) continue;
+      byName[execution.toolName] = (byName[execution.toolName] ?? 0) + 1;
+      total += 1;
+    }
+    const iterations = (turn: TurnRecord): number => {
+      const state = turn.options['state'];
+      const own =
+        state && typeof state === 'object' && !Array.isArray(state)
+          ? (state as JsonObject)['iterations']
+          : null;
+      if (typeof own === 'number') return own;
+      return typeof turn.options['iterations'] === 'number' ? turn.options['iterations'] : 0;
+    };
+    return {
+      iterations: turns.reduce((sum, turn) => sum + iterations(turn), 0),
+      cost: turns.reduce((sum, turn) => sum + turn.cost, 0),
+      toolExecutions: total,
+      toolExecutionsByName: byName,
+    };
   }
 
   // Events
