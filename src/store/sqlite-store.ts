@@ -33,6 +33,8 @@ const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
 /** The synchronous part of each wait: short, so the event loop keeps running. */
 const SYNC_BUSY_TIMEOUT_MS = 5;
 const STATEMENT_CACHE_SIZE = 500;
+/** How often a long-lived store refreshes the planner's statistics (SQLite suggests hours). */
+const OPTIMIZE_EVERY_MS = 60 * 60 * 1000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -167,6 +169,7 @@ class SqliteDriver implements SqlDriver {
   #reader: Connection | null = null;
   readonly #mutex = new Mutex();
   readonly #connection: SqlConnection;
+  #optimizer: NodeJS.Timeout | undefined;
 
   constructor(path: string, options: SqliteStoreOptions) {
     this.path = path;
@@ -194,6 +197,11 @@ class SqliteDriver implements SqlDriver {
     this.#writer.db.pragma('synchronous = NORMAL');
     this.#writer.db.pragma('foreign_keys = ON');
     const result = await migrate(this);
+    // Planner statistics as SQLite recommends for a long-lived connection: analyze what needs it
+    // on open (0x10002: every table, bounded work), then periodically and before closing.
+    await this.#optimize('optimize=0x10002');
+    this.#optimizer = setInterval(() => void this.#optimize('optimize'), OPTIMIZE_EVERY_MS);
+    this.#optimizer.unref();
     if (this.path !== ':memory:') {
       this.#reader = new Connection(this.path, this.#busyTimeoutMs);
       this.#reader.db.pragma('query_only = ON');
@@ -234,7 +242,24 @@ class SqliteDriver implements SqlDriver {
     return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
   }
 
+  /**
+   * `PRAGMA optimize` on the writer, between transactions. Statistics only steer the planner:
+   * when another process holds the write lock, this round is skipped, not waited for.
+   */
+  #optimize(pragma: string): Promise<void> {
+    return this.#mutex.run(async () => {
+      if (!this.#writer.db.open) return;
+      try {
+        this.#writer.db.pragma(pragma);
+      } catch (error) {
+        if (!isBusy(error)) throw describeSqliteError(this.path, error);
+      }
+    });
+  }
+
   async close(): Promise<void> {
+    clearInterval(this.#optimizer);
+    await this.#optimize('optimize');
     await this.#mutex.run(async () => {
       this.#reader?.close();
       this.#writer.close();
@@ -243,6 +268,7 @@ class SqliteDriver implements SqlDriver {
 
   /** Closes without waiting for the mutex (a failed open). */
   abandon(): void {
+    clearInterval(this.#optimizer);
     this.#reader?.close();
     this.#writer.close();
   }

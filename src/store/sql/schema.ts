@@ -198,10 +198,14 @@ export const MIGRATIONS: readonly Migration[] = [
     // A conversation's open turns by a partial index (the lane, the claim, posts, notices), the
     // orders and filters of listings, and the budget ledger (decision 59), backfilled.
     statements: (t, dialect) => [
-      `CREATE INDEX turnkit_turns_lane ON turnkit_turns (conversation_id, status, created_at) WHERE ${LANE_INDEX_PREDICATE}`,
+      `CREATE INDEX turnkit_turns_lane ON turnkit_turns (conversation_id, status, created_at, id) WHERE ${LANE_INDEX_PREDICATE}`,
       `CREATE INDEX turnkit_turns_created ON turnkit_turns (created_at, id)`,
-      `CREATE INDEX turnkit_turns_agent ON turnkit_turns (agent_name, created_at, id)`,
+      `CREATE INDEX turnkit_turns_agent ON turnkit_turns (agent_name, status, created_at, id)`,
       `CREATE INDEX turnkit_turns_status ON turnkit_turns (status, created_at, id)`,
+      // A turn's messages in order from the index alone, which the planner takes with or
+      // without statistics (finding 13: it scanned the conversation instead).
+      `DROP INDEX turnkit_messages_conversation_turn`,
+      `CREATE INDEX turnkit_messages_conversation_turn ON turnkit_messages (conversation_id, turn_id, sequence)`,
       ...budgetLedgerStatements(t, dialect),
     ],
   },

@@ -590,7 +590,9 @@ export class SqlStore implements Store {
     }
     const rows = await this.#read((c) =>
       c.query(
-        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id`,
+        // By sequence alone (unique in a conversation): a turn's messages then come in order
+        // from the (conversation_id, turn_id, sequence) index, statistics or not.
+        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence`,
         params,
       ),
     );
