@@ -274,6 +274,39 @@ class SqliteDriver implements SqlDriver {
   }
 }
 
+/**
+ * A private SQLite database in memory, for the memory store (decision 60): the SQLite driver
+ * on `:memory:`, with the backend named `memory`. It opens and migrates at once; the first
+ * statement waits for that (so a store can be built synchronously), and an open that failed
+ * fails every statement with its error.
+ */
+export function memoryDriver(): SqlDriver {
+  const driver = new SqliteDriver(':memory:', {});
+  const ready = driver.open();
+  ready.catch(() => undefined);
+  return {
+    backend: 'memory',
+    dialect: driver.dialect,
+    statementErrorsAbortTransaction: driver.statementErrorsAbortTransaction,
+    autocommitWrites: driver.autocommitWrites,
+    async transaction(fn) {
+      await ready;
+      return driver.transaction(fn);
+    },
+    lock: (connection, key) => driver.lock(connection, key),
+    async query(sql, params) {
+      await ready;
+      return driver.query(sql, params);
+    },
+    describeError: (error) => driver.describeError(error),
+    isUniqueViolation: (error) => driver.isUniqueViolation(error),
+    async close() {
+      await ready.catch(() => undefined);
+      await driver.close();
+    },
+  };
+}
+
 /** Explains, before SQLite does less clearly, why a path cannot hold a database. */
 function checkPath(file: string): void {
   const dir = dirname(file);

@@ -245,8 +245,6 @@ export const STREAM_PART_TYPES = [
   'finish',
 ] as const;
 export type StreamPartType = (typeof STREAM_PART_TYPES)[number];
-/** The delta types: visible only while their attempt is the step's latest (see `listStreamParts`). */
-export const STREAM_DELTA_TYPES: readonly StreamPartType[] = ['text.delta', 'reasoning.delta'];
 
 /** One stored part of a run's live stream. */
 export interface StreamPartRecord {

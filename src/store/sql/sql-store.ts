@@ -693,7 +693,7 @@ export class SqlStore implements Store {
     );
   }
 
-  /** Same answer as maintenance.busyConversation, as one indexed query. */
+  /** Any running/waiting/paused turn, or (by default) a submitted pending one: by the lane index. */
   async busyConversation(id: string, options: { includePending?: boolean } = {}): Promise<boolean> {
     const pending =
       (options.includePending ?? true) ? ` OR (status = 'pending' AND submitted_at IS NOT NULL)` : '';
@@ -708,8 +708,8 @@ export class SqlStore implements Store {
   }
 
   /**
-   * Same answer as maintenance.nextDeliveryTrigger, without loading the conversation's
-   * history: the newest delivered message above the consumed snapshot, in one query (the
+   * The newest delivered message (metadata `delivery_id`) above the highest snapshot of the
+   * turns that consumed input (all but unsubmitted pending ones), in one query (the
    * snapshot from the newest turn down, by index, so it costs the same in a long conversation).
    */
   async nextDeliveryTrigger(conversationId: string): Promise<MessageRecord | null> {
