@@ -9,8 +9,8 @@
  *   dev server) in a conversation of 20,000 finished turns over a fresh conversation's (≤ 1.1).
  *
  * Rows are seeded with bulk SQL; the store's triggers keep the budget ledger as for any write.
- * PostgreSQL is analyzed after seeding, as autovacuum would; SQLite is left without fresh
- * statistics (the store's plans must not need them). PostgreSQL: TURNKIT_BENCH_DATABASE_URL,
+ * PostgreSQL is vacuumed and analyzed after seeding, as autovacuum would be; SQLite is left
+ * without fresh statistics (the store's plans must not need them). PostgreSQL: TURNKIT_BENCH_DATABASE_URL,
  * else TURNKIT_TEST_DATABASE_URL, in a schema dropped at the end; left out, with a warning,
  * when unreachable. SCALE_TURN_PAIRS (15) sets the number of measured turn pairs.
  */
@@ -53,7 +53,7 @@ interface Seeder {
   executions(turnId: string, count: number): Promise<void>;
   /** `count` completed turns (each its own tree) in `conversationId`. */
   finishedTurns(conversationId: string, count: number): Promise<void>;
-  /** Planner statistics after seeding (PostgreSQL's autovacuum would gather them). */
+  /** What PostgreSQL's autovacuum would do after the seeding (statistics, dead row versions). */
   settle(): Promise<void>;
   close(): Promise<void>;
 }
@@ -120,7 +120,9 @@ function postgresSeeder(url: string, schema: string): Seeder {
     },
     async settle() {
       await connected;
-      await client.query('ANALYZE');
+      // Seeding updated each tree's ledger row once per seeded row, in one transaction: the dead
+      // versions are what autovacuum clears within its next round on a table this small.
+      await client.query('VACUUM ANALYZE');
     },
     async close() {
       await connected;
