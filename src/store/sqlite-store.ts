@@ -243,16 +243,17 @@ class SqliteDriver implements SqlDriver {
   }
 
   /**
-   * `PRAGMA optimize` on the writer, between transactions. Statistics only steer the planner:
-   * when another process holds the write lock, this round is skipped, not waited for.
+   * `PRAGMA optimize` on the writer, between transactions. Statistics only steer the planner
+   * (the store's plans do not depend on them): a round that fails, say while another process
+   * holds the write lock, is skipped and the next round or open runs it again.
    */
   #optimize(pragma: string): Promise<void> {
     return this.#mutex.run(async () => {
       if (!this.#writer.db.open) return;
       try {
         this.#writer.db.pragma(pragma);
-      } catch (error) {
-        if (!isBusy(error)) throw describeSqliteError(this.path, error);
+      } catch {
+        return;
       }
     });
   }
