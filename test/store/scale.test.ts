@@ -20,6 +20,8 @@ import { defineTool } from '../../src/agents/tool.js';
 import { Budget } from '../../src/engine/step/budget.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
+import { MIGRATIONS_TABLE } from '../../src/store/sql/migrate.js';
+import { MIGRATIONS } from '../../src/store/sql/schema.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { claimInLane } from '../../src/store/tree.js';
 import type { BudgetUsage, Store, TurnRecord } from '../../src/store/types.js';
@@ -421,6 +423,66 @@ describe('scale on SQLite', () => {
       await expectReleaseRowsUpgraded(store);
     } finally {
       await store.close();
+    }
+  });
+
+  it('scale: a store at each earlier schema version (1 to 4) upgrades to the latest and counts its budgets', async () => {
+    const types = {
+      text: 'TEXT',
+      int: 'INTEGER',
+      bigint: 'INTEGER',
+      json: 'TEXT',
+      time: 'TEXT',
+      cost: 'REAL',
+      serial: 'INTEGER PRIMARY KEY AUTOINCREMENT',
+    };
+    const now = new Date().toISOString();
+    for (const from of [1, 2, 3, 4]) {
+      const path = join(tempDir(), `schema-${from}.sqlite`);
+      const db = new Database(path);
+      db.exec(
+        `CREATE TABLE ${MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
+      );
+      for (const migration of MIGRATIONS.filter((m) => m.version <= from)) {
+        for (const statement of migration.statements(types, 'sqlite')) db.exec(statement);
+        db.prepare(`INSERT INTO ${MIGRATIONS_TABLE} VALUES (?, ?, ?)`).run(
+          migration.version,
+          migration.name,
+          now,
+        );
+      }
+      db.prepare(
+        `INSERT INTO turnkit_conversations (id, agent_name, metadata, created_at, updated_at) VALUES ('conv_old', 'a', '{}', ?, ?)`,
+      ).run(now, now);
+      db.prepare(
+        `INSERT INTO turnkit_turns (id, conversation_id, agent_name, root_turn_id, status, options, cost, created_at, updated_at)
+          VALUES ('turn_old', 'conv_old', 'a', 'turn_old', 'completed', '{"state":{"iterations":2}}', 0.5, ?, ?)`,
+      ).run(now, now);
+      for (const [id, status] of [
+        ['e1', 'completed'],
+        ['e2', 'completed'],
+        ['e3', 'cancelled'],
+      ])
+        db.prepare(
+          `INSERT INTO turnkit_tool_executions (id, turn_id, tool_call_id, tool_name, arguments, status, created_at, updated_at)
+            VALUES (?, 'turn_old', ?, 'search', '{}', ?, ?, ?)`,
+        ).run(id, id, status, now, now);
+      db.close();
+      const store = await SqliteStore.open(path);
+      try {
+        expect(store.migrations.applied).toEqual(
+          MIGRATIONS.filter((m) => m.version > from).map((m) => m.version),
+        );
+        expect(await store.loadTurn('turn_old')).toMatchObject({ status: 'completed', cost: 0.5 });
+        expect(await store.budgetUsage('turn_old')).toEqual({
+          iterations: 2,
+          cost: 0.5,
+          toolExecutions: 2,
+          toolExecutionsByName: { search: 2 },
+        });
+      } finally {
+        await store.close();
+      }
     }
   });
 });
