@@ -16,6 +16,8 @@ export interface Statement {
   sql: string;
   /** For a read of one turn row by id (`SELECT … FROM turnkit_turns WHERE id = ?`): that id. */
   turnRowId: string | null;
+  /** The values it was sent with (to explain its plan again). */
+  params: readonly unknown[];
 }
 
 const label = new AsyncLocalStorage<string>();
@@ -45,7 +47,7 @@ function record(sql: string, params: readonly unknown[] | undefined): void {
   if (!counting) return;
   const text = sql.replace(/\s+/g, ' ').trim();
   const id = TURN_ROW_READ.test(text) && typeof params?.[0] === 'string' ? params[0] : null;
-  log.push({ label: label.getStore() ?? 'other', sql: text, turnRowId: id });
+  log.push({ label: label.getStore() ?? 'other', sql: text, turnRowId: id, params: params ?? [] });
 }
 
 type Method = (this: unknown, ...args: unknown[]) => unknown;

@@ -4,42 +4,12 @@
  * override the listing parts but must keep the same answers.
  */
 import { RecordNotFound } from '../errors.js';
-import { canonicalJson, consumedThrough, isDeliveredMessage, nowIso, occupiesLane } from './records.js';
+import { canonicalJson, nowIso } from './records.js';
 import { rootConversationId } from './tree.js';
 import type { DeliveryRecord, MessageRecord, Store, TurnRecord } from './types.js';
-import { LANE_TURN_STATUSES } from './types.js';
 
 /** `maintenance_batch_size`: how many rows one maintenance pass looks at by default. */
 const DEFAULT_MAINTENANCE_LIMIT = 100;
-
-/** Any running/waiting turn of the conversation, or (by default) a submitted pending one. */
-export async function busyConversation(
-  store: Store,
-  conversationId: string,
-  options: { includePending?: boolean } = {},
-): Promise<boolean> {
-  const includePending = options.includePending ?? true;
-  const lane = await store.listTurns({ conversationId, status: [...LANE_TURN_STATUSES] });
-  return lane.some((turn) => occupiesLane(turn, includePending));
-}
-
-/**
- * The newest delivered message (metadata `delivery_id`) whose sequence exceeds the highest
- * `contextMessageSequence` of the conversation's turns that have consumed input.
- */
-export async function nextDeliveryTrigger(
-  store: Store,
-  conversationId: string,
-): Promise<MessageRecord | null> {
-  const through = consumedThrough(await store.listTurns({ conversationId }));
-  const messages = await store.listMessages(conversationId);
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const message = messages[i]!;
-    if (message.sequence <= through) break;
-    if (isDeliveredMessage(message)) return message;
-  }
-  return null;
-}
 
 /**
  * Marks old unsubmitted pending/running turns `stale` (spec §5.10): a bounded listing, then

@@ -281,14 +281,3 @@ export function occupiesLane(turn: TurnRecord, includePending: boolean): boolean
     (includePending && turn.status === 'pending' && turn.submittedAt !== null)
   );
 }
-
-/** The highest snapshot among turns that have consumed input (not unsubmitted-pending). */
-export function consumedThrough(turns: readonly TurnRecord[]): number {
-  return turns
-    .filter((turn) => !(turn.status === 'pending' && turn.submittedAt === null))
-    .reduce((max, turn) => Math.max(max, turn.contextMessageSequence), 0);
-}
-
-export function isDeliveredMessage(message: MessageRecord): boolean {
-  return typeof message.metadata['delivery_id'] === 'string';
-}

@@ -33,6 +33,8 @@ const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
 /** The synchronous part of each wait: short, so the event loop keeps running. */
 const SYNC_BUSY_TIMEOUT_MS = 5;
 const STATEMENT_CACHE_SIZE = 500;
+/** How often a long-lived store refreshes the planner's statistics (SQLite suggests hours). */
+const OPTIMIZE_EVERY_MS = 60 * 60 * 1000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -167,6 +169,7 @@ class SqliteDriver implements SqlDriver {
   #reader: Connection | null = null;
   readonly #mutex = new Mutex();
   readonly #connection: SqlConnection;
+  #optimizer: NodeJS.Timeout | undefined;
 
   constructor(path: string, options: SqliteStoreOptions) {
     this.path = path;
@@ -194,6 +197,11 @@ class SqliteDriver implements SqlDriver {
     this.#writer.db.pragma('synchronous = NORMAL');
     this.#writer.db.pragma('foreign_keys = ON');
     const result = await migrate(this);
+    // Planner statistics as SQLite recommends for a long-lived connection: analyze what needs it
+    // on open (0x10002: every table, bounded work), then periodically and before closing.
+    await this.#optimize('optimize=0x10002');
+    this.#optimizer = setInterval(() => void this.#optimize('optimize'), OPTIMIZE_EVERY_MS);
+    this.#optimizer.unref();
     if (this.path !== ':memory:') {
       this.#reader = new Connection(this.path, this.#busyTimeoutMs);
       this.#reader.db.pragma('query_only = ON');
@@ -234,7 +242,25 @@ class SqliteDriver implements SqlDriver {
     return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
   }
 
+  /**
+   * `PRAGMA optimize` on the writer, between transactions. Statistics only steer the planner
+   * (the store's plans do not depend on them): a round that fails, say while another process
+   * holds the write lock, is skipped and the next round or open runs it again.
+   */
+  #optimize(pragma: string): Promise<void> {
+    return this.#mutex.run(async () => {
+      if (!this.#writer.db.open) return;
+      try {
+        this.#writer.db.pragma(pragma);
+      } catch {
+        return;
+      }
+    });
+  }
+
   async close(): Promise<void> {
+    clearInterval(this.#optimizer);
+    await this.#optimize('optimize');
     await this.#mutex.run(async () => {
       this.#reader?.close();
       this.#writer.close();
@@ -243,9 +269,43 @@ class SqliteDriver implements SqlDriver {
 
   /** Closes without waiting for the mutex (a failed open). */
   abandon(): void {
+    clearInterval(this.#optimizer);
     this.#reader?.close();
     this.#writer.close();
   }
+}
+
+/**
+ * A private SQLite database in memory, for the memory store (decision 60): the SQLite driver
+ * on `:memory:`, with the backend named `memory`. It opens and migrates at once; the first
+ * statement waits for that (so a store can be built synchronously), and an open that failed
+ * fails every statement with its error.
+ */
+export function memoryDriver(): SqlDriver {
+  const driver = new SqliteDriver(':memory:', {});
+  const ready = driver.open();
+  ready.catch(() => undefined);
+  return {
+    backend: 'memory',
+    dialect: driver.dialect,
+    statementErrorsAbortTransaction: driver.statementErrorsAbortTransaction,
+    autocommitWrites: driver.autocommitWrites,
+    async transaction(fn) {
+      await ready;
+      return driver.transaction(fn);
+    },
+    lock: (connection, key) => driver.lock(connection, key),
+    async query(sql, params) {
+      await ready;
+      return driver.query(sql, params);
+    },
+    describeError: (error) => driver.describeError(error),
+    isUniqueViolation: (error) => driver.isUniqueViolation(error),
+    async close() {
+      await ready.catch(() => undefined);
+      await driver.close();
+    },
+  };
 }
 
 /** Explains, before SQLite does less clearly, why a path cannot hold a database. */

@@ -245,8 +245,6 @@ export const STREAM_PART_TYPES = [
   'finish',
 ] as const;
 export type StreamPartType = (typeof STREAM_PART_TYPES)[number];
-/** The delta types: visible only while their attempt is the step's latest (see `listStreamParts`). */
-export const STREAM_DELTA_TYPES: readonly StreamPartType[] = ['text.delta', 'reasoning.delta'];
 
 /** One stored part of a run's live stream. */
 export interface StreamPartRecord {
@@ -419,6 +417,18 @@ export interface ListDeliveriesFilter {
   limit?: number;
 }
 
+/**
+ * A turn tree's budget counters (spec §10), kept by the store as rows change (decision 59):
+ * iterations and cost summed over the tree's turns; tool executions, in total and by tool
+ * name, leaving out cancelled ones and those the budget denied (`error.details.budget_denied`).
+ */
+export interface BudgetUsage {
+  iterations: number;
+  cost: number;
+  toolExecutions: number;
+  toolExecutionsByName: Record<string, number>;
+}
+
 export type StoreBackend = 'memory' | 'sqlite' | 'postgres';
 
 /**
@@ -510,6 +520,12 @@ export interface Store {
   countToolExecutions(
     filter: ToolExecutionFilter & { exceptStatuses?: readonly ToolExecutionStatus[] },
   ): Promise<Record<string, number>>;
+
+  /**
+   * The budget counters of the tree rooted at `rootTurnId`, from one row (all zero for a root
+   * the store does not hold). Inside a transaction they include the transaction's writes.
+   */
+  budgetUsage(rootTurnId: string): Promise<BudgetUsage>;
 
   /** Appends to the turn's durable event log; sequence is allocated per turn. */
   appendEvent(attrs: {

@@ -128,18 +128,21 @@ describe('budget on a SQLite file', () => {
       const all = await Budget.load(store, root.id, DEFAULT_LIMITS);
       expect(all.toolExecutions).toBe(4);
       expect(Object.fromEntries(all.toolExecutionsByName)).toEqual({ search: 2, fetch: 2 });
-      const withoutPlain = await Budget.load(store, root.id, DEFAULT_LIMITS, { excludingExecutionId: plain });
+      const withoutPlain = await Budget.load(store, root.id, DEFAULT_LIMITS, {
+        excluding: await store.loadToolExecution(plain),
+      });
       expect(Object.fromEntries(withoutPlain.toolExecutionsByName)).toEqual({ search: 1, fetch: 2 });
       expect(withoutPlain.toolExecutions).toBe(3);
       const withoutFailed = await Budget.load(store, root.id, DEFAULT_LIMITS, {
-        excludingExecutionId: failed,
+        excluding: await store.loadToolExecution(failed),
       });
       expect(Object.fromEntries(withoutFailed.toolExecutionsByName)).toEqual({ search: 1, fetch: 2 });
-      // An id that is not there changes nothing (as before: it matched no row).
-      const unknown = await Budget.load(store, root.id, DEFAULT_LIMITS, {
-        excludingExecutionId: 'tool_missing',
-      });
-      expect(unknown.toolExecutions).toBe(4);
+      // An execution that does not count (cancelled) changes nothing when excluded.
+      const cancelled = (await store.listToolExecutions({ turnId: root.id })).find(
+        (execution) => execution.status === 'cancelled',
+      )!;
+      const unchanged = await Budget.load(store, root.id, DEFAULT_LIMITS, { excluding: cancelled });
+      expect(unchanged.toolExecutions).toBe(4);
     } finally {
       await store.close();
     }

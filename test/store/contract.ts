@@ -1139,6 +1139,109 @@ export function describeStoreContract(
       });
     });
 
+    describe('budget usage', () => {
+      /** The counters recomputed from every row of the tree (what `budgetUsage` must equal). */
+      const bruteForce = async (rootTurnId: string) => {
+        const turns = await store.listTurns({ rootTurnId });
+        const executions = await store.listToolExecutions({ turnIds: turns.map((turn) => turn.id) });
+        const byName: Record<string, number> = {};
+        for (const execution of executions) {
+          if (execution.status === 'cancelled' || execution.error?.details?.['budget_denied'] === true)
+            continue;
+          byName[execution.toolName] = (byName[execution.toolName] ?? 0) + 1;
+        }
+        const iterationsOf = (turn: TurnRecord) => {
+          const state = turn.options['state'] as { iterations?: unknown } | undefined;
+          if (typeof state?.iterations === 'number') return state.iterations;
+          return typeof turn.options['iterations'] === 'number' ? turn.options['iterations'] : 0;
+        };
+        return {
+          iterations: turns.reduce((sum, turn) => sum + iterationsOf(turn), 0),
+          cost: turns.reduce((sum, turn) => sum + turn.cost, 0),
+          toolExecutions: Object.values(byName).reduce((sum, n) => sum + n, 0),
+          toolExecutionsByName: byName,
+        };
+      };
+      const execution = async (
+        turnId: string,
+        toolCallId: string,
+        toolName: string,
+        to?: { status: 'completed' | 'failed' | 'cancelled'; denied?: boolean },
+      ) => {
+        const row = await store.createToolExecution({ turnId, toolCallId, toolName, status: 'running' });
+        if (!to) return row;
+        return (await store.claimToolExecution(row.id, {
+          from: 'running',
+          to: to.status,
+          ...(to.status === 'failed'
+            ? { error: { message: 'x', details: to.denied ? { budget_denied: true } : {} } }
+            : {}),
+        }))!;
+      };
+
+      it('CORE-27 scale: the counters follow the tree across conversations, equal to a count of its rows', async () => {
+        const main = await conversation();
+        const side = await conversation();
+        const root = await turnIn(main.id, { options: { state: { iterations: 1 } } });
+        await execution(root.id, 'c1', 'search', { status: 'completed' });
+        await execution(root.id, 'c2', 'search', { status: 'cancelled' });
+        await execution(root.id, 'c3', 'lookup', { status: 'failed', denied: true });
+        await execution(root.id, 'c4', 'lookup', { status: 'failed' });
+        // A name a model made up: quotes, dots and a JSON path are plain keys.
+        await execution(root.id, 'c5', 'we"ird.$name', { status: 'failed' });
+        const running = await execution(root.id, 'c6', 'search');
+        const child = await turnIn(side.id, {
+          parentTurnId: root.id,
+          rootTurnId: root.id,
+          options: { iterations: 2 },
+        });
+        await execution(child.id, 'c1', 'search', { status: 'completed' });
+        await store.updateTurn(root.id, {
+          cost: 0.25,
+          options: { state: { iterations: 3, phase: 'tools' } },
+        });
+        await store.updateTurn(child.id, { cost: 0.125 });
+        expect(await store.budgetUsage(root.id)).toEqual({
+          iterations: 5,
+          cost: 0.375,
+          toolExecutions: 5,
+          toolExecutionsByName: { search: 3, lookup: 1, 'we"ird.$name': 1 },
+        });
+        // A cancelled call stops counting; a state without iterations falls back to the legacy key.
+        await store.claimToolExecution(running.id, { from: 'running', to: 'cancelled' });
+        await store.updateTurn(child.id, { options: { state: { phase: 'model' }, iterations: 4 } });
+        const usage = await store.budgetUsage(root.id);
+        expect(usage).toEqual(await bruteForce(root.id));
+        expect(usage).toMatchObject({ iterations: 7, toolExecutions: 4 });
+        expect(await store.budgetUsage(child.id)).toEqual({
+          iterations: 0,
+          cost: 0,
+          toolExecutions: 0,
+          toolExecutionsByName: {},
+        });
+      });
+
+      it('CORE-27 scale: inside a block the counters include its writes; a rolled-back block leaves them as they were', async () => {
+        const root = await turnIn((await conversation()).id);
+        const before = await store.budgetUsage(root.id);
+        await expect(
+          store.atomic(root.conversationId, async () => {
+            await execution(root.id, 'c1', 'search');
+            await store.updateTurn(root.id, { cost: 1, options: { state: { iterations: 1 } } });
+            expect(await store.budgetUsage(root.id)).toEqual({
+              iterations: 1,
+              cost: 1,
+              toolExecutions: 1,
+              toolExecutionsByName: { search: 1 },
+            });
+            throw new Error('roll back');
+          }),
+        ).rejects.toThrow('roll back');
+        expect(await store.budgetUsage(root.id)).toEqual(before);
+        expect(await store.budgetUsage('turn_missing')).toEqual(before);
+      });
+    });
+
     describe('events', () => {
       it('appendEvent allocates per-turn sequences, even concurrently; listEvents is ordered and bounded', async () => {
         const c = await conversation();

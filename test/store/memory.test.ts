@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { reconcileStaleTurns } from '../../src/store/maintenance.js';
 import type { Store } from '../../src/store/types.js';
@@ -9,6 +10,17 @@ describeStoreContract('memory', async () => new MemoryStore());
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('memory store transactions', () => {
+  it('decision 60: the memory store is the SQL store on SQLite in memory, and memory: URLs open one', async () => {
+    const store = await openStore('memory:');
+    expect(store).toBeInstanceOf(MemoryStore);
+    expect(store.backend).toBe('memory');
+    const c = await store.createConversation({ agentName: 'a' });
+    const turn = await store.createTurn({ conversationId: c.id, agentName: 'a', options: { iterations: 2 } });
+    expect(await store.budgetUsage(turn.id)).toMatchObject({ iterations: 2 });
+    await store.close();
+    await expect(store.loadConversation(c.id)).rejects.toThrow(/closed/);
+  });
+
   it('atomic blocks from unrelated async contexts queue instead of interleaving', async () => {
     const store = new MemoryStore();
     const [x, y] = [
@@ -28,7 +40,7 @@ describe('memory store transactions', () => {
     expect(trace).toEqual([`start ${x.id}`, `end ${x.id}`, `start ${y.id}`, `end ${y.id}`]);
   });
 
-  it('readers outside an open transaction see only committed rows', async () => {
+  it('a reader outside an open block waits for it, and never sees what it rolled back', async () => {
     const store = new MemoryStore();
     const c = await store.createConversation({ agentName: 'a' });
     let inside!: () => void;
@@ -39,13 +51,14 @@ describe('memory store transactions', () => {
       await store.appendMessage({ conversationId: c.id, role: 'user', content: 'uncommitted' });
       inside();
       await held;
+      throw new Error('rolled back');
     });
     await written;
-    expect(await store.listMessages(c.id)).toEqual([]);
-    expect(await store.latestMessageSequence(c.id)).toBe(0);
+    const reading = store.listMessages(c.id);
     finish();
-    await block;
-    expect(await store.listMessages(c.id)).toHaveLength(1);
+    await expect(block).rejects.toThrow('rolled back');
+    expect(await reading).toEqual([]);
+    expect(await store.latestMessageSequence(c.id)).toBe(0);
   });
 
   it('a write outside atomic waits for an open transaction and survives its rollback', async () => {

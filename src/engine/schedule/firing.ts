@@ -61,8 +61,7 @@ async function spentOnDay(store: Store, temporal: Client, scheduleId: string, at
   for await (const workflow of temporal.workflow.list({ query }))
     roots.add(workflow.workflowId.slice(TURN_WORKFLOW_ID_PREFIX.length));
   let spent = 0;
-  for (const rootTurnId of roots)
-    for (const turn of await store.listTurns({ rootTurnId })) spent += turn.cost ?? 0;
+  for (const rootTurnId of roots) spent += (await store.budgetUsage(rootTurnId)).cost;
   return spent;
 }
 

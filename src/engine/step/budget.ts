@@ -1,8 +1,7 @@
 import type { Agent, BudgetLimits } from '../../agents/agent.js';
 import { limitsFromJson } from '../../agents/agent.js';
-import { BudgetError, RecordNotFound } from '../../errors.js';
+import { BudgetError } from '../../errors.js';
 import type { Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
-import { iterationsOf } from './turn-state.js';
 
 export const COST_LIMIT_REACHED = 'cost limit reached';
 
@@ -14,6 +13,11 @@ export const COST_LIMIT_REACHED = 'cost limit reached';
  */
 export function exhaustsAtLimit(agent: Pick<Agent, 'effectiveTools'>): boolean {
   return agent.effectiveTools.some((tool) => tool.budgetCompletion === true);
+}
+
+/** Whether an execution counts against the tree's budget: not cancelled, not budget-denied. */
+function countsAgainstBudget(execution: ToolExecutionRecord): boolean {
+  return execution.status !== 'cancelled' && execution.error?.details?.['budget_denied'] !== true;
 }
 
 /**
@@ -59,55 +63,32 @@ export class Budget {
   }
 
   /**
-   * Seeds from every turn of the root's tree: iterations and cost summed; tool executions
-   * counted except cancelled ones and budget-denied ones (spec §10.3: unknown-tool and
-   * invalid-argument executions do count).
+   * Seeds from the tree's counters, which the store keeps in one row as the tree's rows change
+   * (decision 59): iterations and cost summed over its turns; tool executions counted except
+   * cancelled ones and budget-denied ones (spec §10.3: unknown-tool and invalid-argument
+   * executions do count). `excluding` is an execution the caller has just created in this
+   * transaction and is deciding about: it is left out of the counts.
    */
   static async load(
     store: Store,
     rootTurnId: string,
     fallback: BudgetLimits,
-    options: { excludingExecutionId?: string; root?: TurnRecord; atLimit?: boolean } = {},
+    options: { excluding?: ToolExecutionRecord; root?: TurnRecord; atLimit?: boolean } = {},
   ): Promise<Budget> {
     // A root's step already read its row under the lock: it is the root.
     const root = options.root?.id === rootTurnId ? options.root : await store.loadTurn(rootTurnId);
-    const turns = await store.listTurns({ rootTurnId });
-    // Counted in the store, not read whole: a long turn holds thousands of executions. Only
-    // those with an error are read, to leave the budget-denied ones out.
-    const turnIds = turns.map((turn) => turn.id);
-    const exceptStatuses = ['cancelled'] as const;
-    const counts = turnIds.length
-      ? await store.countToolExecutions({ turnIds, hasError: false, exceptStatuses })
-      : {};
-    const errored = turnIds.length ? await store.listToolExecutions({ turnIds, hasError: true }) : [];
-    const counted = errored.filter(
-      (execution) =>
-        execution.id !== options.excludingExecutionId &&
-        execution.status !== 'cancelled' &&
-        execution.error?.details?.['budget_denied'] !== true,
-    );
-    const excluded = options.excludingExecutionId
-      ? await store.loadToolExecution(options.excludingExecutionId).catch((error: unknown) => {
-          if (error instanceof RecordNotFound) return null;
-          throw error;
-        })
-      : null;
-    if (
-      excluded &&
-      excluded.error == null &&
-      excluded.status !== 'cancelled' &&
-      turnIds.includes(excluded.turnId) &&
-      (counts[excluded.toolName] ?? 0) > 0
-    ) {
-      counts[excluded.toolName] = (counts[excluded.toolName] ?? 0) - 1;
+    const usage = await store.budgetUsage(rootTurnId);
+    const counts = { ...usage.toolExecutionsByName };
+    const excluded = options.excluding;
+    if (excluded && countsAgainstBudget(excluded) && (counts[excluded.toolName] ?? 0) > 0) {
+      counts[excluded.toolName] = counts[excluded.toolName]! - 1;
     }
     return new Budget({
       limits: limitsFromJson(root.options['budget_limits'], fallback),
       rootStartedAt: new Date(root.submittedAt ?? root.startedAt ?? new Date().toISOString()),
       atLimit: options.atLimit ?? false,
-      iterations: turns.reduce((sum, turn) => sum + iterationsOf(turn), 0),
-      cost: turns.reduce((sum, turn) => sum + (turn.cost ?? 0), 0),
-      toolExecutions: counted,
+      iterations: usage.iterations,
+      cost: usage.cost,
       toolExecutionCounts: counts,
     });
   }

@@ -88,6 +88,7 @@ const UNFENCED: ReadonlySet<string> = new Set<keyof Store>([
   'loadToolExecution',
   'listToolExecutions',
   'countToolExecutions',
+  'budgetUsage',
   'appendEvent',
   'listEvents',
   'appendStreamParts',

@@ -176,9 +176,7 @@ async function createAndReserve(
       startedAt: background || held ? null : nowIso(),
     });
     // The block's store answers a root's own row from the block's read.
-    const budget = await Budget.load(tx.store, turn.rootTurnId, run.agent.limits, {
-      excludingExecutionId: row.id,
-    });
+    const budget = await Budget.load(tx.store, turn.rootTurnId, run.agent.limits, { excluding: row });
     try {
       budget.reserveToolExecution(call.name);
     } catch (error) {

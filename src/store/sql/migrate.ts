@@ -38,7 +38,7 @@ export async function migrate(driver: SqlDriver): Promise<MigrationResult> {
     const applied: number[] = [];
     for (const migration of MIGRATIONS) {
       if (done.has(migration.version)) continue;
-      for (const statement of migration.statements(t)) await connection.query(statement);
+      for (const statement of migration.statements(t, driver.dialect.name)) await connection.query(statement);
       await connection.query(
         `INSERT INTO ${MIGRATIONS_TABLE} (version, name, applied_at) VALUES (?, ?, ${driver.dialect.param('time')})`,
         [migration.version, migration.name, new Date().toISOString()],

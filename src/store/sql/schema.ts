@@ -6,6 +6,8 @@
  * timestamptz in PostgreSQL, cost REAL in SQLite and numeric(14,6) in PostgreSQL.
  */
 
+import { budgetLedgerStatements } from './budget-ledger.js';
+
 /** How a column is encoded on the way in and decoded on the way out. */
 export type ColumnKind = 'text' | 'int' | 'bigint' | 'json' | 'time' | 'cost';
 
@@ -25,8 +27,15 @@ export interface DialectTypes {
 export interface Migration {
   version: number;
   name: string;
-  statements(types: DialectTypes): string[];
+  statements(types: DialectTypes, dialect: 'sqlite' | 'postgres'): string[];
 }
+
+/**
+ * The lane's statuses (`LANE_TURN_STATUSES`) as the partial index `turnkit_turns_lane` states
+ * them. A query uses that index only when its WHERE clause contains this very term (SQLite
+ * proves a partial index usable by matching terms), so lane queries add it verbatim.
+ */
+export const LANE_INDEX_PREDICATE = `status IN ('pending', 'waiting', 'running', 'paused')`;
 
 /** Migration 1's conversations and their messages. */
 const conversationTables = (t: DialectTypes): string[] => [
@@ -181,6 +190,23 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE turnkit_conversations ADD COLUMN forked_from_conversation_id ${t.text}`,
       `ALTER TABLE turnkit_conversations ADD COLUMN forked_from_message_id ${t.text}`,
       `CREATE INDEX turnkit_conversations_forked_from ON turnkit_conversations (forked_from_conversation_id, created_at)`,
+    ],
+  },
+  {
+    version: 5,
+    name: 'costs that do not grow with the store',
+    // A conversation's open turns by a partial index (the lane, the claim, posts, notices), the
+    // orders and filters of listings, and the budget ledger (decision 59), backfilled.
+    statements: (t, dialect) => [
+      `CREATE INDEX turnkit_turns_lane ON turnkit_turns (conversation_id, status, created_at, id) WHERE ${LANE_INDEX_PREDICATE}`,
+      `CREATE INDEX turnkit_turns_created ON turnkit_turns (created_at, id)`,
+      `CREATE INDEX turnkit_turns_agent ON turnkit_turns (agent_name, status, created_at, id)`,
+      `CREATE INDEX turnkit_turns_status ON turnkit_turns (status, created_at, id)`,
+      // A turn's messages in order from the index alone, which the planner takes with or
+      // without statistics (finding 13: it scanned the conversation instead).
+      `DROP INDEX turnkit_messages_conversation_turn`,
+      `CREATE INDEX turnkit_messages_conversation_turn ON turnkit_messages (conversation_id, turn_id, sequence)`,
+      ...budgetLedgerStatements(t, dialect),
     ],
   },
 ];

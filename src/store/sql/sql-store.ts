@@ -38,6 +38,7 @@ import {
   validateTurnUpdate,
 } from '../records.js';
 import type {
+  BudgetUsage,
   ClaimToolExecutionOptions,
   ClaimTurnOptions,
   ConversationRecord,
@@ -71,8 +72,10 @@ import type {
 } from '../types.js';
 import { LANE_TURN_STATUSES } from '../types.js';
 import type { LockKey, Row, SqlConnection, SqlDriver } from './driver.js';
+import { BUDGET_LEDGER_TABLE } from './budget-ledger.js';
 import type { Column, TableSpec } from './schema.js';
 import {
+  LANE_INDEX_PREDICATE,
   CONVERSATIONS,
   DELIVERIES,
   EVENTS,
@@ -587,7 +590,9 @@ export class SqlStore implements Store {
     }
     const rows = await this.#read((c) =>
       c.query(
-        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id`,
+        // By sequence alone (unique in a conversation): a turn's messages then come in order
+        // from the (conversation_id, turn_id, sequence) index, statistics or not.
+        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence`,
         params,
       ),
     );
@@ -656,6 +661,7 @@ export class SqlStore implements Store {
       if (statuses.length === 0) return [];
       where.push(`status IN (${marks(statuses)})`);
       params.push(...statuses);
+      if (statuses.every((status) => LANE_STATUSES.includes(status))) where.push(LANE_INDEX_PREDICATE);
     }
     return this.#listTurns(where, params, 'created_at, id', filter.limit);
   }
@@ -687,13 +693,14 @@ export class SqlStore implements Store {
     );
   }
 
-  /** Same answer as maintenance.busyConversation, as one indexed query. */
+  /** Any running/waiting/paused turn, or (by default) a submitted pending one: by the lane index. */
   async busyConversation(id: string, options: { includePending?: boolean } = {}): Promise<boolean> {
     const pending =
       (options.includePending ?? true) ? ` OR (status = 'pending' AND submitted_at IS NOT NULL)` : '';
     const rows = await this.#read((c) =>
       c.query(
-        `SELECT 1 AS busy FROM turnkit_turns WHERE conversation_id = ? AND (status IN ('running', 'waiting', 'paused')${pending}) LIMIT 1`,
+        `SELECT 1 AS busy FROM turnkit_turns WHERE conversation_id = ? AND ${LANE_INDEX_PREDICATE}
+          AND (status IN ('running', 'waiting', 'paused')${pending}) LIMIT 1`,
         [id],
       ),
     );
@@ -701,8 +708,8 @@ export class SqlStore implements Store {
   }
 
   /**
-   * Same answer as maintenance.nextDeliveryTrigger, without loading the conversation's
-   * history: the newest delivered message above the consumed snapshot, in one query (the
+   * The newest delivered message (metadata `delivery_id`) above the highest snapshot of the
+   * turns that consumed input (all but unsubmitted pending ones), in one query (the
    * snapshot from the newest turn down, by index, so it costs the same in a long conversation).
    */
   async nextDeliveryTrigger(conversationId: string): Promise<MessageRecord | null> {
@@ -888,6 +895,31 @@ export class SqlStore implements Store {
     const counts: Record<string, number> = {};
     for (const row of rows) counts[String(row['tool_name'])] = Number(row['n']);
     return counts;
+  }
+
+  // Budgets
+
+  async budgetUsage(rootTurnId: string): Promise<BudgetUsage> {
+    const [row] = await this.#read((c) =>
+      c.query(
+        `SELECT iterations, cost, tool_executions, tool_executions_by_name FROM ${BUDGET_LEDGER_TABLE} WHERE root_turn_id = ?`,
+        [rootTurnId],
+      ),
+    );
+    if (!row) return { iterations: 0, cost: 0, toolExecutions: 0, toolExecutionsByName: {} };
+    const byName = row['tool_executions_by_name'];
+    const counts = (typeof byName === 'string' ? JSON.parse(byName) : byName) as Record<string, unknown>;
+    return {
+      iterations: Number(row['iterations']),
+      cost: Number(row['cost']),
+      toolExecutions: Number(row['tool_executions']),
+      // Names a tree no longer counts (every execution cancelled since) stay in the map at 0.
+      toolExecutionsByName: Object.fromEntries(
+        Object.entries(counts)
+          .map(([name, count]) => [name, Number(count)] as const)
+          .filter(([, count]) => count > 0),
+      ),
+    };
   }
 
   // Events
