@@ -35,8 +35,8 @@ export const TERMINAL = ['completed', 'failed', 'cancelled', 'stale'];
 
 /** A status as people read it: a waiting turn says what it waits for. */
 export function statusText(status: string, waitingFor?: string | null): string {
-  if (status === 'waiting' && waitingFor === 'approval') return 'waiting for approval';
-  if (status === 'waiting' && waitingFor === 'sub-agents') return 'waiting for sub-agents';
+  if (waitingFor === 'approval') return 'awaiting approval';
+  if (waitingFor === 'sub-agents') return 'waiting for sub-agents';
   return status;
 }
 

@@ -25,7 +25,7 @@ export interface ConsoleTurnSummary {
   conversationId: string;
   agentName: string;
   status: TurnStatus;
-  /** For a waiting turn, what it waits for (a person's approval, its sub-agents), when known. */
+  /** For a running or waiting turn, what it waits for (a person's approval, its sub-agents), when known. */
   waitingFor: ConsoleWaitReason | null;
   parentTurnId: string | null;
   rootTurnId: string;
@@ -93,13 +93,18 @@ export function decodeCursor(text: string): ConsoleKey {
   throw new ArgumentError('cursor is not one this console gave (use nextCursor of the previous page)');
 }
 
+/** The statuses in which a turn may wait for a person or for its sub-agents. */
+const OPEN: readonly TurnStatus[] = ['running', 'waiting'];
+const waitingIds = (turns: readonly TurnRecord[]) =>
+  turns.filter((t) => OPEN.includes(t.status)).map((t) => t.id);
+
 function summaryOf(turn: TurnRecord, waitingFor: ConsoleWaitReason | null = null): ConsoleTurnSummary {
   return {
     id: turn.id,
     conversationId: turn.conversationId,
     agentName: turn.agentName,
     status: turn.status,
-    waitingFor: turn.status === 'waiting' ? waitingFor : null,
+    waitingFor: OPEN.includes(turn.status) ? waitingFor : null,
     parentTurnId: turn.parentTurnId,
     rootTurnId: turn.rootTurnId,
     principal: turn.options['principal'] ?? null,
@@ -200,7 +205,7 @@ export async function listTurnSummaries(
     cursor,
     limit ?? DEFAULT_LIST_LIMIT,
   );
-  const reasons = await reads.waitReasons(page.rows.filter((t) => t.status === 'waiting').map((t) => t.id));
+  const reasons = await reads.waitReasons(waitingIds(page.rows));
   return {
     turns: page.rows.map((turn) => summaryOf(turn, reasons.get(turn.id) ?? null)),
     nextCursor: page.next ? encodeCursor(page.next) : null,
@@ -449,7 +454,7 @@ export async function turnPage(
   const visibleTree = (
     await Promise.all(shownTree.map(async (t) => ((await options.scope('read_control', t)) ? t : null)))
   ).filter((t): t is TurnRecord => t !== null);
-  const reasons = await reads.waitReasons(visibleTree.filter((t) => t.status === 'waiting').map((t) => t.id));
+  const reasons = await reads.waitReasons(waitingIds(visibleTree));
   const task = opening.find(
     (m) => m.role === 'user' && (m.turnId === turn.id || m.sequence === turn.contextMessageSequence),
   );

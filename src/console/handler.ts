@@ -12,7 +12,6 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join, normalize, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { TurnKitClient } from '../client/turnkit-client.js';
@@ -26,6 +25,7 @@ import {
   TurnKitError,
 } from '../errors.js';
 import { consoleReadsOf } from '../store/console-reads.js';
+import { defaultConsoleAssetsDir, isConsoleBuild, MISSING_ASSETS_FIX } from './assets.js';
 import type { ConsoleReads } from '../store/console-reads.js';
 import type { Json, JsonObject, TurnRecord } from '../store/types.js';
 import { turnWorkflowId } from '../workflows/contract.js';
@@ -60,7 +60,10 @@ export interface ConsoleHandlerOptions {
   temporalUiUrl?: string;
   /** The Temporal namespace of those links (default: the client's). */
   namespace?: string;
-  /** Where the built console is (default: the package's `dist/console-app`). */
+  /**
+   * Where the built console is (default: the package's `dist/console-app`; `consoleAssets()`
+   * finds or, in a checkout, builds one).
+   */
   assetsDir?: string;
   /** The path the handler is mounted at, e.g. `/console` (default `/`). */
   basePath?: string;
@@ -69,11 +72,6 @@ export interface ConsoleHandlerOptions {
 
 /** A Node `http` handler; it answers every request it is given (404 outside its base path). */
 export type ConsoleHandler = (request: IncomingMessage, response: ServerResponse) => Promise<void>;
-
-/** The built console shipped in the package: dist/console-app next to dist/console. */
-export function defaultConsoleAssetsDir(): string {
-  return fileURLToPath(new URL('../console-app/', import.meta.url));
-}
 
 const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -330,6 +328,11 @@ class ConsoleServer {
 
   #serveAsset(response: ServerResponse, path: string) {
     const relative = path === '/' || path === '' ? 'index.html' : normalize(path).replace(/^([/\\])+/, '');
+    if (!isConsoleBuild(this.#assets))
+      throw new HttpError(
+        503,
+        `the console's front end is not built at ${this.#assets}: ${MISSING_ASSETS_FIX}`,
+      );
     const file = join(this.#assets, relative);
     // The console routes in the hash: any other path is a file of the build, or nothing.
     if (!file.startsWith(this.#assets + sep) || !existsSync(file) || !statSync(file).isFile())
