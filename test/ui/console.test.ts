@@ -217,7 +217,9 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: /con_helper/ }).waitFor();
     // The transcript comes in its own pages after the turn's head.
-    await expect.poll(() => page.getByRole('feed').innerText()).toContain('Workflows resume where they stopped.');
+    await expect
+      .poll(() => page.getByRole('feed').innerText())
+      .toContain('Workflows resume where they stopped.');
   });
 
   it('web console: a running turn streams live on its page through useChat, and a cancel from the console ends it as cancelled', async () => {
