@@ -1,5 +1,5 @@
 /**
- * What the web console shows, read from the store (decisions 46 and 62): pages of turn
+ * What the web console shows, read from the store (decisions 46 and 63): pages of turn
  * summaries, conversations and calls awaiting approval, a turn's page (tree, tool executions,
  * per-step usage, phase timeline) and its transcript in pages. Every read takes a page and a
  * keyset cursor, and only rows the `Scope` lets this principal read are shown. Plain JSON for

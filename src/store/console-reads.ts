@@ -1,5 +1,5 @@
 /**
- * The web console's reads (decision 62): every one takes a page and is answered by an index,
+ * The web console's reads (decision 63): every one takes a page and is answered by an index,
  * so its cost follows the page, not the store. The SQL stores answer them in SQL
  * (sql/console-queries.ts); `consoleReadsOf` gives any other `Store` a plain implementation
  * over the store contract, for stores that do not offer their own.

@@ -1,5 +1,5 @@
 /**
- * The web console's reads in SQL, for SQLite and PostgreSQL (decision 62). Each filters,
+ * The web console's reads in SQL, for SQLite and PostgreSQL (decision 63). Each filters,
  * orders and limits in the database and pages by keyset (`createdAt, id`), walking an index
  * (migration 6, schema.ts), so a page costs the same in a store of ten thousand turns as in
  * one of a million. A list of ids is only ever the page's own, padded to a power of two so

@@ -186,7 +186,7 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 6,
     name: 'console pages',
-    // The web console's keyset pages (decision 62, console-queries.ts): calls awaiting
+    // The web console's keyset pages (decision 63, console-queries.ts): calls awaiting
     // approval by status, conversations newest first, a conversation's newest turn.
     statements: () => [
       `CREATE INDEX turnkit_tool_executions_status_created ON turnkit_tool_executions (status, created_at, id)`,
