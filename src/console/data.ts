@@ -72,7 +72,7 @@ const MAX_LIST_LIMIT = 500;
 const MAX_SCAN_PAGES = 5;
 
 /** A keyset position as an opaque URL-safe cursor. */
-export function encodeCursor(key: ConsoleKey): string {
+function encodeCursor(key: ConsoleKey): string {
   const bytes = new TextEncoder().encode(JSON.stringify([key.createdAt, key.id]));
   return btoa(String.fromCharCode(...bytes))
     .replace(/\+/g, '-')
@@ -80,7 +80,7 @@ export function encodeCursor(key: ConsoleKey): string {
     .replace(/=+$/, '');
 }
 
-export function decodeCursor(text: string): ConsoleKey {
+function decodeCursor(text: string): ConsoleKey {
   try {
     const binary = atob(text.replace(/-/g, '+').replace(/_/g, '/'));
     const json = new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));

@@ -31,6 +31,8 @@ interface Bulk {
   time(seconds: string): string;
   /** A JSON object column value from key/expression pairs (expressions already SQL). */
   object(pairs: Record<string, string>): string;
+  /** SQLite's query plan of a statement (SQLite only). */
+  plan?(sql: string): string;
   close(): Promise<void>;
 }
 
@@ -51,6 +53,10 @@ async function openSqlite(): Promise<Backend> {
       `(WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ${n}) SELECT i FROM s) AS s`,
     time: (seconds) => `strftime('%Y-%m-%dT%H:%M:%fZ', '2026-01-01', '+' || (${seconds}) || ' seconds')`,
     object: (pairs) => `json_object(${Object.entries(pairs).flatMap(([k, v]) => [`'${k}'`, v])})`,
+    plan: (sql) =>
+      (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[])
+        .map((row) => row.detail)
+        .join(' | '),
     close: async () => void db.close(),
   };
   return { store, bulk, close: async () => (await store.close(), await bulk.close()) };
@@ -294,6 +300,16 @@ function defineScaleTests(name: string, open: () => Promise<Backend>) {
         (page: { approvals: ConsoleApproval[] }) => page.approvals,
       );
       expect(paged.map((a) => a.toolCallId)).toEqual(['call_gate_0', 'call_gate_1', 'call_gate_2']);
+      // On SQLite, the plan: the executions by their status index, each turn by its key.
+      const plan = backend.bulk.plan?.(
+        `SELECT e.* FROM turnkit_tool_executions e WHERE e.status = 'awaiting_approval' AND EXISTS (SELECT 1
+          FROM turnkit_turns t WHERE t.id = e.turn_id AND t.status IN ('running', 'waiting', 'paused', 'pending'))
+          ORDER BY e.created_at, e.id LIMIT 50`,
+      );
+      if (plan !== undefined) {
+        expect(plan).toContain('USING INDEX turnkit_tool_executions_status_created');
+        expect(plan).not.toMatch(/SCAN|TEMP B-TREE/);
+      }
     });
   });
 }

@@ -140,7 +140,11 @@ describe('audit: #2 console controls and reads scoped to the turn owner', () => 
       `turns/${runB.turnId}/stream`,
     ])
       expect((await asTenant('A', path)).status, path).toBe(404);
-    expect((await asTenant('A', `turns/${runA.turnId}`)).status).toBe(200);
+    const pageA = (await (await asTenant('A', `turns/${runA.turnId}`)).json()) as { version: string };
+    // While nothing happens, a poll with the page's version reads one turn row and one event.
+    expect(
+      await (await asTenant('A', `turns/${runA.turnId}?since=${encodeURIComponent(pageA.version)}`)).json(),
+    ).toEqual({ unchanged: true, version: pageA.version });
     const transcript = (await (await asTenant('A', `turns/${runA.turnId}/messages`)).json()) as {
       messages: { role: string }[];
     };
