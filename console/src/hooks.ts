@@ -57,53 +57,55 @@ export function useResource<T>(
 type Message = ConsoleTranscriptPage['messages'][number];
 
 /**
- * A turn's transcript, read page by page once; while `live`, only the messages after the last
- * one are asked for again, every `pollMs` (never the whole transcript again).
+ * A turn's transcript, read page by page once, then only the messages after the last one: every
+ * `pollMs` while `live`, and once more when it stops being live (the turn's last words). `live`
+ * null: the turn is not known yet, nothing is read.
  */
 export function useTranscript(
   turnId: string,
-  live: boolean,
+  live: boolean | null,
   pollMs = 1_500,
-): { messages: Message[]; error: Error | null; complete: boolean } {
-  const [state, setState] = useState<{
-    turnId: string;
-    messages: Message[];
-    error: Error | null;
-    complete: boolean;
-  }>({ turnId, messages: [], error: null, complete: false });
-  // When the turn finishes (`live` turns false) it is read once more, whole, for its last words.
+): { messages: Message[]; error: Error | null } {
+  const [state, setState] = useState<{ turnId: string; messages: Message[]; error: Error | null }>({
+    turnId,
+    messages: [],
+    error: null,
+  });
+  // What was read of which turn: kept across `live` changes, so no page is read twice.
+  const read = useRef<{ turnId: string; after: number; messages: Message[] }>({
+    turnId,
+    after: 0,
+    messages: [],
+  });
   useEffect(() => {
+    if (live === null) return;
+    if (read.current.turnId !== turnId) read.current = { turnId, after: 0, messages: [] };
+    const known = read.current;
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    let after = 0;
-    let messages: Message[] = [];
-    const read = async () => {
+    const next = async () => {
       try {
         for (;;) {
-          const page = await api.messages(turnId, after);
+          const page = await api.messages(turnId, known.after);
           if (stopped) return;
           if (page.messages.length > 0) {
-            messages = [...messages, ...page.messages];
-            after = page.messages.at(-1)!.sequence;
+            known.messages = [...known.messages, ...page.messages];
+            known.after = page.messages.at(-1)!.sequence;
           }
           if (page.nextAfter === null) break;
         }
-        setState({ turnId, messages, error: null, complete: true });
+        setState({ turnId, messages: known.messages, error: null });
       } catch (error) {
-        if (!stopped) setState({ turnId, messages, error: error as Error, complete: false });
+        if (!stopped) setState({ turnId, messages: known.messages, error: error as Error });
       }
-      if (!stopped && live) timer = setTimeout(() => void read(), pollMs);
+      if (!stopped && live) timer = setTimeout(() => void next(), pollMs);
     };
-    void read();
+    void next();
     return () => {
       stopped = true;
       if (timer) clearTimeout(timer);
     };
   }, [turnId, pollMs, live]);
   const fresh = state.turnId === turnId;
-  return {
-    messages: fresh ? state.messages : [],
-    error: fresh ? state.error : null,
-    complete: fresh && state.complete,
-  };
+  return { messages: fresh ? state.messages : [], error: fresh ? state.error : null };
 }

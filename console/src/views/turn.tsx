@@ -194,7 +194,7 @@ export function TurnView({ params }: RouteParams) {
     (data) => (TERMINAL.includes(data.turn.status) ? null : 1_500),
   );
   const finished = page.data ? TERMINAL.includes(page.data.turn.status) : false;
-  const transcript = useTranscript(id, page.data !== null && !finished);
+  const transcript = useTranscript(id, page.data === null ? null : !finished);
   const [decided, setDecided] = useState<Map<string, Decision>>(() => new Map());
   if (!page.data) return <Loading error={page.error} what={`turn ${id}`} />;
   const data = page.data;
