@@ -261,6 +261,9 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     expect(await failed.innerText()).toContain('The run failed');
     expect(await failed.innerText()).not.toContain('sk-secret');
     expect(await page.getByTestId('live-status').innerText()).toBe('failed');
+    // Once the stream has ended, the live card says the error once.
+    await page.locator('section.live:is([data-chat-status="error"], [data-chat-status="ready"])').waitFor();
+    expect(await page.locator('section.live .error').count()).toBe(1);
     // The turn's page also shows the error itself (the console is the operator's view).
     expect(await page.locator('.error-box').innerText()).toContain('ModelError');
 

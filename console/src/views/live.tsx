@@ -97,7 +97,10 @@ export function LiveStream({ turnId }: { turnId: string }) {
       ) : (
         <p className="meta">Waiting for the stream…</p>
       )}
-      {error ? <p className="error">stream error: {error.message}</p> : null}
+      {/* A failed run's stream ends with its error too: it is said once, above. */}
+      {error && !(message && isRunFailed(message)) ? (
+        <p className="error">stream error: {error.message}</p>
+      ) : null}
     </section>
   );
 }
