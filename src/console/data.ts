@@ -454,7 +454,7 @@ export async function turnPage(
   const visibleTree = (
     await Promise.all(shownTree.map(async (t) => ((await options.scope('read_control', t)) ? t : null)))
   ).filter((t): t is TurnRecord => t !== null);
-  const reasons = await reads.waitReasons(waitingIds(visibleTree));
+  const reasons = await reads.waitReasons([...new Set([...waitingIds([turn]), ...waitingIds(visibleTree)])]);
   const task = opening.find(
     (m) => m.role === 'user' && (m.turnId === turn.id || m.sequence === turn.contextMessageSequence),
   );
