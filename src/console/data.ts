@@ -424,7 +424,7 @@ const versionOf = (turn: TurnRecord, lastEvent: number) => `${turn.updatedAt}/${
 /**
  * A turn's page: the turn, its tree, tools, steps and timeline, each bounded by a page. With
  * `since` (the page's `version`), a turn where nothing happened since answers `{unchanged}`
- * after reading one turn row and at most one event.
+ * after reading one turn row and at most one event (not a turn waiting on its sub-agents).
  */
 export async function turnPage(
   store: Store,
@@ -435,7 +435,8 @@ export async function turnPage(
   const turn = await store.loadTurn(turnId);
   if (!(await options.scope('read_messages', turn))) throw new ScopeError();
   const since = options.since?.match(/^(.+)\/(\d+)$/);
-  if (since && since[1] === turn.updatedAt) {
+  // A turn waiting on sub-agents changes through them: its page is read whole (it is bounded).
+  if (since && since[1] === turn.updatedAt && turn.status !== 'waiting') {
     const seen = Number(since[2]);
     const newer = await store.listEvents(turn.id, { afterSequence: seen, limit: 1 });
     if (newer.length === 0) return { unchanged: true, version: versionOf(turn, seen) };
