@@ -514,6 +514,49 @@ export async function transcriptPage(
   return { messages, nextAfter: messages.length === limit ? messages.at(-1)!.sequence : null };
 }
 
+/** A page of a turn's tool executions, oldest first (`cursor`: the previous page's `nextCursor`). */
+export async function executionPage(
+  store: Store,
+  reads: ConsoleReads,
+  turnId: string,
+  params: URLSearchParams,
+  scope: Scope,
+): Promise<{ toolExecutions: ToolExecutionRecord[] } & ConsolePage> {
+  const cursor = params.get('cursor');
+  const limitText = params.get('limit');
+  const limit = limitText === null ? EXECUTION_PAGE : parseLimit(limitText);
+  const turn = await store.loadTurn(turnId);
+  if (!(await scope('read_messages', turn))) throw new ScopeError();
+  const rows = await reads.toolExecutions(turn.id, {
+    ...(cursor ? { after: decodeCursor(cursor) } : {}),
+    limit,
+  });
+  return { toolExecutions: rows, nextCursor: rows.length === limit ? encodeCursor(rows.at(-1)!) : null };
+}
+
+/** A page of a turn's event log after event sequence `after` (0: from the start). */
+export async function eventPage(
+  store: Store,
+  turnId: string,
+  params: URLSearchParams,
+  scope: Scope,
+): Promise<{ events: EventRecord[]; nextAfter: number | null }> {
+  const after = sequenceParam(params, 'after');
+  const limitText = params.get('limit');
+  const limit = limitText === null ? EVENT_PAGE : parseLimit(limitText);
+  const turn = await store.loadTurn(turnId);
+  if (!(await scope('read_messages', turn))) throw new ScopeError();
+  const events = await store.listEvents(turn.id, { afterSequence: after, limit });
+  return { events, nextAfter: events.length === limit ? events.at(-1)!.sequence : null };
+}
+
+function sequenceParam(params: URLSearchParams, name: string): number {
+  const value = Number(params.get(name) ?? '0');
+  if (!Number.isInteger(value) || value < 0)
+    throw new ArgumentError(`${name} must be a sequence (0 from the start), got ${params.get(name)}`);
+  return value;
+}
+
 /** A turn the scope does not let this principal read: the console answers as if it were absent. */
 export class ScopeError extends Error {
   constructor() {

@@ -31,6 +31,8 @@ import type { Json, JsonObject, TurnRecord } from '../store/types.js';
 import { turnWorkflowId } from '../workflows/contract.js';
 import type { Scope } from './data.js';
 import {
+  eventPage,
+  executionPage,
   listApprovals,
   listConversations,
   listTurnSummaries,
@@ -258,6 +260,10 @@ class ConsoleServer {
       );
     if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'messages' && method === 'GET')
       return reply(await transcriptPage(store, reads, parts[1]!, url.searchParams, scope));
+    if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'executions' && method === 'GET')
+      return reply(await executionPage(store, reads, parts[1]!, url.searchParams, scope));
+    if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'events' && method === 'GET')
+      return reply(await eventPage(store, parts[1]!, url.searchParams, scope));
     if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'stream' && method === 'GET') {
       await this.#readable(parts[1]!, principal, 'read_messages');
       return this.#stream(response, parts[1]!);

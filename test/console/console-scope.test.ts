@@ -169,6 +169,33 @@ describe('audit: #2 console controls and reads scoped to the turn owner', () => 
     expect(response.status).toBe(200);
     expect((await runA.result()).status).toBe('completed');
     expect(charged).toBe(1);
+    // A turn's executions and events come in pages too; B's are absent for A.
+    const executions = (await (await asTenant('A', `turns/${runA.turnId}/executions?limit=1`)).json()) as {
+      toolExecutions: { toolName: string; status: string }[];
+      nextCursor: string;
+    };
+    expect(executions.toolExecutions.map((e) => [e.toolName, e.status])).toEqual([
+      ['scope_transfer', 'completed'],
+    ]);
+    const rest = (await (
+      await asTenant('A', `turns/${runA.turnId}/executions?limit=1&cursor=${executions.nextCursor}`)
+    ).json()) as { toolExecutions: unknown[]; nextCursor: string | null };
+    expect(rest).toEqual({ toolExecutions: [], nextCursor: null });
+    const events: number[] = [];
+    for (let after: number | null = 0; after !== null;) {
+      const page = (await (
+        await asTenant('A', `turns/${runA.turnId}/events?limit=3&after=${after}`)
+      ).json()) as {
+        events: { sequence: number }[];
+        nextAfter: number | null;
+      };
+      events.push(...page.events.map((e) => e.sequence));
+      after = page.nextAfter;
+    }
+    expect(events).toEqual((await kit.store.listEvents(runA.turnId)).map((e) => e.sequence));
+    expect(events.length).toBeGreaterThan(3);
+    expect((await asTenant('A', `turns/${runB.turnId}/events`)).status).toBe(404);
+    expect((await asTenant('A', `turns/${runB.turnId}/executions`)).status).toBe(404);
     const allowed = asked.find((r) => r.action === 'approve' && r['turn'] === runA.turnId);
     expect(allowed).toMatchObject({ principal: operatorA, owner: alice });
 
