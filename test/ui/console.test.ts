@@ -77,8 +77,9 @@ const model = new ScriptedModel({
     hasToolResult(request)
       ? { text: 'The card was charged.', usage }
       : { toolCalls: [{ name: 'charge_card', arguments: { amount: 42 } }], usage },
-  // Four deltas, 3 s apart: the page sees the text grow, and the cancel comes before the last.
-  con_slow: () => ({ text: 'streaming, word by word, '.repeat(40), chunkDelayMs: 3_000, usage }),
+  // Four deltas, 5 s apart: the page sees the text grow, and the cancel comes before the last
+  // (with room for a loaded machine).
+  con_slow: () => ({ text: 'streaming, word by word, '.repeat(40), chunkDelayMs: 5_000, usage }),
   con_broken: () => ({
     error: { status: 400, message: 'bad request from https://gateway.internal key sk-secret' },
   }),
@@ -244,7 +245,7 @@ describe.skipIf(!available)('the TurnKit web console', () => {
       .toBeGreaterThan(30);
     const early = (await live.innerText()).length;
     await expect
-      .poll(async () => (await live.innerText()).length, { timeout: 10_000 })
+      .poll(async () => (await live.innerText()).length, { timeout: 15_000 })
       .toBeGreaterThan(early);
     await page.getByRole('button', { name: 'Cancel' }).click();
     await page.getByTestId('live-cancelled').waitFor({ timeout: 30_000 });
