@@ -3,12 +3,14 @@
  * server (decision 46, docs/console.md). The CLI serves the same handler: `turnkit console`.
  */
 export type { ConsoleAuthHook, ConsoleHandler, ConsoleHandlerOptions } from './console/handler.js';
-export { CONSOLE_REQUEST_HEADER, createConsoleHandler, defaultConsoleAssetsDir } from './console/handler.js';
+export { CONSOLE_REQUEST_HEADER, createConsoleHandler } from './console/handler.js';
+export { defaultConsoleAssetsDir } from './console/assets.js';
 export type {
   ConsoleApproval,
   ConsoleConversationSummary,
   ConsolePhase,
   ConsoleStep,
+  ConsoleTranscriptPage,
   ConsoleTurnPage,
   ConsoleTurnSummary,
 } from './console/data.js';

@@ -2,11 +2,21 @@
 import type {
   ConsoleApproval,
   ConsoleConversationSummary,
+  ConsoleTranscriptPage,
   ConsoleTurnPage,
   ConsoleTurnSummary,
 } from '../../src/console/data.js';
 
-export type { ConsoleApproval, ConsoleConversationSummary, ConsoleTurnPage, ConsoleTurnSummary };
+export type {
+  ConsoleApproval,
+  ConsoleConversationSummary,
+  ConsoleTranscriptPage,
+  ConsoleTurnPage,
+  ConsoleTurnSummary,
+};
+
+/** A list page: its rows and the cursor of the next page (null at the end). */
+type Paged<K extends string, T> = Record<K, T[]> & { nextCursor: string | null };
 
 export interface ConsoleInfo {
   temporalUiUrl: string | null;
@@ -33,11 +43,18 @@ async function call<T>(path: string, init?: RequestInit): Promise<T> {
 
 export const api = {
   info: () => call<ConsoleInfo>('info'),
-  turns: (query: URLSearchParams) => call<{ turns: ConsoleTurnSummary[] }>(`turns?${query}`),
+  turns: (query: URLSearchParams) => call<Paged<'turns', ConsoleTurnSummary>>(`turns?${query}`),
   conversations: (query: URLSearchParams) =>
-    call<{ conversations: ConsoleConversationSummary[] }>(`conversations?${query}`),
-  approvals: () => call<{ approvals: ConsoleApproval[] }>('approvals'),
-  turn: (id: string) => call<ConsoleTurnPage>(`turns/${encodeURIComponent(id)}`),
+    call<Paged<'conversations', ConsoleConversationSummary>>(`conversations?${query}`),
+  approvals: () => call<Paged<'approvals', ConsoleApproval>>('approvals'),
+  /** The turn's page; with `since` (its version), `{unchanged}` while nothing happened. */
+  turn: (id: string, since?: string) =>
+    call<ConsoleTurnPage | { unchanged: true; version: string }>(
+      `turns/${encodeURIComponent(id)}${since ? `?since=${encodeURIComponent(since)}` : ''}`,
+    ),
+  /** A page of the turn's transcript after message sequence `after`. */
+  messages: (id: string, after: number) =>
+    call<ConsoleTranscriptPage>(`turns/${encodeURIComponent(id)}/messages?after=${after}`),
   /** A control: approve, reject, pause, resume, steer, cancel. */
   control: (turnId: string, action: string, body: Record<string, unknown> = {}) =>
     call<unknown>(`turns/${encodeURIComponent(turnId)}/${action}`, {

@@ -6,8 +6,10 @@ export function formatCost(usd: number | null | undefined): string {
 export function formatMs(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return 'running';
   if (ms < 1_000) return `${ms} ms`;
-  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)} s`;
-  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1_000)} s`;
+  if (ms < 59_950) return `${(ms / 1_000).toFixed(1)} s`;
+  // Round to whole seconds first: 299.6 s is 5 min 0 s, never 4 min 60 s.
+  const seconds = Math.round(ms / 1_000);
+  return `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
 }
 
 export function formatTime(iso: string | null | undefined): string {
@@ -30,3 +32,25 @@ export function principalText(principal: unknown): string {
 }
 
 export const TERMINAL = ['completed', 'failed', 'cancelled', 'stale'];
+
+/** A status as people read it: a waiting turn says what it waits for. */
+export function statusText(status: string, waitingFor?: string | null): string {
+  if (waitingFor === 'approval') return 'awaiting approval';
+  if (waitingFor === 'sub-agents') return 'waiting for sub-agents';
+  return status;
+}
+
+/** The AI SDK's tool part states, in words. */
+const TOOL_STATES: Record<string, string> = {
+  'input-streaming': 'preparing',
+  'input-available': 'running',
+  'approval-requested': 'awaiting approval',
+  'approval-responded': 'decided',
+  'output-available': 'done',
+  'output-error': 'failed',
+  'output-denied': 'rejected',
+};
+
+export function toolStateText(state: string): string {
+  return TOOL_STATES[state] ?? state.replace(/-/g, ' ');
+}

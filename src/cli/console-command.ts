@@ -6,7 +6,9 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
+import { consoleAssets } from '../console/assets.js';
 import { createConsoleHandler, isLoopbackAddress } from '../console/handler.js';
+import { ConfigError } from '../errors.js';
 import { CliError } from './project.js';
 import { EXIT_CODES, write } from './render.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
@@ -28,7 +30,10 @@ export function addConsoleCommand(program: Command, ctx: ScheduleCommandContext)
       '--temporal-ui-url <url>',
       'Temporal Web UI for the links (default: TEMPORAL_UI_URL, else http://127.0.0.1:8233)',
     )
-    .option('--assets <dir>', 'serve the console from this build instead of the packaged one')
+    .option(
+      '--assets <dir>',
+      'serve the console from this build (default: the packaged one; in a checkout, built from console/ on first use)',
+    )
     .action(
       ctx.run(false, async (client, module, flags: ConsoleFlags) => {
         const port = Number(flags.port);
@@ -42,11 +47,21 @@ export function addConsoleCommand(program: Command, ctx: ScheduleCommandContext)
             `--host ${host}: without an auth hook (the agents module's \`consoleAuth\`) the console listens on loopback only`,
             EXIT_CODES.usage,
           );
+        let assetsDir: string;
+        try {
+          assetsDir = await consoleAssets({
+            ...(flags.assets ? { given: flags.assets } : {}),
+            log: (line) => write(ctx.err, line),
+          });
+        } catch (error) {
+          if (error instanceof ConfigError) throw new CliError(`turnkit console: ${error.message}`);
+          throw error;
+        }
         const handler = createConsoleHandler({
           client,
           temporalUiUrl: flags.temporalUiUrl ?? process.env['TEMPORAL_UI_URL'] ?? 'http://127.0.0.1:8233',
           ...(authenticate ? { authenticate } : {}),
-          ...(flags.assets ? { assetsDir: flags.assets } : {}),
+          assetsDir,
         });
         const server = createServer((request, response) => void handler(request, response));
         await new Promise<void>((listening, failed) => {

@@ -78,7 +78,7 @@ import type { BuildTurnOptions } from '../engine/lane/build-turn.js';
 import { buildTurn, taskOf } from '../engine/lane/build-turn.js';
 import { taskText, writeTurnRows } from '../engine/lane/turn-rows.js';
 import { sendMessage } from '../engine/lane/send-message.js';
-import type { AuthorizationPolicy } from '../engine/runtime.js';
+import type { AuthorizationAction, AuthorizationPolicy } from '../engine/runtime.js';
 import { rootConversationId } from '../store/tree.js';
 import { addWaits, waitsReady } from '../store/wait-graph.js';
 import { temporalConnectConfig } from '../temporal-config.js';
@@ -694,6 +694,15 @@ export class TurnKitClient {
       settings: this.turnSettings,
     };
     return postToConversation(sender, conversationId, text, options);
+  }
+
+  /**
+   * Asks the client's authorization policy (spec §6): resolves when it allows, an
+   * AuthorizationError when it does not; allowed without a policy. The web console asks it
+   * for each turn it reads (`read_control`, `read_messages`), naming the turn and its owner.
+   */
+  authorize(action: AuthorizationAction, principal: Json, resources: Record<string, unknown>): Promise<void> {
+    return this.#runtime.authorize(action, principal, resources);
   }
 
   /** Where a post stands (authorized as `read_control`); null when none has this request id. */

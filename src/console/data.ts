@@ -1,8 +1,11 @@
 /**
- * What the web console shows, read from the store (decision 46): turn summaries for the lists,
- * a turn's page (transcript, tree, tool executions, per-step usage, phase timeline) and the
- * calls awaiting approval across all runs. Plain JSON for the browser; nothing of Temporal.
+ * What the web console shows, read from the store (decisions 46 and 63): pages of turn
+ * summaries, conversations and calls awaiting approval, a turn's page (tree, tool executions,
+ * per-step usage, phase timeline) and its transcript in pages. Every read takes a page and a
+ * keyset cursor, and only rows the `Scope` lets this principal read are shown. Plain JSON for
+ * the browser; nothing of Temporal.
  */
+import type { ConsoleKey, ConsoleReads, ConsoleWaitReason } from '../store/console-reads.js';
 import type {
   EventRecord,
   Json,
@@ -22,6 +25,8 @@ export interface ConsoleTurnSummary {
   conversationId: string;
   agentName: string;
   status: TurnStatus;
+  /** For a running or waiting turn, what it waits for (a person's approval, its sub-agents), when known. */
+  waitingFor: ConsoleWaitReason | null;
   parentTurnId: string | null;
   rootTurnId: string;
   principal: Json;
@@ -38,7 +43,7 @@ export interface ConsoleTurnSummary {
 export interface TurnListFilter {
   agent?: string;
   status?: TurnStatus;
-  /** A substring of the principal's canonical JSON (an id, a tenant). */
+  /** A principal that is this string, or has a top-level field equal to it (an id, a tenant). */
   principal?: string;
   conversation?: string;
   /** ISO times: created at or after `since`, before `until`. */
@@ -46,18 +51,60 @@ export interface TurnListFilter {
   until?: string;
   /** Only turns no other turn started (default false: all). */
   roots?: boolean;
+  /** Newest first (default) or oldest first. */
+  order?: 'desc' | 'asc';
+  /** The page after this one (`nextCursor` of the previous page). */
+  cursor?: ConsoleKey;
   limit?: number;
 }
 
-const DEFAULT_LIST_LIMIT = 200;
-const MAX_LIST_LIMIT = 1_000;
+/** Whether the principal asking may read this turn (the `read_control` or `read_messages` action). */
+export type Scope = (action: 'read_control' | 'read_messages', turn: TurnRecord) => Promise<boolean>;
 
-function summaryOf(turn: TurnRecord): ConsoleTurnSummary {
+/** A page of a list and the cursor of the next one (null at the end). */
+export interface ConsolePage {
+  nextCursor: string | null;
+}
+
+const DEFAULT_LIST_LIMIT = 50;
+const MAX_LIST_LIMIT = 500;
+/** How many store pages one console page may scan for rows the scope allows. */
+const MAX_SCAN_PAGES = 5;
+
+/** A keyset position as an opaque URL-safe cursor. */
+function encodeCursor(key: ConsoleKey): string {
+  const bytes = new TextEncoder().encode(JSON.stringify([key.createdAt, key.id]));
+  return btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '');
+}
+
+function decodeCursor(text: string): ConsoleKey {
+  try {
+    const binary = atob(text.replace(/-/g, '+').replace(/_/g, '/'));
+    const json = new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
+    const [createdAt, id] = JSON.parse(json) as unknown[];
+    if (typeof createdAt === 'string' && typeof id === 'string' && !Number.isNaN(Date.parse(createdAt)))
+      return { createdAt: new Date(createdAt).toISOString(), id };
+  } catch {
+    // Reported below.
+  }
+  throw new ArgumentError('cursor is not one this console gave (use nextCursor of the previous page)');
+}
+
+/** The statuses in which a turn may wait for a person or for its sub-agents. */
+const OPEN: readonly TurnStatus[] = ['running', 'waiting'];
+const waitingIds = (turns: readonly TurnRecord[]) =>
+  turns.filter((t) => OPEN.includes(t.status)).map((t) => t.id);
+
+function summaryOf(turn: TurnRecord, waitingFor: ConsoleWaitReason | null = null): ConsoleTurnSummary {
   return {
     id: turn.id,
     conversationId: turn.conversationId,
     agentName: turn.agentName,
     status: turn.status,
+    waitingFor: OPEN.includes(turn.status) ? waitingFor : null,
     parentTurnId: turn.parentTurnId,
     rootTurnId: turn.rootTurnId,
     principal: turn.options['principal'] ?? null,
@@ -98,41 +145,74 @@ export function parseTurnFilter(params: URLSearchParams): TurnListFilter {
     filter[name] = new Date(time).toISOString();
   }
   if (text('roots') === 'true' || text('roots') === '1') filter.roots = true;
-  const limit = text('limit');
-  if (limit !== undefined) {
-    const n = Number(limit);
-    if (!Number.isInteger(n) || n < 1 || n > MAX_LIST_LIMIT)
-      throw new ArgumentError(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${limit}`);
-    filter.limit = n;
+  const order = text('order');
+  if (order !== undefined) {
+    if (order !== 'asc' && order !== 'desc')
+      throw new ArgumentError(`order must be asc or desc, got ${order}`);
+    filter.order = order;
   }
+  const cursor = text('cursor');
+  if (cursor !== undefined) filter.cursor = decodeCursor(cursor);
+  const limit = text('limit');
+  if (limit !== undefined) filter.limit = parseLimit(limit);
   return filter;
 }
 
-/** The turns the filter selects, newest first. */
-export async function listTurnSummaries(store: Store, filter: TurnListFilter): Promise<ConsoleTurnSummary[]> {
-  const rows = await store.listTurns({
-    ...(filter.agent ? { agentName: filter.agent } : {}),
-    ...(filter.status ? { status: filter.status } : {}),
-    ...(filter.conversation ? { conversationId: filter.conversation } : {}),
-  });
-  const needle = filter.principal?.toLowerCase();
-  return rows
-    .filter(
-      (turn) =>
-        (!filter.roots || turn.parentTurnId === null) &&
-        (!filter.since || turn.createdAt >= filter.since) &&
-        (!filter.until || turn.createdAt < filter.until) &&
-        (!needle ||
-          JSON.stringify(turn.options['principal'] ?? null)
-            .toLowerCase()
-            .includes(needle)),
-    )
-    .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.id.localeCompare(a.id))
-    .slice(0, filter.limit ?? DEFAULT_LIST_LIMIT)
-    .map(summaryOf);
+function parseLimit(limit: string): number {
+  const n = Number(limit);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_LIST_LIMIT)
+    throw new ArgumentError(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${limit}`);
+  return n;
 }
 
-/** One conversation of the list: its turns' agent, count, last status and spend. */
+/**
+ * One console page of rows the scope allows: store pages are read from `after` on until the
+ * page is full, the rows run out, or MAX_SCAN_PAGES were read (then the cursor marks how far).
+ */
+async function scopedPage<R>(
+  fetch: (after: ConsoleKey | undefined, limit: number) => Promise<R[]>,
+  keyOf: (row: R) => ConsoleKey,
+  allowed: (row: R) => Promise<boolean>,
+  after: ConsoleKey | undefined,
+  limit: number,
+): Promise<{ rows: R[]; next: ConsoleKey | null }> {
+  const rows: R[] = [];
+  let cursor = after;
+  for (let scanned = 0; scanned < MAX_SCAN_PAGES; scanned += 1) {
+    const batch = await fetch(cursor, limit);
+    const verdicts = await Promise.all(batch.map(allowed));
+    for (const [index, row] of batch.entries()) {
+      cursor = keyOf(row);
+      if (verdicts[index]) rows.push(row);
+      if (rows.length === limit) return { rows, next: cursor };
+    }
+    if (batch.length < limit) return { rows, next: null };
+  }
+  return { rows, next: cursor ?? null };
+}
+
+/** A page of the turns the filter selects, newest first unless `order=asc`. */
+export async function listTurnSummaries(
+  reads: ConsoleReads,
+  filter: TurnListFilter,
+  scope: Scope,
+): Promise<{ turns: ConsoleTurnSummary[] } & ConsolePage> {
+  const { cursor, limit, ...query } = filter;
+  const page = await scopedPage(
+    (after, n) => reads.turns({ ...query, ...(after ? { after } : {}), limit: n }),
+    (turn) => turn,
+    (turn) => scope('read_control', turn),
+    cursor,
+    limit ?? DEFAULT_LIST_LIMIT,
+  );
+  const reasons = await reads.waitReasons(waitingIds(page.rows));
+  return {
+    turns: page.rows.map((turn) => summaryOf(turn, reasons.get(turn.id) ?? null)),
+    nextCursor: page.next ? encodeCursor(page.next) : null,
+  };
+}
+
+/** One conversation of the list: its agent, its newest turn, and its turns' count and spend. */
 export interface ConsoleConversationSummary {
   id: string;
   agentName: string;
@@ -141,33 +221,44 @@ export interface ConsoleConversationSummary {
   lastStatus: TurnStatus;
   cost: number;
   tokens: number;
+  createdAt: string;
   updatedAt: string;
 }
 
-/** The conversations of the selected turns, most recently active first. */
-export function conversationsOf(turns: readonly ConsoleTurnSummary[]): ConsoleConversationSummary[] {
-  const byId = new Map<string, ConsoleConversationSummary>();
-  // Newest turn first: the first one seen is the conversation's last.
-  for (const turn of turns) {
-    const seen = byId.get(turn.conversationId);
-    if (seen) {
-      seen.turns += 1;
-      seen.cost += turn.cost;
-      seen.tokens += turn.tokens;
-      continue;
-    }
-    byId.set(turn.conversationId, {
-      id: turn.conversationId,
-      agentName: turn.agentName,
-      turns: 1,
-      lastTurnId: turn.id,
-      lastStatus: turn.status,
-      cost: turn.cost,
-      tokens: turn.tokens,
-      updatedAt: turn.completedAt ?? turn.startedAt ?? turn.createdAt,
-    });
-  }
-  return [...byId.values()];
+/** A page of conversations, newest first, each aggregated over all its turns (in the store). */
+export async function listConversations(
+  reads: ConsoleReads,
+  filter: TurnListFilter,
+  scope: Scope,
+): Promise<{ conversations: ConsoleConversationSummary[] } & ConsolePage> {
+  const query = {
+    ...(filter.agent ? { agent: filter.agent } : {}),
+    ...(filter.principal ? { principal: filter.principal } : {}),
+    ...(filter.since ? { since: filter.since } : {}),
+    ...(filter.until ? { until: filter.until } : {}),
+    ...(filter.roots ? { roots: true } : {}),
+  };
+  const page = await scopedPage(
+    (after, limit) => reads.conversations({ ...query, ...(after ? { after } : {}), limit }),
+    (row) => ({ createdAt: row.createdAt, id: row.id }),
+    (row) => scope('read_control', row.lastTurn),
+    filter.cursor,
+    filter.limit ?? DEFAULT_LIST_LIMIT,
+  );
+  return {
+    conversations: page.rows.map((row) => ({
+      id: row.id,
+      agentName: row.agentName,
+      turns: row.turns,
+      lastTurnId: row.lastTurn.id,
+      lastStatus: row.lastTurn.status,
+      cost: row.cost,
+      tokens: row.tokens,
+      createdAt: row.createdAt,
+      updatedAt: row.lastTurn.completedAt ?? row.lastTurn.startedAt ?? row.lastTurn.createdAt,
+    })),
+    nextCursor: page.next ? encodeCursor(page.next) : null,
+  };
 }
 
 /** One model call of a turn: its model, duration, tokens and cost. */
@@ -202,16 +293,32 @@ export interface ConsoleTurnPage {
     error: JsonObject | null;
     usage: JsonObject | null;
   };
-  /** Every turn of the run's tree (root first, by creation). */
+  /** The run's tree (root first, by creation; its first TREE_PAGE turns). */
   tree: ConsoleTurnSummary[];
-  /** The turn's view of its conversation: what it read and what it wrote. */
-  messages: MessageRecord[];
+  /** The turn's tool executions (its first EXECUTION_PAGE). */
   toolExecutions: ToolExecutionRecord[];
   steps: ConsoleStep[];
   timeline: ConsolePhase[];
+  /** Whether the tree, executions or events were longer than a page (then only their start shows). */
+  truncated: boolean;
+  /** Pass it back as `since`: the answer is `{unchanged: true}` while nothing changed. */
+  version: string;
   /** Links, when configured. */
   links: { temporal: string | null };
 }
+
+/** A page of the turn's transcript (its snapshot, then its own messages), oldest first. */
+export interface ConsoleTranscriptPage {
+  messages: MessageRecord[];
+  /** The sequence to ask `after` for the next page; null when this page reached the end. */
+  nextAfter: number | null;
+}
+
+const TREE_PAGE = 200;
+const EXECUTION_PAGE = 500;
+const EVENT_PAGE = 2_000;
+const TRANSCRIPT_PAGE = 200;
+const APPROVAL_PAGE = 50;
 
 const ms = (from: string, to: string | null) => (to === null ? null : Date.parse(to) - Date.parse(from));
 const num = (value: Json | undefined): number | null => (typeof value === 'number' ? value : null);
@@ -312,40 +419,62 @@ function timelineOf(
   return phases.sort((a, b) => a.startedAt.localeCompare(b.startedAt));
 }
 
-/** A turn's page: the turn, its tree, its transcript, tools, steps and timeline. */
+const versionOf = (turn: TurnRecord, lastEvent: number) => `${turn.updatedAt}/${lastEvent}`;
+
+/**
+ * A turn's page: the turn, its tree, tools, steps and timeline, each bounded by a page. With
+ * `since` (the page's `version`), a turn where nothing happened since answers `{unchanged}`
+ * after reading one turn row and at most one event (not a turn waiting on its sub-agents).
+ */
 export async function turnPage(
   store: Store,
+  reads: ConsoleReads,
   turnId: string,
-  temporalLink: (turnId: string) => string | null,
-): Promise<ConsoleTurnPage> {
+  options: { temporalLink: (turnId: string) => string | null; scope: Scope; since?: string },
+): Promise<ConsoleTurnPage | { unchanged: true; version: string }> {
   const turn = await store.loadTurn(turnId);
-  const [tree, messages, toolExecutions, events] = await Promise.all([
-    store.listTurns({ rootTurnId: turn.rootTurnId }),
-    store.listMessages(turn.conversationId, {
-      throughSequence: turn.contextMessageSequence,
-      turnId: turn.id,
-    }),
-    store.listToolExecutions({ turnId: turn.id }),
-    store.listEvents(turn.id),
+  if (!(await options.scope('read_messages', turn))) throw new ScopeError();
+  const since = options.since?.match(/^(.+)\/(\d+)$/);
+  // A turn waiting on sub-agents changes through them: its page is read whole (it is bounded).
+  if (since && since[1] === turn.updatedAt && turn.status !== 'waiting') {
+    const seen = Number(since[2]);
+    const newer = await store.listEvents(turn.id, { afterSequence: seen, limit: 1 });
+    if (newer.length === 0) return { unchanged: true, version: versionOf(turn, seen) };
+  }
+  const [tree, toolExecutions, events, opening] = await Promise.all([
+    store.listTurns({ rootTurnId: turn.rootTurnId, limit: TREE_PAGE + 1 }),
+    reads.toolExecutions(turn.id, { limit: EXECUTION_PAGE + 1 }),
+    store.listEvents(turn.id, { limit: EVENT_PAGE + 1 }),
+    reads.transcript(turn, { afterSequence: Math.max(0, turn.contextMessageSequence - 1), limit: 8 }),
   ]);
-  const task = messages.find((m) => m.turnId === turn.id && m.role === 'user') ?? null;
+  const truncated =
+    tree.length > TREE_PAGE || toolExecutions.length > EXECUTION_PAGE || events.length > EVENT_PAGE;
+  const shownTree = tree.slice(0, TREE_PAGE);
+  const shownExecutions = toolExecutions.slice(0, EXECUTION_PAGE);
+  const shownEvents = events.slice(0, EVENT_PAGE);
+  const visibleTree = (
+    await Promise.all(shownTree.map(async (t) => ((await options.scope('read_control', t)) ? t : null)))
+  ).filter((t): t is TurnRecord => t !== null);
+  const reasons = await reads.waitReasons([...new Set([...waitingIds([turn]), ...waitingIds(visibleTree)])]);
+  const task = opening.find(
+    (m) => m.role === 'user' && (m.turnId === turn.id || m.sequence === turn.contextMessageSequence),
+  );
   return {
     turn: {
-      ...summaryOf(turn),
+      ...summaryOf(turn, reasons.get(turn.id) ?? null),
       task: task ? textOf(task) : null,
       outputText: turn.outputText,
       outputData: turn.outputData,
       error: turn.error as JsonObject | null,
       usage: turn.usage as unknown as JsonObject | null,
     },
-    tree: tree.map(summaryOf),
-    messages,
-    toolExecutions,
-    steps: stepsOf(events),
+    tree: visibleTree.map((t) => summaryOf(t, reasons.get(t.id) ?? null)),
+    toolExecutions: shownExecutions,
+    steps: stepsOf(shownEvents),
     timeline: [
-      ...timelineOf(turn, events, toolExecutions),
+      ...timelineOf(turn, shownEvents, shownExecutions),
       // The sub-agents this turn started, each for as long as it ran.
-      ...tree
+      ...visibleTree
         .filter((child) => child.parentTurnId === turn.id)
         .map((child) => {
           const startedAt = child.startedAt ?? child.createdAt;
@@ -358,8 +487,81 @@ export async function turnPage(
           };
         }),
     ].sort((a, b) => a.startedAt.localeCompare(b.startedAt)),
-    links: { temporal: temporalLink(turn.id) },
+    truncated,
+    version: versionOf(turn, shownEvents.at(-1)?.sequence ?? 0),
+    links: { temporal: options.temporalLink(turn.id) },
   };
+}
+
+/** A page of a turn's transcript after sequence `after` (0: from the start). */
+export async function transcriptPage(
+  store: Store,
+  reads: ConsoleReads,
+  turnId: string,
+  params: URLSearchParams,
+  scope: Scope,
+): Promise<ConsoleTranscriptPage> {
+  const after = Number(params.get('after') ?? '0');
+  if (!Number.isInteger(after) || after < 0)
+    throw new ArgumentError(
+      `after must be a message sequence (0 from the start), got ${params.get('after')}`,
+    );
+  const limitText = params.get('limit');
+  const limit = limitText === null ? TRANSCRIPT_PAGE : parseLimit(limitText);
+  const turn = await store.loadTurn(turnId);
+  if (!(await scope('read_messages', turn))) throw new ScopeError();
+  const messages = await reads.transcript(turn, { afterSequence: after, limit });
+  return { messages, nextAfter: messages.length === limit ? messages.at(-1)!.sequence : null };
+}
+
+/** A page of a turn's tool executions, oldest first (`cursor`: the previous page's `nextCursor`). */
+export async function executionPage(
+  store: Store,
+  reads: ConsoleReads,
+  turnId: string,
+  params: URLSearchParams,
+  scope: Scope,
+): Promise<{ toolExecutions: ToolExecutionRecord[] } & ConsolePage> {
+  const cursor = params.get('cursor');
+  const limitText = params.get('limit');
+  const limit = limitText === null ? EXECUTION_PAGE : parseLimit(limitText);
+  const turn = await store.loadTurn(turnId);
+  if (!(await scope('read_messages', turn))) throw new ScopeError();
+  const rows = await reads.toolExecutions(turn.id, {
+    ...(cursor ? { after: decodeCursor(cursor) } : {}),
+    limit,
+  });
+  return { toolExecutions: rows, nextCursor: rows.length === limit ? encodeCursor(rows.at(-1)!) : null };
+}
+
+/** A page of a turn's event log after event sequence `after` (0: from the start). */
+export async function eventPage(
+  store: Store,
+  turnId: string,
+  params: URLSearchParams,
+  scope: Scope,
+): Promise<{ events: EventRecord[]; nextAfter: number | null }> {
+  const after = sequenceParam(params, 'after');
+  const limitText = params.get('limit');
+  const limit = limitText === null ? EVENT_PAGE : parseLimit(limitText);
+  const turn = await store.loadTurn(turnId);
+  if (!(await scope('read_messages', turn))) throw new ScopeError();
+  const events = await store.listEvents(turn.id, { afterSequence: after, limit });
+  return { events, nextAfter: events.length === limit ? events.at(-1)!.sequence : null };
+}
+
+function sequenceParam(params: URLSearchParams, name: string): number {
+  const value = Number(params.get(name) ?? '0');
+  if (!Number.isInteger(value) || value < 0)
+    throw new ArgumentError(`${name} must be a sequence (0 from the start), got ${params.get(name)}`);
+  return value;
+}
+
+/** A turn the scope does not let this principal read: the console answers as if it were absent. */
+export class ScopeError extends Error {
+  constructor() {
+    super('not found');
+  }
 }
 
 function textOf(message: MessageRecord): string {
@@ -374,28 +576,40 @@ export interface ConsoleApproval {
   turnId: string;
   rootTurnId: string;
   agentName: string;
+  /** The principal the turn runs for. */
+  principal: Json;
   toolCallId: string;
   toolName: string;
   arguments: JsonObject;
   requestedAt: string;
 }
 
-/** The calls awaiting a person's decision across all unfinished turns, oldest first. */
-export async function listApprovals(store: Store): Promise<ConsoleApproval[]> {
-  const turns = await store.listTurns({ status: ['running', 'waiting', 'paused', 'pending'] });
-  if (turns.length === 0) return [];
-  const byId = new Map(turns.map((turn) => [turn.id, turn]));
-  const rows = await store.listToolExecutions({ turnIds: [...byId.keys()] });
-  return rows
-    .filter((row) => row.status === 'awaiting_approval')
-    .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
-    .map((row) => ({
-      turnId: row.turnId,
-      rootTurnId: byId.get(row.turnId)!.rootTurnId,
-      agentName: byId.get(row.turnId)!.agentName,
-      toolCallId: row.toolCallId,
-      toolName: row.toolName,
-      arguments: row.arguments,
-      requestedAt: row.createdAt,
-    }));
+/** A page of the calls awaiting a person's decision across all unfinished turns, oldest first. */
+export async function listApprovals(
+  reads: ConsoleReads,
+  params: URLSearchParams,
+  scope: Scope,
+): Promise<{ approvals: ConsoleApproval[] } & ConsolePage> {
+  const cursor = params.get('cursor');
+  const limit = params.get('limit');
+  const page = await scopedPage(
+    (after, n) => reads.awaitingApprovals({ ...(after ? { after } : {}), limit: n }),
+    (call) => call.execution,
+    (call) => scope('read_control', call.turn),
+    cursor ? decodeCursor(cursor) : undefined,
+    limit ? parseLimit(limit) : APPROVAL_PAGE,
+  );
+  return {
+    approvals: page.rows.map(({ execution, turn }) => ({
+      turnId: turn.id,
+      rootTurnId: turn.rootTurnId,
+      agentName: turn.agentName,
+      principal: turn.options['principal'] ?? null,
+      toolCallId: execution.toolCallId,
+      toolName: execution.toolName,
+      arguments: execution.arguments,
+      requestedAt: execution.createdAt,
+    })),
+    nextCursor: page.next ? encodeCursor(page.next) : null,
+  };
 }

@@ -12,7 +12,6 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join, normalize, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { TurnKitClient } from '../client/turnkit-client.js';
@@ -25,9 +24,23 @@ import {
   RecordNotFound,
   TurnKitError,
 } from '../errors.js';
-import type { Json, JsonObject } from '../store/types.js';
+import { consoleReadsOf } from '../store/console-reads.js';
+import { defaultConsoleAssetsDir, isConsoleBuild, MISSING_ASSETS_FIX } from './assets.js';
+import type { ConsoleReads } from '../store/console-reads.js';
+import type { Json, JsonObject, TurnRecord } from '../store/types.js';
 import { turnWorkflowId } from '../workflows/contract.js';
-import { conversationsOf, listApprovals, listTurnSummaries, parseTurnFilter, turnPage } from './data.js';
+import type { Scope } from './data.js';
+import {
+  eventPage,
+  executionPage,
+  listApprovals,
+  listConversations,
+  listTurnSummaries,
+  parseTurnFilter,
+  ScopeError,
+  transcriptPage,
+  turnPage,
+} from './data.js';
 
 /**
  * Who is asking: the principal the console's controls carry to the authorization policy.
@@ -49,7 +62,10 @@ export interface ConsoleHandlerOptions {
   temporalUiUrl?: string;
   /** The Temporal namespace of those links (default: the client's). */
   namespace?: string;
-  /** Where the built console is (default: the package's `dist/console-app`). */
+  /**
+   * Where the built console is (default: the package's `dist/console-app`; `consoleAssets()`
+   * finds or, in a checkout, builds one).
+   */
   assetsDir?: string;
   /** The path the handler is mounted at, e.g. `/console` (default `/`). */
   basePath?: string;
@@ -58,11 +74,6 @@ export interface ConsoleHandlerOptions {
 
 /** A Node `http` handler; it answers every request it is given (404 outside its base path). */
 export type ConsoleHandler = (request: IncomingMessage, response: ServerResponse) => Promise<void>;
-
-/** The built console shipped in the package: dist/console-app next to dist/console. */
-export function defaultConsoleAssetsDir(): string {
-  return fileURLToPath(new URL('../console-app/', import.meta.url));
-}
 
 const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -128,10 +139,12 @@ class ConsoleServer {
   readonly #logger: Pick<Console, 'error'>;
   readonly #namespace: string;
   readonly #ui: string | undefined;
+  readonly #reads: ConsoleReads;
 
   constructor(options: ConsoleHandlerOptions) {
     this.#options = options;
     this.#client = options.client;
+    this.#reads = consoleReadsOf(options.client.store);
     this.#assets = resolve(options.assetsDir ?? defaultConsoleAssetsDir());
     this.#base = `/${(options.basePath ?? '/').replace(/^\/+|\/+$/g, '')}`.replace(/^\/$/, '');
     this.#logger = options.logger ?? console;
@@ -172,6 +185,28 @@ class ConsoleServer {
       ? `${this.#ui}/namespaces/${encodeURIComponent(this.#namespace)}/workflows/${encodeURIComponent(turnWorkflowId(turnId))}`
       : null;
 
+  /**
+   * What this principal may read: the client's authorization policy asked with the same read
+   * actions as the client's read APIs, naming the turn, its conversation and its owner.
+   */
+  #scope(principal: Json): Scope {
+    return async (action, turn) => {
+      try {
+        await this.#client.authorize(action, principal, ownedResource(turn));
+        return true;
+      } catch (error) {
+        if (error instanceof AuthorizationError) return false;
+        throw error;
+      }
+    };
+  }
+
+  async #readable(turnId: string, principal: Json, action: 'read_control' | 'read_messages') {
+    const turn = await this.#client.store.loadTurn(turnId);
+    if (!(await this.#scope(principal)(action, turn))) throw new ScopeError();
+    return turn;
+  }
+
   async #principalOf(request: IncomingMessage): Promise<Json> {
     const { authenticate } = this.#options;
     if (!authenticate) {
@@ -198,6 +233,8 @@ class ConsoleServer {
       response.end(JSON.stringify(body));
     };
     const store = this.#client.store;
+    const reads = this.#reads;
+    const scope = this.#scope(principal);
     const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
     if (method === 'GET' && parts.length === 1) {
       if (path === '/info')
@@ -208,22 +245,37 @@ class ConsoleServer {
           principal,
         });
       if (path === '/turns')
-        return reply({ turns: await listTurnSummaries(store, parseTurnFilter(url.searchParams)) });
-      if (path === '/conversations') {
-        const turns = await listTurnSummaries(store, parseTurnFilter(url.searchParams));
-        return reply({ conversations: conversationsOf(turns) });
-      }
-      if (path === '/approvals') return reply({ approvals: await listApprovals(store) });
+        return reply(await listTurnSummaries(reads, parseTurnFilter(url.searchParams), scope));
+      if (path === '/conversations')
+        return reply(await listConversations(reads, parseTurnFilter(url.searchParams), scope));
+      if (path === '/approvals') return reply(await listApprovals(reads, url.searchParams, scope));
     }
     if (parts[0] === 'turns' && parts.length === 2 && method === 'GET')
-      return reply(await turnPage(store, parts[1]!, this.#temporalLink));
-    if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'stream' && method === 'GET')
+      return reply(
+        await turnPage(store, reads, parts[1]!, {
+          temporalLink: this.#temporalLink,
+          scope,
+          ...(url.searchParams.get('since') ? { since: url.searchParams.get('since')! } : {}),
+        }),
+      );
+    if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'messages' && method === 'GET')
+      return reply(await transcriptPage(store, reads, parts[1]!, url.searchParams, scope));
+    if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'executions' && method === 'GET')
+      return reply(await executionPage(store, reads, parts[1]!, url.searchParams, scope));
+    if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'events' && method === 'GET')
+      return reply(await eventPage(store, parts[1]!, url.searchParams, scope));
+    if (parts[0] === 'turns' && parts.length === 3 && parts[2] === 'stream' && method === 'GET') {
+      await this.#readable(parts[1]!, principal, 'read_messages');
       return this.#stream(response, parts[1]!);
+    }
     if (parts[0] === 'turns' && parts.length === 3 && method === 'POST') {
       const action = parts[2] as ConsoleControl;
       if (!CONTROL_ACTIONS.includes(action)) throw new HttpError(404, `no control ${parts[2]}`);
       if (request.headers[CONSOLE_REQUEST_HEADER] !== '1')
         throw new HttpError(403, `a control needs the ${CONSOLE_REQUEST_HEADER} header`);
+      // A turn this principal may not see is not there for it; the control itself is then
+      // authorized by the workers' policy, which names the turn's owner too.
+      await this.#readable(parts[1]!, principal, 'read_control');
       return reply(await this.#control(parts[1]!, action, await readJson(request), principal));
     }
     throw new HttpError(404, `no such console API: ${method} ${path}`);
@@ -282,6 +334,11 @@ class ConsoleServer {
 
   #serveAsset(response: ServerResponse, path: string) {
     const relative = path === '/' || path === '' ? 'index.html' : normalize(path).replace(/^([/\\])+/, '');
+    if (!isConsoleBuild(this.#assets))
+      throw new HttpError(
+        503,
+        `the console's front end is not built at ${this.#assets}: ${MISSING_ASSETS_FIX}`,
+      );
     const file = join(this.#assets, relative);
     // The console routes in the hash: any other path is a file of the build, or nothing.
     if (!file.startsWith(this.#assets + sep) || !existsSync(file) || !statSync(file).isFile())
@@ -296,9 +353,15 @@ class ConsoleServer {
   }
 }
 
+/** What a policy sees of a turn: its id, its conversation and its owner's principal. */
+function ownedResource(turn: TurnRecord): Record<string, unknown> {
+  return { turn: turn.id, conversation: turn.conversationId, owner: turn.options['principal'] ?? null };
+}
+
 /** The HTTP status and the message a client may see; anything unexpected is logged, not shown. */
 function statusOf(error: unknown, logger: Pick<Console, 'error'>): [number, string] {
   if (error instanceof HttpError) return [error.status, error.message];
+  if (error instanceof ScopeError) return [404, 'not found'];
   if (error instanceof RecordNotFound) return [404, 'not found'];
   if (error instanceof AuthorizationError) return [403, error.message];
   if (error instanceof ArgumentError || error instanceof InputError) return [400, error.message];

@@ -77,12 +77,25 @@ const model = new ScriptedModel({
     hasToolResult(request)
       ? { text: 'The card was charged.', usage }
       : { toolCalls: [{ name: 'charge_card', arguments: { amount: 42 } }], usage },
-  // Four deltas, 3 s apart: the page sees the text grow, and the cancel comes before the last.
-  con_slow: () => ({ text: 'streaming, word by word, '.repeat(40), chunkDelayMs: 3_000, usage }),
+  // Four deltas, 5 s apart: the page sees the text grow, and the cancel comes before the last
+  // (with room for a loaded machine).
+  con_slow: () => ({ text: 'streaming, word by word, '.repeat(40), chunkDelayMs: 5_000, usage }),
   con_broken: () => ({
     error: { status: 400, message: 'bad request from https://gateway.internal key sk-secret' },
   }),
   con_ok: () => ({ text: 'All good.', usage }),
+  // Two steps with text each, and a markdown answer carrying HTML a model might write.
+  con_md: (request) =>
+    hasToolResult(request)
+      ? {
+          text: '# Durable agents\n\nThey **survive** crashes.\n\n- one\n- two\n\n<img src=x onerror="window.__owned=1">',
+          usage,
+        }
+      : {
+          text: 'Looking it up first.',
+          toolCalls: [{ name: 'lookup_fact', arguments: { topic: 'crashes' } }],
+          usage,
+        },
 });
 const helper = defineAgent({ name: 'con_helper' });
 const agents = [
@@ -92,6 +105,7 @@ const agents = [
   defineAgent({ name: 'con_slow' }),
   defineAgent({ name: 'con_broken' }),
   defineAgent({ name: 'con_ok' }),
+  defineAgent({ name: 'con_md', tools: [lookup] }),
 ];
 
 let kit: TestKit;
@@ -216,7 +230,10 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     await tree.getByRole('link', { name: 'con_helper' }).focus();
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: /con_helper/ }).waitFor();
-    expect(await page.getByRole('feed').innerText()).toContain('Workflows resume where they stopped.');
+    // The transcript comes in its own pages after the turn's head.
+    await expect
+      .poll(() => page.getByRole('feed').innerText())
+      .toContain('Workflows resume where they stopped.');
   });
 
   it('web console: a running turn streams live on its page through useChat, and a cancel from the console ends it as cancelled', async () => {
@@ -228,7 +245,7 @@ describe.skipIf(!available)('the TurnKit web console', () => {
       .toBeGreaterThan(30);
     const early = (await live.innerText()).length;
     await expect
-      .poll(async () => (await live.innerText()).length, { timeout: 10_000 })
+      .poll(async () => (await live.innerText()).length, { timeout: 15_000 })
       .toBeGreaterThan(early);
     await page.getByRole('button', { name: 'Cancel' }).click();
     await page.getByTestId('live-cancelled').waitFor({ timeout: 30_000 });
@@ -245,6 +262,9 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     expect(await failed.innerText()).toContain('The run failed');
     expect(await failed.innerText()).not.toContain('sk-secret');
     expect(await page.getByTestId('live-status').innerText()).toBe('failed');
+    // Once the stream has ended, the live card says the error once.
+    await page.locator('section.live:is([data-chat-status="error"], [data-chat-status="ready"])').waitFor();
+    expect(await page.locator('section.live .error').count()).toBe(1);
     // The turn's page also shows the error itself (the console is the operator's view).
     expect(await page.locator('.error-box').innerText()).toContain('ModelError');
 
@@ -304,6 +324,49 @@ describe.skipIf(!available)('the TurnKit web console', () => {
     await (await kit.client.handle(receipt.turnId!)).result();
     const laneTurn = kit.client.temporal.workflow.getHandle(turnWorkflowId(receipt.turnId!));
     expect(await (await laneTurn.describe()).staticDetails()).toContain(`(${base}#/turns/${receipt.turnId})`);
+  });
+
+  it("web console: the first hour's faults: step texts apart, tool states in words, markdown output as text, no overflow at 800 px, a rejected call's card without buttons", async () => {
+    const turn = await (await kit.client.run('con_md', 'Tell me about durable agents')).result();
+    expect(turn.status).toBe('completed');
+    await page.setViewportSize({ width: 800, height: 900 });
+    try {
+      await page.goto(`${base}#/turns/${turn.id}`);
+      const output = page.locator('section[aria-labelledby="output-title"]');
+      await output.getByRole('heading', { name: 'Durable agents' }).waitFor({ timeout: 30_000 });
+      expect(await output.locator('strong').innerText()).toBe('survive');
+      expect(await output.locator('li').allInnerTexts()).toEqual(['one', 'two']);
+      // The model's HTML is shown as text, never parsed.
+      expect(await output.locator('img').count()).toBe(0);
+      expect(await output.innerText()).toContain('<img src=x onerror=');
+      expect(await page.evaluate(() => (globalThis as { __owned?: number }).__owned)).toBeUndefined();
+      const live = page.getByTestId('live-text');
+      await expect
+        .poll(() => live.locator('p').allInnerTexts(), { timeout: 30_000 })
+        .toEqual(['Looking it up first.', expect.stringContaining('# Durable agents')]);
+      const liveCard = await page.locator('section[aria-labelledby="live-title"]').innerText();
+      expect(liveCard).toContain('lookup_fact: done');
+      expect(liveCard).not.toContain('output-available');
+      // Nothing is wider than the window: the usage table scrolls inside its card.
+      expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(800);
+      await page.screenshot({ path: join(SHOTS, 'console-turn-800.png'), fullPage: true });
+    } finally {
+      await page.setViewportSize({ width: 1440, height: 1000 });
+    }
+
+    // A rejected call: its card says so, without live buttons, and the list says none is open.
+    const gated = await kit.client.run('con_gate', 'Charge the card 7');
+    await expect.poll(async () => (await gated.pendingApprovals()).length, { timeout: 30_000 }).toBe(1);
+    await page.goto(`${base}#/approvals`);
+    const card = page.getByRole('article').filter({ hasText: 'charge_card' });
+    await card.getByRole('textbox', { name: 'Reason' }).fill('too much');
+    await card.getByRole('button', { name: 'Reject' }).click();
+    await page.getByText(/Rejected at .*: too much/).waitFor({ timeout: 30_000 });
+    await page.getByText('No call is awaiting a decision.').waitFor({ timeout: 30_000 });
+    expect(await page.getByRole('button', { name: 'Approve' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Reject' }).count()).toBe(0);
+    await page.screenshot({ path: join(SHOTS, 'console-rejected.png'), fullPage: true });
+    expect((await gated.result()).status).toBe('completed');
   });
 
   it('web console: without an auth hook, a request from a non-loopback address gets 403', async () => {

@@ -3,7 +3,7 @@ import { formatCost, formatTime } from '../format.js';
 import { useResource } from '../hooks.js';
 import type { RouteParams } from '../router.js';
 import { href } from '../router.js';
-import { Loading, Status, TurnLink } from './common.js';
+import { Loading, Pager, Status, TurnLink } from './common.js';
 import { Filters } from './turns.js';
 
 export function ConversationsView({ query }: RouteParams) {
@@ -15,6 +15,7 @@ export function ConversationsView({ query }: RouteParams) {
   return (
     <section aria-labelledby="conversations-title">
       <h1 id="conversations-title">Conversations</h1>
+      <p className="meta">Newest first; turns, tokens and cost count every turn of the conversation.</p>
       <Filters path="/conversations" query={query} />
       {!list.data ? (
         <Loading error={list.error} what="conversations" />
@@ -52,6 +53,7 @@ export function ConversationsView({ query }: RouteParams) {
           </tbody>
         </table>
       )}
+      {list.data ? <Pager path="/conversations" query={query} nextCursor={list.data.nextCursor} /> : null}
     </section>
   );
 }

@@ -11,7 +11,6 @@ import {
   isRunCancelled,
   isRunFailed,
   isToolPart,
-  messageText,
   runCostOf,
   runErrorOf,
   runStatusOf,
@@ -19,7 +18,17 @@ import {
   subAgentsOf,
   toolNameOf,
 } from '../../../src/ui/parts.js';
-import { formatCost } from '../format.js';
+import { formatCost, toolStateText } from '../format.js';
+
+/** The message's text, one paragraph per model step (a step's text never runs into the next). */
+function stepTexts(message: TurnKitUIMessage): string[] {
+  const steps: string[] = [''];
+  for (const part of message.parts) {
+    if (part.type === 'step-start' && steps.at(-1) !== '') steps.push('');
+    else if (part.type === 'text') steps[steps.length - 1] += part.text;
+  }
+  return steps.filter((text) => text !== '');
+}
 
 export function LiveStream({ turnId }: { turnId: string }) {
   const transport = useMemo(() => new DefaultChatTransport<TurnKitUIMessage>({ api: 'api/turns' }), []);
@@ -67,12 +76,16 @@ export function LiveStream({ turnId }: { turnId: string }) {
       ) : null}
       {message ? (
         <div className="live-body">
-          <p className="text" data-testid="live-text">
-            {messageText(message)}
-          </p>
+          <div data-testid="live-text">
+            {stepTexts(message).map((text, i) => (
+              <p key={i} className="text">
+                {text}
+              </p>
+            ))}
+          </div>
           {message.parts.filter(isToolPart).map((part) => (
             <p key={part.toolCallId} className="meta">
-              tool <code>{toolNameOf(part)}</code>: {part.state}
+              tool <code>{toolNameOf(part)}</code>: {toolStateText(part.state)}
             </p>
           ))}
           {subAgentsOf(message).map((sub) => (
@@ -84,7 +97,10 @@ export function LiveStream({ turnId }: { turnId: string }) {
       ) : (
         <p className="meta">Waiting for the stream…</p>
       )}
-      {error ? <p className="error">stream error: {error.message}</p> : null}
+      {/* A failed run's stream ends with its error too: it is said once, above. */}
+      {error && !(message && isRunFailed(message)) ? (
+        <p className="error">stream error: {error.message}</p>
+      ) : null}
     </section>
   );
 }

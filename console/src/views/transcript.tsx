@@ -6,11 +6,11 @@
  */
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { useRef } from 'react';
-import type { ConsoleTurnPage } from '../api.js';
+import type { ConsoleTranscriptPage, ConsoleTurnPage } from '../api.js';
 import { formatTime } from '../format.js';
 import { Json } from './common.js';
 
-type Message = ConsoleTurnPage['messages'][number];
+type Message = ConsoleTranscriptPage['messages'][number];
 type Part = Message['content'][number];
 type Execution = ConsoleTurnPage['toolExecutions'][number];
 
@@ -125,10 +125,17 @@ function MessageView({
   );
 }
 
-export function Transcript({ page }: { page: ConsoleTurnPage }) {
+export function Transcript({
+  turnId,
+  messages,
+  toolExecutions,
+}: {
+  turnId: string;
+  messages: readonly Message[];
+  toolExecutions: readonly Execution[];
+}) {
   const scroller = useRef<HTMLDivElement>(null);
-  const executions = new Map(page.toolExecutions.map((e) => [e.toolCallId, e]));
-  const messages = page.messages;
+  const executions = new Map(toolExecutions.map((e) => [e.toolCallId, e]));
   const virtualizer = useVirtualizer({
     count: messages.length,
     getScrollElement: () => scroller.current,
@@ -164,7 +171,7 @@ export function Transcript({ page }: { page: ConsoleTurnPage }) {
                 transform: `translateY(${item.start}px)`,
               }}
             >
-              <MessageView message={message} executions={executions} own={message.turnId === page.turn.id} />
+              <MessageView message={message} executions={executions} own={message.turnId === turnId} />
             </div>
           );
         })}

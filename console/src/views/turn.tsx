@@ -1,12 +1,14 @@
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import type { ConsoleTurnPage, ConsoleTurnSummary } from '../api.js';
 import { api } from '../api.js';
 import { formatCost, formatMs, formatTime, principalText, TERMINAL } from '../format.js';
-import { useResource } from '../hooks.js';
+import { useResource, useTranscript } from '../hooks.js';
 import type { RouteParams } from '../router.js';
+import type { Decision } from './approvals.js';
 import { ApprovalCard } from './approvals.js';
 import { Json, Loading, Status, TurnLink } from './common.js';
 import { LiveStream } from './live.js';
+import { Markdown } from './markdown.js';
 import { Transcript } from './transcript.js';
 
 function Controls({ page, onDone }: { page: ConsoleTurnPage; onDone: () => void }) {
@@ -75,7 +77,8 @@ function Tree({ tree, current }: { tree: ConsoleTurnSummary[]; current: string }
       <ul>
         {list.map((turn) => (
           <li key={turn.id} aria-current={turn.id === current ? 'page' : undefined}>
-            <TurnLink id={turn.id}>{turn.agentName}</TurnLink> <Status status={turn.status} />{' '}
+            <TurnLink id={turn.id}>{turn.agentName}</TurnLink>{' '}
+            <Status status={turn.status} waitingFor={turn.waitingFor} />{' '}
             <span className="meta">
               {turn.tokens} tokens · {formatCost(turn.cost)}
             </span>
@@ -102,37 +105,39 @@ function Steps({ page }: { page: ConsoleTurnPage }) {
       {page.steps.length === 0 ? (
         <p>No model call yet.</p>
       ) : (
-        <table className="list">
-          <thead>
-            <tr>
-              <th>Step</th>
-              <th>Model</th>
-              <th>Duration</th>
-              <th>Tool calls</th>
-              <th>Tokens</th>
-              <th>Cost</th>
-            </tr>
-          </thead>
-          <tbody>
-            {page.steps.map((step) => (
-              <tr key={step.index}>
-                <td className="num">{step.index}</td>
-                <td>{step.model ?? '—'}</td>
-                <td className="num">{formatMs(step.durationMs)}</td>
-                <td className="num">{step.toolCalls}</td>
-                <td className="num">{step.tokens ?? '—'}</td>
-                <td className="num">{formatCost(step.cost)}</td>
+        <div className="table-scroll">
+          <table className="list">
+            <thead>
+              <tr>
+                <th>Step</th>
+                <th>Model</th>
+                <th>Duration</th>
+                <th>Tool calls</th>
+                <th>Tokens</th>
+                <th>Cost</th>
               </tr>
-            ))}
-          </tbody>
-          <tfoot>
-            <tr>
-              <th colSpan={4}>Turn total</th>
-              <td className="num">{page.turn.tokens}</td>
-              <td className="num">{formatCost(page.turn.cost)}</td>
-            </tr>
-          </tfoot>
-        </table>
+            </thead>
+            <tbody>
+              {page.steps.map((step) => (
+                <tr key={step.index}>
+                  <td className="num">{step.index}</td>
+                  <td>{step.model ?? '—'}</td>
+                  <td className="num">{formatMs(step.durationMs)}</td>
+                  <td className="num">{step.toolCalls}</td>
+                  <td className="num">{step.tokens ?? '—'}</td>
+                  <td className="num">{formatCost(step.cost)}</td>
+                </tr>
+              ))}
+            </tbody>
+            <tfoot>
+              <tr>
+                <th colSpan={4}>Turn total</th>
+                <td className="num">{page.turn.tokens}</td>
+                <td className="num">{formatCost(page.turn.cost)}</td>
+              </tr>
+            </tfoot>
+          </table>
+        </div>
       )}
     </section>
   );
@@ -175,21 +180,33 @@ function Timeline({ page }: { page: ConsoleTurnPage }) {
 
 export function TurnView({ params }: RouteParams) {
   const id = params['id'] ?? '';
+  // The last full page: a poll sends its version and gets `{unchanged}` while nothing happened.
+  const last = useRef<ConsoleTurnPage | null>(null);
   const page = useResource(
     `turn:${id}`,
-    () => api.turn(id),
+    async () => {
+      const known = last.current?.turn.id === id ? last.current : null;
+      const answer = await api.turn(id, known?.version);
+      if ('unchanged' in answer) return known!;
+      last.current = answer;
+      return answer;
+    },
     (data) => (TERMINAL.includes(data.turn.status) ? null : 1_500),
   );
+  const finished = page.data ? TERMINAL.includes(page.data.turn.status) : false;
+  const transcript = useTranscript(id, page.data === null ? null : !finished);
+  const [decided, setDecided] = useState<Map<string, Decision>>(() => new Map());
   if (!page.data) return <Loading error={page.error} what={`turn ${id}`} />;
   const data = page.data;
   const turn = data.turn;
-  const finished = TERMINAL.includes(turn.status);
-  const awaiting = data.toolExecutions.filter((e) => e.status === 'awaiting_approval');
+  const awaiting = data.toolExecutions.filter(
+    (e) => e.status === 'awaiting_approval' || decided.has(e.toolCallId),
+  );
   return (
     <article aria-labelledby="turn-title" className="turn">
       <header className="turn-head">
         <h1 id="turn-title">
-          {turn.agentName} <Status status={turn.status} />
+          {turn.agentName} <Status status={turn.status} waitingFor={turn.waitingFor} />
         </h1>
         <p className="meta">
           turn <code>{turn.id}</code> · conversation <code>{turn.conversationId}</code>
@@ -215,6 +232,9 @@ export function TurnView({ params }: RouteParams) {
           {turn.tokens} tokens · {formatCost(turn.cost)}
           {turn.model ? ` · ${turn.model}` : ''}
         </p>
+        {data.truncated ? (
+          <p className="meta">A long turn: its tree, tools and timeline show their first pages.</p>
+        ) : null}
       </header>
       {turn.error ? (
         <section className="card error-box" role="alert" aria-labelledby="error-title">
@@ -230,12 +250,17 @@ export function TurnView({ params }: RouteParams) {
             turnId: turn.id,
             rootTurnId: turn.rootTurnId,
             agentName: turn.agentName,
+            principal: turn.principal,
             toolCallId: execution.toolCallId,
             toolName: execution.toolName,
             arguments: execution.arguments,
             requestedAt: execution.createdAt,
           }}
-          onDecided={page.reload}
+          {...(decided.has(execution.toolCallId) ? { decided: decided.get(execution.toolCallId)! } : {})}
+          onDecided={(decision) => {
+            setDecided((before) => new Map(before).set(execution.toolCallId, decision));
+            page.reload();
+          }}
         />
       ))}
       {!finished ? <Controls page={data} onDone={page.reload} /> : null}
@@ -243,12 +268,21 @@ export function TurnView({ params }: RouteParams) {
         <div className="main-column">
           <section aria-labelledby="transcript-title">
             <h2 id="transcript-title">Transcript</h2>
-            <Transcript page={data} />
+            {transcript.error ? (
+              <p role="alert" className="error">
+                Could not load the transcript: {transcript.error.message}
+              </p>
+            ) : null}
+            <Transcript
+              turnId={turn.id}
+              messages={transcript.messages}
+              toolExecutions={data.toolExecutions}
+            />
           </section>
           {turn.outputText !== null && finished ? (
             <section className="card" aria-labelledby="output-title">
               <h2 id="output-title">Output</h2>
-              <p className="text">{turn.outputText}</p>
+              <Markdown text={turn.outputText} />
             </section>
           ) : null}
         </div>

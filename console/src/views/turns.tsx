@@ -4,7 +4,7 @@ import { formatCost, formatTime, principalText, shortId } from '../format.js';
 import { useResource } from '../hooks.js';
 import type { RouteParams } from '../router.js';
 import { href, navigate } from '../router.js';
-import { Loading, Status, TurnLink } from './common.js';
+import { Loading, Pager, Status, TurnLink } from './common.js';
 
 const STATUSES = ['', 'pending', 'waiting', 'running', 'paused', 'completed', 'failed', 'cancelled', 'stale'];
 const FIELDS = ['agent', 'status', 'principal', 'conversation', 'since', 'until'] as const;
@@ -100,7 +100,7 @@ export function TurnsView({ query }: RouteParams) {
                 </td>
                 <td>{turn.agentName}</td>
                 <td>
-                  <Status status={turn.status} />
+                  <Status status={turn.status} waitingFor={turn.waitingFor} />
                 </td>
                 <td>{principalText(turn.principal)}</td>
                 <td>
@@ -116,6 +116,7 @@ export function TurnsView({ query }: RouteParams) {
           </tbody>
         </table>
       )}
+      {turns.data ? <Pager path="/turns" query={query} nextCursor={turns.data.nextCursor} /> : null}
     </section>
   );
 }

@@ -9,6 +9,7 @@ import { signedParams } from '../../contract/control-request.js';
 import type { ControlVerdict } from '../../contract/activities.js';
 import type { Runtime } from '../runtime.js';
 import { findToolExecution } from '../tools/execution-lookup.js';
+import { principalOf } from '../step/turn-state.js';
 import { verifyOnce } from './signature-use.js';
 
 /** The event each authorized control leaves in the turn's log. */
@@ -22,8 +23,9 @@ const CONTROL_EVENTS = {
 
 /**
  * Verifies the signature of the whole request (each signature good once: signature-use.ts),
- * then asks the policy (action `approve`, `reject`, `pause`, `resume` or `steer`, with
- * `verified`; for a decision also the call's `tool_name` and `arguments`). A denial is
+ * then asks the policy (action `approve`, `reject`, `pause`, `resume` or `steer`, with the
+ * `turn`, its `conversation`, its `owner` (the principal the turn runs for) and `verified`;
+ * for a decision also the call's `tool_name` and `arguments`). A denial is
  * recorded as `control.denied` and reported; an allowed control is recorded as its own event.
  * Runs as a scheduled activity inside the Update's handler: the key and the policy never
  * enter workflow code or history. `use` names this authorization (its retries share it).
@@ -53,6 +55,8 @@ export async function authorizeControl(
         };
         await runtime.authorize(request.action, request.principal, {
           turn: turn.id,
+          conversation: turn.conversationId,
+          owner: principalOf(turn),
           ...details,
           ...(call ? { tool_name: call.toolName, arguments: call.arguments } : {}),
         });

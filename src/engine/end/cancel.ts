@@ -6,6 +6,7 @@ import type { CancelDescendants, CancelRequest } from '../../contract/cancel-req
 import { signedCancelParams } from '../../contract/cancel-request.js';
 import type { Runtime } from '../runtime.js';
 import { verifyOnce } from '../controls/signature-use.js';
+import { principalOf } from '../step/turn-state.js';
 import type { CallbackVerdict } from './callback.js';
 import { callbackVerdict, emitCallback } from './callback.js';
 import { mergeNotices, repeatedNotice, terminalNotice } from './notice.js';
@@ -41,6 +42,8 @@ export async function authorizeCancel(
         const reason = input.native ? 'temporal' : verification.reason;
         return runtime.authorize('cancel', input.principal, {
           turn: turn.id,
+          conversation: turn.conversationId,
+          owner: principalOf(turn),
           descendants: input.descendants,
           verified: verification.verified,
           ...(reason ? { verification: reason } : {}),

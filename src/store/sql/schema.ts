@@ -209,6 +209,18 @@ export const MIGRATIONS: readonly Migration[] = [
       ...budgetLedgerStatements(t, dialect),
     ],
   },
+  {
+    version: 6,
+    name: 'console pages',
+    // The web console's keyset pages (decision 63, console-queries.ts): calls awaiting
+    // approval by status, conversations newest first, a conversation's newest turn.
+    statements: () => [
+      `CREATE INDEX turnkit_tool_executions_status_created ON turnkit_tool_executions (status, created_at, id)`,
+      `CREATE INDEX turnkit_conversations_created ON turnkit_conversations (created_at, id)`,
+      `CREATE INDEX turnkit_conversations_agent_created ON turnkit_conversations (agent_name, created_at, id)`,
+      `CREATE INDEX turnkit_turns_conversation_created ON turnkit_turns (conversation_id, created_at, id)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

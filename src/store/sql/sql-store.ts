@@ -71,6 +71,8 @@ import type {
   WaitRecord,
 } from '../types.js';
 import { LANE_TURN_STATUSES } from '../types.js';
+import type { ConsoleReadable, ConsoleReads } from '../console-reads.js';
+import { SqlConsoleReads } from './console-queries.js';
 import type { LockKey, Row, SqlConnection, SqlDriver } from './driver.js';
 import { BUDGET_LEDGER_TABLE } from './budget-ledger.js';
 import type { Column, TableSpec } from './schema.js';
@@ -203,7 +205,7 @@ function toolExecutionWhere(filter: ToolExecutionFilter): { sql: string; params:
   return { sql: clauses.join(' AND '), params };
 }
 
-export class SqlStore implements Store {
+export class SqlStore implements Store, ConsoleReadable {
   readonly backend: StoreBackend;
   readonly #driver: SqlDriver;
   readonly #context = new AsyncLocalStorage<TxContext>();
@@ -1038,6 +1040,11 @@ export class SqlStore implements Store {
     this.#watchers ??= new StreamWatchers((onPayload, onLost) => listen(STREAM_CHANNEL, onPayload, onLost));
     const watchers = this.#watchers;
     return (rootTurnId, wake) => watchers.watch(rootTurnId, wake);
+  }
+
+  /** The web console's paged reads (console-queries.ts). */
+  consoleReads(): ConsoleReads {
+    return new SqlConsoleReads(this.#driver, fromRow);
   }
 
   async close(): Promise<void> {
