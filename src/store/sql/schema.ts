@@ -183,6 +183,15 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX turnkit_conversations_forked_from ON turnkit_conversations (forked_from_conversation_id, created_at)`,
     ],
   },
+  {
+    version: 7,
+    name: 'retention walks',
+    // Retention (decision 64) walks events and conversations oldest first, a page at a time.
+    statements: () => [
+      `CREATE INDEX turnkit_events_created ON turnkit_events (created_at, turn_id, sequence)`,
+      `CREATE INDEX turnkit_conversations_created ON turnkit_conversations (created_at, id)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

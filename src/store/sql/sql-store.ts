@@ -70,7 +70,7 @@ import type {
   WaitRecord,
 } from '../types.js';
 import { LANE_TURN_STATUSES } from '../types.js';
-import type { LockKey, Row, SqlConnection, SqlDriver } from './driver.js';
+import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './driver.js';
 import type { Column, TableSpec } from './schema.js';
 import {
   CONVERSATIONS,
@@ -198,6 +198,15 @@ function toolExecutionWhere(filter: ToolExecutionFilter): { sql: string; params:
   }
   if (filter.hasError !== undefined) clauses.push(filter.hasError ? 'error IS NOT NULL' : 'error IS NULL');
   return { sql: clauses.join(' AND '), params };
+}
+
+/** What retention (../retention/) runs its own statements with. */
+export interface SqlStatements {
+  readonly dialect: SqlDialect;
+  /** A read of committed rows. */
+  read(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+  /** One short transaction of its own (never a caller's) holding `keys`. */
+  batch<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T>;
 }
 
 export class SqlStore implements Store {
@@ -1006,6 +1015,18 @@ export class SqlStore implements Store {
     this.#watchers ??= new StreamWatchers((onPayload, onLost) => listen(STREAM_CHANNEL, onPayload, onLost));
     const watchers = this.#watchers;
     return (rootTurnId, wake) => watchers.watch(rootTurnId, wake);
+  }
+
+  /** Retention's access to the tables: reads, and batches each in a transaction of its own. */
+  statements(): SqlStatements {
+    return {
+      dialect: this.#driver.dialect,
+      read: (sql, params = []) => this.#read((c) => c.query(sql, params)),
+      batch: (keys, fn) => {
+        if (this.#current()) throw new StoreError('retention cannot run inside an atomic block');
+        return this.#transaction(keys, (opened) => this.#serial(opened, () => fn(opened.connection)));
+      },
+    };
   }
 
   async close(): Promise<void> {
