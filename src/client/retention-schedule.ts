@@ -23,7 +23,7 @@ export interface RetentionScheduleOptions {
   paused?: boolean;
 }
 
-export const DEFAULT_RETENTION_SCHEDULE_ID = 'turnkit-retention';
+const DEFAULT_RETENTION_SCHEDULE_ID = 'turnkit-retention';
 const DEFAULT_EVERY_MS = 60 * 60 * 1000;
 
 function everyMs(every: Duration | undefined): number {

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { readRunStream } from '../../src/client/run-stream.js';
 import { ArgumentError, ConfigError } from '../../src/errors.js';
-import { MemoryStore } from '../../src/store/memory-store.js';
 import { pruneStore } from '../../src/store/retention/prune-store.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import type { NewStreamPart, Store, TurnRecord } from '../../src/store/types.js';
@@ -346,7 +345,8 @@ describePostgres('retention on PostgreSQL', () => {
 });
 
 describe('scale: retention needs a SQL store', () => {
-  it('scale: pruning the memory store is a ConfigError', async () => {
-    await expect(pruneStore(new MemoryStore())).rejects.toBeInstanceOf(ConfigError);
+  it('scale: pruning a store that is not SQLite or PostgreSQL is a ConfigError', async () => {
+    const custom = { backend: 'custom' } as unknown as Store;
+    await expect(pruneStore(custom)).rejects.toBeInstanceOf(ConfigError);
   });
 });

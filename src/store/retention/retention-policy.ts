@@ -22,7 +22,7 @@ export interface RetentionPolicy {
 }
 
 /** A policy with its defaults applied and every value checked. */
-export interface ResolvedRetentionPolicy {
+interface ResolvedRetentionPolicy {
   streamPartsGraceMs: number | null;
   eventsMaxAgeMs: number | null;
   conversationsMaxAgeMs: number | null;
@@ -30,8 +30,8 @@ export interface ResolvedRetentionPolicy {
   batchSize: number;
 }
 
-export const DEFAULT_STREAM_PARTS_GRACE_MS = 60 * 60 * 1000;
-export const DEFAULT_RETENTION_BATCH_SIZE = 500;
+const DEFAULT_STREAM_PARTS_GRACE_MS = 60 * 60 * 1000;
+const DEFAULT_RETENTION_BATCH_SIZE = 500;
 /** Above this, one batch could hold SQLite's write lock for more than a few tens of milliseconds. */
 const MAX_BATCH_SIZE = 10_000;
 
