@@ -249,7 +249,11 @@ function describeRetention(name: string, open: () => Promise<Backend>): void {
 
     it('scale: keep-latest keeps the newest conversations and removes the older finished ones', async () => {
       const made = [];
-      for (let i = 0; i < 5; i++) made.push(await fullConversation('completed'));
+      for (let i = 0; i < 5; i++) {
+        made.push(await fullConversation('completed'));
+        // Newest by creation time: no two conversations share a millisecond.
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
       const report = await pruneStore(store, { streamPartsGraceMs: null, conversationsKeepLatest: 2 });
       const left: number[] = [];
       for (const c of made)
