@@ -1017,7 +1017,10 @@ export class SqlStore implements Store {
     return (rootTurnId, wake) => watchers.watch(rootTurnId, wake);
   }
 
-  /** Retention's access to the tables: reads, and batches each in a transaction of its own. */
+  /**
+   * Retention's access to the tables: reads, and batches each in a transaction of its own.
+   * @internal
+   */
   statements(): SqlStatements {
     return {
       dialect: this.#driver.dialect,
