@@ -15,7 +15,8 @@
  *   the window was full (two windows in) over the first half's (about 1: it stopped growing);
  *   `retention_soak_bytes_growth_ratio` the same for bytes;
  * - `retention_soak_turns`, `retention_soak_rows_peak`, `retention_soak_passes`,
- *   `retention_soak_largest_batch` (rows one transaction deleted at most).
+ *   `retention_soak_largest_batch` (rows one transaction deleted at most) and
+ *   `retention_soak_longest_batch_ms` (the longest one ran its statements).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -163,6 +164,7 @@ async function soak(
   const samples: { at: number; rows: number; bytes: number }[] = [];
   let passes = 0;
   let largestBatch = 0;
+  let longestBatchMs = 0;
   let lastCutoff = new Date(0).toISOString();
   let done = 0;
   let running = true;
@@ -176,6 +178,7 @@ async function soak(
           lastCutoff = new Date(at.getTime() - WINDOW_MS).toISOString();
           passes++;
           largestBatch = Math.max(largestBatch, report.largestBatch);
+          longestBatchMs = Math.max(longestBatchMs, report.longestBatchMs);
           await new Promise((resolve) => setTimeout(resolve, WINDOW_MS / 5));
         }
       })();
@@ -214,6 +217,7 @@ async function soak(
       [`retention_soak_rows_peak${suffix}`]: Math.max(...samples.map((s) => s.rows)),
       [`retention_soak_passes${suffix}`]: passes,
       [`retention_soak_largest_batch${suffix}`]: largestBatch,
+      [`retention_soak_longest_batch_ms${suffix}`]: longestBatchMs,
     };
     console.log(backend, keys);
     return keys;

@@ -29,6 +29,8 @@ export interface PruneReport {
   /** Transactions that deleted rows, and the most rows one of them deleted. */
   batches: number;
   largestBatch: number;
+  /** The longest a batch's statements ran inside its transaction (the write lock held), in ms. */
+  longestBatchMs: number;
 }
 
 /** The statuses in which a turn has ended, as an SQL list (constants, never input). */
@@ -63,6 +65,7 @@ export class PrunePass {
       keptConversations: 0,
       batches: 0,
       largestBatch: 0,
+      longestBatchMs: 0,
     };
   }
 
@@ -92,10 +95,17 @@ export class PrunePass {
     params: readonly unknown[],
     check?: (query: (sql: string, params: readonly unknown[]) => Promise<unknown[]>) => Promise<boolean>,
   ): Promise<number | null> {
+    let heldMs = 0;
     const deleted = await this.sql.batch(keys, async (connection) => {
-      if (check && !(await check((sql, p) => connection.query(sql, p)))) return null;
-      return (await connection.query(statement, params)).length;
+      const started = performance.now();
+      try {
+        if (check && !(await check((sql, p) => connection.query(sql, p)))) return null;
+        return (await connection.query(statement, params)).length;
+      } finally {
+        heldMs = performance.now() - started;
+      }
     });
+    this.report.longestBatchMs = Math.max(this.report.longestBatchMs, Math.round(heldMs * 10) / 10);
     if (deleted === null) return null;
     if (deleted > 0) {
       this.report.deleted[kind] += deleted;
