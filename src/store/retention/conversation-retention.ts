@@ -31,7 +31,11 @@ function ownedByUsers(pass: PrunePass): string {
   return `agent_name NOT LIKE 'turnkit:%' AND (CASE WHEN ${sub} THEN 0 ELSE 1 END) = 1`;
 }
 
-/** The tables a conversation's rows live in, in the order they are deleted, keyed by the conversation. */
+/**
+ * The tables a conversation's rows live in, in the order they are deleted, keyed by the
+ * conversation. A table added later that holds rows of a conversation or its turns needs its
+ * entry here, or removing the conversation leaves those rows behind (or fails on a foreign key).
+ */
 const PER_CONVERSATION: readonly { kind: PrunedKind; table: string; key: string; rows: string }[] = [
   {
     kind: 'streamParts',
