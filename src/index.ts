@@ -83,6 +83,8 @@ export type {
 } from './client/turnkit-client.js';
 export { RunHandle } from './client/run-handle.js';
 export { ScheduleHandle } from './client/schedules.js';
+export type { RetentionScheduleOptions } from './client/retention-schedule.js';
+export type { PruneReport, RetentionPolicy } from './store/index.js';
 export type {
   ScheduleBudget,
   ScheduleChanges,

@@ -26,8 +26,10 @@ import { runToolCall } from '../engine/tools/tool-call.js';
 import { finishToolsPhase, resumeTurn, suspendTurn, turnStatus } from '../engine/tools/tools-phase.js';
 import { TurnKitError } from '../errors.js';
 import { HeartbeatPacer } from './heartbeat.js';
+import { retentionActivities } from './retention-activities.js';
 import { scheduleActivities } from './schedule-activities.js';
 import { waitsReady } from '../store/wait-graph.js';
+import type { RetentionActivities } from '../contract/retention.js';
 import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
 import { claimTokenOf, turnWorkflowId } from '../workflows/contract.js';
 
@@ -246,7 +248,7 @@ function controlActivities(
 export function createTurnActivities(
   runtime: Runtime,
   pacer: HeartbeatPacer = new HeartbeatPacer(),
-): TurnActivities {
+): TurnActivities & RetentionActivities {
   return {
     ...laneActivities(runtime),
     ...claimActivities(runtime),
@@ -256,6 +258,7 @@ export function createTurnActivities(
     ...endActivities(runtime),
     ...controlActivities(runtime),
     ...scheduleActivities(runtime, mappingFailures),
+    ...retentionActivities(runtime, mappingFailures),
   };
 }
 

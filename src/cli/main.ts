@@ -56,6 +56,7 @@ import type { ScheduleCommandContext } from './schedule-commands.js';
 import { addScheduleCommands } from './schedule-commands.js';
 import { addForkCommands, forkSummary, showConversation } from './fork-commands.js';
 import { addEvalCommand } from './eval-commands.js';
+import { addPruneCommand } from './prune-command.js';
 
 interface Io {
   out: NodeJS.WriteStream;
@@ -717,6 +718,9 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
   addForkCommands(program, commands);
   addEvalCommand(program, commands);
   addConsoleCommand(program, commands);
+  addPruneCommand(program, commands, (fn) =>
+    action(async (session, ...args) => fn(await session.readStore(), ...args)),
+  );
 
   return program;
 }

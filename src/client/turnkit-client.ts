@@ -4,6 +4,7 @@ import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
 } from '@temporalio/client';
+import type { ScheduleHandle as TemporalScheduleHandle } from '@temporalio/client';
 import type { z } from 'zod';
 import type { Agent, BudgetLimits, PromptMode } from '../agents/agent.js';
 import type { ModelClient, Thinking } from '../models/types.js';
@@ -72,6 +73,8 @@ import type { ForkOptions, RegenerateOptions } from './fork.js';
 import { forkConversation, regenerateTurn } from './fork.js';
 import type { ScheduleDeps, ScheduleOptions, ScheduleSummary } from './schedules.js';
 import { createSchedule, listSchedules, ScheduleHandle } from './schedules.js';
+import type { RetentionScheduleOptions } from './retention-schedule.js';
+import { createRetentionSchedule } from './retention-schedule.js';
 import { checkScheduleId } from '../engine/schedule/definition.js';
 import { asSent, signPrincipal } from '../engine/controls/principal-signature.js';
 import type { BuildTurnOptions } from '../engine/lane/build-turn.js';
@@ -753,6 +756,14 @@ export class TurnKitClient {
   /** TurnKit's schedules in this namespace. */
   listSchedules(): Promise<ScheduleSummary[]> {
     return listSchedules(this.temporal);
+  }
+
+  /**
+   * Runs retention (`pruneStore`) on a Temporal Schedule, every hour unless `every` says
+   * otherwise, on this client's task queue (docs/retention.md). Returns Temporal's handle.
+   */
+  scheduleRetention(options: RetentionScheduleOptions = {}): Promise<TemporalScheduleHandle> {
+    return createRetentionSchedule(this.temporal, this.taskQueue, options);
   }
 
   #scheduleDeps(): ScheduleDeps {

@@ -15,6 +15,10 @@ export type { PostgresStoreOptions } from './postgres-store.js';
 export { MIGRATIONS_TABLE } from './sql/migrate.js';
 export type { MigrationResult } from './sql/migrate.js';
 export { LATEST_SCHEMA_VERSION } from './sql/schema.js';
+export { pruneStore } from './retention/prune-store.js';
+export type { PruneOptions } from './retention/prune-store.js';
+export type { PruneReport, PrunedKind } from './retention/prune-pass.js';
+export type { RetentionPolicy } from './retention/retention-policy.js';
 export type * from './types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './types.js';
 

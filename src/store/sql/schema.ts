@@ -221,6 +221,14 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX turnkit_turns_conversation_created ON turnkit_turns (conversation_id, created_at, id)`,
     ],
   },
+  {
+    version: 7,
+    name: 'retention walks',
+    // Retention (decision 64) walks events and conversations oldest first, a page at a time.
+    statements: () => [
+      `CREATE INDEX turnkit_events_created ON turnkit_events (created_at, turn_id, sequence)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

@@ -73,7 +73,7 @@ import type {
 import { LANE_TURN_STATUSES } from '../types.js';
 import type { ConsoleReadable, ConsoleReads } from '../console-reads.js';
 import { SqlConsoleReads } from './console-queries.js';
-import type { LockKey, Row, SqlConnection, SqlDriver } from './driver.js';
+import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './driver.js';
 import { BUDGET_LEDGER_TABLE } from './budget-ledger.js';
 import type { Column, TableSpec } from './schema.js';
 import {
@@ -203,6 +203,15 @@ function toolExecutionWhere(filter: ToolExecutionFilter): { sql: string; params:
   }
   if (filter.hasError !== undefined) clauses.push(filter.hasError ? 'error IS NOT NULL' : 'error IS NULL');
   return { sql: clauses.join(' AND '), params };
+}
+
+/** What retention (../retention/) runs its own statements with. */
+export interface SqlStatements {
+  readonly dialect: SqlDialect;
+  /** A read of committed rows. */
+  read(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+  /** One short transaction of its own (never a caller's) holding `keys`. */
+  batch<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T>;
 }
 
 export class SqlStore implements Store, ConsoleReadable {
@@ -1045,6 +1054,21 @@ export class SqlStore implements Store, ConsoleReadable {
   /** The web console's paged reads (console-queries.ts). */
   consoleReads(): ConsoleReads {
     return new SqlConsoleReads(this.#driver, fromRow);
+  }
+
+  /**
+   * Retention's access to the tables: reads, and batches each in a transaction of its own.
+   * @internal
+   */
+  statements(): SqlStatements {
+    return {
+      dialect: this.#driver.dialect,
+      read: (sql, params = []) => this.#read((c) => c.query(sql, params)),
+      batch: (keys, fn) => {
+        if (this.#current()) throw new StoreError('retention cannot run inside an atomic block');
+        return this.#transaction(keys, (opened) => this.#serial(opened, () => fn(opened.connection)));
+      },
+    };
   }
 
   async close(): Promise<void> {
