@@ -654,6 +654,20 @@ export class SqlStore implements Store, ConsoleReadable {
     return rows.map((row) => fromRow<TurnRecord>(TURNS, row));
   }
 
+  /**
+   * A conversation's open turns, unlimited: sorted here, not by SQL, so that no index ordered by
+   * creation time over all the conversation's turns looks cheaper than the lane's partial index
+   * (the open turns are few; the finished ones are many).
+   */
+  async #laneTurns(where: string[], params: unknown[]): Promise<TurnRecord[]> {
+    const sql = `SELECT * FROM turnkit_turns WHERE ${where.join(' AND ')}`;
+    const rows = await this.#read((c) => c.query(sql, params));
+    const turns = rows.map((row) => fromRow<TurnRecord>(TURNS, row));
+    return turns.sort((a, b) =>
+      a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1,
+    );
+  }
+
   async listTurns(filter: ListTurnsFilter = {}): Promise<TurnRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
@@ -672,7 +686,11 @@ export class SqlStore implements Store, ConsoleReadable {
       if (statuses.length === 0) return [];
       where.push(`status IN (${marks(statuses)})`);
       params.push(...statuses);
-      if (statuses.every((status) => LANE_STATUSES.includes(status))) where.push(LANE_INDEX_PREDICATE);
+      if (statuses.every((status) => LANE_STATUSES.includes(status))) {
+        where.push(LANE_INDEX_PREDICATE);
+        if (filter.conversationId !== undefined && filter.limit === undefined)
+          return this.#laneTurns(where, params);
+      }
     }
     return this.#listTurns(where, params, 'created_at, id', filter.limit);
   }
