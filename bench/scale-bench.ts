@@ -20,13 +20,12 @@
  * Each figure is the median of SCALE_REPEATS (default 5) calls after one warm-up. Keys end in
  * `_sqlite` and `_pg`, and are merged into bench-results.json.
  *
- * Hook: a module listed in SCALE_EXTRA (comma-separated paths, default the files of
- * EXTRA_MEASURES that exist) exports `measureScale(context: ScaleContext)` and returns keys of
- * its own (the budget and conversation-turn measurements write `scale_budget_ratio_*` and
- * `scale_conversation_turn_ratio_*` this way).
+ * Hook: a module listed in SCALE_EXTRA (comma-separated paths, default none) exports
+ * `measureScale(context: ScaleContext)` and returns keys of its own. The budget and
+ * conversation-turn ratios come from bench/scale-store-bench.ts, which bench:scale runs next.
  */
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -53,9 +52,6 @@ const pgBase =
   'postgres://postgres@127.0.0.1:5432/turnkit_test';
 const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
 const consoleServer = fileURLToPath(new URL('./scale-console-server.ts', import.meta.url));
-const EXTRA_MEASURES = ['./scale-store-bench.ts'].map((path) =>
-  fileURLToPath(new URL(path, import.meta.url)),
-);
 const APPROVALS = 20;
 const MESSAGES_LARGE = 100_000;
 const MESSAGES_SMALL = 1_000;
@@ -203,7 +199,7 @@ async function consoleFigures(url: string): Promise<ConsoleFigures> {
 }
 
 async function extraMeasures(context: ScaleContext): Promise<Record<string, number>> {
-  const listed = process.env['SCALE_EXTRA']?.split(',').filter(Boolean) ?? EXTRA_MEASURES.filter(existsSync);
+  const listed = process.env['SCALE_EXTRA']?.split(',').filter(Boolean) ?? [];
   const keys: Record<string, number> = {};
   for (const path of listed) {
     const module = (await import(pathToFileURL(path).href)) as {

@@ -10,3 +10,5 @@ ensure_temporal
 ensure_postgres
 echo "turnkit: scale benchmark on Node $(node -v) (large store: ${BENCH_SCALE_LARGE:-1000000} turns)"
 npx tsx bench/scale-bench.ts
+# The per-step costs: a budget check, and a real turn in a conversation of 20,000 turns.
+npx tsx bench/scale-store-bench.ts
