@@ -120,6 +120,7 @@ export {
   InputError,
   ModelAccessError,
   ModelError,
+  PostConflictError,
   RecordNotFound,
   StoreError,
   StreamCursorError,

@@ -160,6 +160,12 @@ export interface TurnContinuation {
   decisions: [string, ApprovalDecision][];
   /** Approval timeouts still running: tool-call id → when it fires (ms since the epoch). */
   approvalDeadlines: [string, number][];
+  /**
+   * The tools phase's calls as the run before knew them: its calls, those awaiting a
+   * decision, those settled (ran or closed) and, of those, the decided ones (absent before
+   * decision 58: the continued run learned them only when it dispatched the calls again).
+   */
+  calls?: { phase: string[]; awaiting: string[]; settled: string[]; decided: string[] };
 }
 
 export interface TurnWorkflowResult {
