@@ -79,6 +79,11 @@ export interface TurnSettings {
    * (static and current, child and lane-started turns too) link to its console page.
    */
   consoleUrl?: string;
+  /**
+   * How long a conversation's lane stays open once idle, for the next post or wake, before it
+   * closes (default 30 s). A post that reaches a lane as it closes is sent again (decision 57).
+   */
+  laneIdle?: string | number;
 }
 
 /** A turn's page in the web console at `base` (its hash route), or null without a base. */

@@ -13,12 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { CancelRequest } from '../contract/cancel-request.js';
 import type { TurnContinuation, TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
-import {
-  cancelSignal,
-  targetFinishedSignal,
-  TURNKIT_STATUS,
-  turnWorkflowId,
-} from './contract.js';
+import { cancelSignal, targetFinishedSignal, TURNKIT_STATUS, turnWorkflowId } from './contract.js';
 import { PATCH_FAIL_ACTIVITY, PATCH_NOTIFY, releasedPatch } from './patches.js';
 import type { TurnRun } from './turn-run.js';
 import { settingsOf, turnError } from './turn-run.js';

@@ -16,11 +16,18 @@ import type { PostRequest } from '../../src/contract/post-request.js';
 import { acceptPost } from '../../src/engine/lane/post.js';
 import type { AuthorizationRequest } from '../../src/engine/runtime.js';
 import { Runtime } from '../../src/engine/runtime.js';
+import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { PostConflictError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import type { Store } from '../../src/store/types.js';
-import { cancelSignal, laneWorkflowOptions, postUpdate, UPDATES } from '../../src/workflows/contract.js';
+import {
+  cancelSignal,
+  laneWorkflowId,
+  laneWorkflowOptions,
+  postUpdate,
+  UPDATES,
+} from '../../src/workflows/contract.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
 import { gate, waitUntil } from '../helpers/wait.js';
@@ -35,7 +42,9 @@ const block = defineTool({
     if (!gates.has(name)) gates.set(name, gate());
     await Promise.race([
       gates.get(name)!.promise,
-      new Promise((_, reject) => context.signal.addEventListener('abort', () => reject(new Error('aborted')))),
+      new Promise((_, reject) =>
+        context.signal.addEventListener('abort', () => reject(new Error('aborted'))),
+      ),
     ]);
     return { opened: name };
   },
@@ -266,5 +275,42 @@ describe('audit: #14 a known request id', () => {
     expect((error as PostConflictError).message).toMatch(/reused-1/);
     expect((await kit.store.listMessages(conversation.id)).length).toBe(before);
     expect(await kit.store.listTurns({ conversationId: conversation.id })).toHaveLength(1);
+  });
+});
+
+describe('audit: #25 a post racing the lane’s idle close', () => {
+  it('audit: #25 posts that reach a lane as it closes (a lane that closes 1 ms after it idles) all succeed: each one message, each one turn', async () => {
+    const closing = new TurnKitClient({
+      store: kit.store,
+      agents: kit.agents,
+      temporal: kit.client.temporal,
+      taskQueue: kit.taskQueue,
+      turnSettings: { laneIdle: 1 },
+    });
+    const conversation = await closing.conversation('crashy');
+    const failures: unknown[] = [];
+    const delays = [0, 0, 5, 10, 20, 40, 60, 80, 100, 150, 200, 300];
+    for (const [i, delay] of delays.entries()) {
+      const receipt = await conversation
+        .post(`hello ${i}`, { requestId: `close-${i}` })
+        .catch((error: unknown) => {
+          failures.push(error);
+          return null;
+        });
+      if (receipt) await (await closing.handle(receipt.turnId!)).result();
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+    expect(failures.map(String)).toEqual([]);
+    const turns = await kit.store.listTurns({ conversationId: conversation.id });
+    expect(turns).toHaveLength(delays.length);
+    expect(turns.every((turn) => turn.status === 'completed')).toBe(true);
+    // The lane closed under the posts again and again: each run served few of them.
+    const runs = [];
+    for await (const run of kit.client.temporal.workflow.list({
+      query: `WorkflowId = '${laneWorkflowId(conversation.id)}'`,
+    }))
+      runs.push(run);
+    console.log(`#25: ${delays.length} posts over ${runs.length} lane runs`);
+    expect(runs.length).toBeGreaterThanOrEqual(3);
   });
 });
