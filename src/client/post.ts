@@ -194,9 +194,6 @@ export async function messagesAfter(
     conversation: conversationId,
     cursor,
   });
-  const messages = (await runtime.store.listMessages(conversationId, { afterSequence: cursor })).slice(
-    0,
-    limit,
-  );
+  const messages = await runtime.store.listMessages(conversationId, { afterSequence: cursor, limit });
   return { messages, cursor: messages.at(-1)?.sequence ?? cursor };
 }

@@ -287,7 +287,7 @@ export class MemoryStore implements Store {
       return toolExecutionId === undefined || message.toolExecutionId === toolExecutionId;
     });
     rows.sort((a, b) => a.sequence - b.sequence || byCreated(a, b));
-    return jsonCopy(rows);
+    return jsonCopy(bounded(rows, options.limit));
   }
 
   // Turns
@@ -340,6 +340,8 @@ export class MemoryStore implements Store {
         (filter.conversationId === undefined || turn.conversationId === filter.conversationId) &&
         (filter.agentName === undefined || turn.agentName === filter.agentName) &&
         (filter.parentTurnId === undefined || turn.parentTurnId === filter.parentTurnId) &&
+        (filter.seesSequence === undefined || turn.contextMessageSequence >= filter.seesSequence) &&
+        (filter.submitted === undefined || (turn.submittedAt !== null) === filter.submitted) &&
         (filter.parentToolExecutionId === undefined ||
           turn.parentToolExecutionId === filter.parentToolExecutionId) &&
         (statuses === undefined || statuses.includes(turn.status)),

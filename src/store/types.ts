@@ -388,15 +388,22 @@ export interface ListMessagesOptions {
   afterSequence?: number;
   /** Only `sequence < beforeSequence` (an indexed range). */
   beforeSequence?: number;
+  /** At most this many, the first in sequence order (a page). */
+  limit?: number;
 }
 
 export interface ListTurnsFilter {
   rootTurnId?: string;
   conversationId?: string;
   agentName?: string;
-  parentTurnId?: string;
+  /** A parent's turns; `null`: only turns without a parent. */
+  parentTurnId?: string | null;
   parentToolExecutionId?: string;
   status?: TurnStatus | readonly TurnStatus[];
+  /** Only turns whose snapshot holds this message sequence (`contextMessageSequence >= seesSequence`). */
+  seesSequence?: number;
+  /** Only submitted turns (true) or only unsubmitted ones (false). */
+  submitted?: boolean;
   limit?: number;
 }
 

@@ -102,20 +102,21 @@ export async function recordPost(
 
 /**
  * The first submitted turn whose snapshot holds the message: the one that answers a queued or
- * interrupting post (the lane builds it once the conversation is free).
+ * interrupting post (the lane builds it once the conversation is free). One row, found in SQL.
  */
 export async function answeringTurn(
   store: Store,
   conversationId: string,
   sequence: number,
 ): Promise<TurnRecord | null> {
-  const turns = await store.listTurns({ conversationId });
-  return (
-    turns.find(
-      (turn) =>
-        turn.submittedAt !== null && turn.parentTurnId === null && turn.contextMessageSequence >= sequence,
-    ) ?? null
-  );
+  const [turn] = await store.listTurns({
+    conversationId,
+    parentTurnId: null,
+    submitted: true,
+    seesSequence: sequence,
+    limit: 1,
+  });
+  return turn ?? null;
 }
 
 /** What `inputStatus` answers: the receipt as it stands now, and where its turn is. */

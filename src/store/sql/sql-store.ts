@@ -587,7 +587,7 @@ export class SqlStore implements Store {
     }
     const rows = await this.#read((c) =>
       c.query(
-        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id`,
+        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence, created_at, id${limitClause(options.limit)}`,
         params,
       ),
     );
@@ -649,7 +649,14 @@ export class SqlStore implements Store {
     equal('root_turn_id', filter.rootTurnId);
     equal('conversation_id', filter.conversationId);
     equal('agent_name', filter.agentName);
-    equal('parent_turn_id', filter.parentTurnId);
+    if (filter.parentTurnId === null) where.push('parent_turn_id IS NULL');
+    else equal('parent_turn_id', filter.parentTurnId);
+    if (filter.seesSequence !== undefined) {
+      where.push('context_message_sequence >= ?');
+      params.push(filter.seesSequence);
+    }
+    if (filter.submitted !== undefined)
+      where.push(filter.submitted ? 'submitted_at IS NOT NULL' : 'submitted_at IS NULL');
     equal('parent_tool_execution_id', filter.parentToolExecutionId);
     if (filter.status !== undefined) {
       const statuses = list(filter.status);
