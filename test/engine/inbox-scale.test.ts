@@ -2,7 +2,7 @@
  * Round-4 audit #15 (issue 44): the inbox's polling reads are bounded by what they return,
  * not by the conversation. `messagesAfter` reads its page, `inputStatus` and a receipt read
  * the rows they answer from. Counted at the store (rows each list returned), on a real SQLite
- * file and on PostgreSQL; no Temporal is involved in these reads.
+ * file, the memory store and PostgreSQL; no Temporal is involved in these reads.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
@@ -80,6 +80,13 @@ const backends: [string, () => Promise<{ store: Store; close(): Promise<void> }>
     'SQLite',
     async () => {
       const store = await openStore(tempSqliteUrl('inbox-scale'));
+      return { store, close: () => store.close() };
+    },
+  ],
+  [
+    'the memory store',
+    async () => {
+      const store = await openStore('memory:');
       return { store, close: () => store.close() };
     },
   ],
