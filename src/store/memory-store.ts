@@ -47,6 +47,7 @@ import type {
   TurnRecord,
   TurnStatus,
   TurnUpdate,
+  ScheduleSpendRecord,
   WaitRecord,
   NewStreamPart,
   StreamPartRecord,
@@ -72,6 +73,8 @@ interface Tables {
   latestEventSequence: Map<string, number>;
   /** Keyed by the store-wide sequence. */
   streamParts: Map<number, StreamPartRecord>;
+  /** Keyed by `scheduleId day rootTurnId`. */
+  scheduleSpend: Map<string, ScheduleSpendRecord>;
 }
 
 function emptyTables(): Tables {
@@ -86,6 +89,7 @@ function emptyTables(): Tables {
     latestSequence: new Map(),
     latestEventSequence: new Map(),
     streamParts: new Map(),
+    scheduleSpend: new Map(),
   };
 }
 
@@ -434,6 +438,26 @@ export class MemoryStore implements Store {
       t.waits.set(key, record);
       return record;
     });
+  }
+
+  async reserveScheduleSpend(attrs: Omit<ScheduleSpendRecord, 'createdAt'>): Promise<ScheduleSpendRecord> {
+    return this.#write((t) => {
+      const key = `${attrs.scheduleId} ${attrs.day} ${attrs.rootTurnId}`;
+      const existing = t.scheduleSpend.get(key);
+      if (existing) return jsonCopy(existing);
+      const record = { ...attrs, createdAt: nowIso() };
+      t.scheduleSpend.set(key, record);
+      return jsonCopy(record);
+    });
+  }
+
+  async listScheduleSpend(scheduleId: string, day: string): Promise<ScheduleSpendRecord[]> {
+    const rows = [...this.#read.scheduleSpend.values()].filter(
+      (row) => row.scheduleId === scheduleId && row.day === day,
+    );
+    return jsonCopy(
+      rows.sort((a, b) => compare(a.createdAt, b.createdAt) || compare(a.rootTurnId, b.rootTurnId)),
+    );
   }
 
   async listWaits(filter: { turnId?: string; targetTurnId?: string } = {}): Promise<WaitRecord[]> {

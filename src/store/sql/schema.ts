@@ -183,6 +183,20 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX turnkit_conversations_forked_from ON turnkit_conversations (forked_from_conversation_id, created_at)`,
     ],
   },
+  {
+    version: 11,
+    name: 'schedule spend reservations',
+    // A schedule's per-day cap is reserved by each firing with its turn (decision 58).
+    statements: (t) => [
+      `CREATE TABLE turnkit_schedule_spend (
+        schedule_id ${t.text} NOT NULL,
+        day ${t.text} NOT NULL,
+        root_turn_id ${t.text} NOT NULL,
+        reserved ${t.cost} NOT NULL,
+        created_at ${t.time} NOT NULL,
+        PRIMARY KEY (schedule_id, day, root_turn_id))`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
@@ -289,6 +303,14 @@ export const DELIVERIES = spec('turnkit_deliveries', 'delivery', {
 export const WAITS = spec('turnkit_waits', 'wait', {
   turnId: 'text',
   targetTurnId: 'text',
+  createdAt: 'time',
+});
+
+export const SCHEDULE_SPEND = spec('turnkit_schedule_spend', 'schedule spend', {
+  scheduleId: 'text',
+  day: 'text',
+  rootTurnId: 'text',
+  reserved: 'cost',
   createdAt: 'time',
 });
 

@@ -67,6 +67,7 @@ import type {
   TurnRecord,
   TurnStatus,
   TurnUpdate,
+  ScheduleSpendRecord,
   WaitRecord,
 } from '../types.js';
 import { LANE_TURN_STATUSES } from '../types.js';
@@ -80,6 +81,7 @@ import {
   STREAM_PARTS,
   TOOL_EXECUTIONS,
   TURNS,
+  SCHEDULE_SPEND,
   WAITS,
 } from './schema.js';
 
@@ -811,6 +813,35 @@ export class SqlStore implements Store {
       );
       return fromRow<WaitRecord>(WAITS, existing!);
     });
+  }
+
+  async reserveScheduleSpend(attrs: Omit<ScheduleSpendRecord, 'createdAt'>): Promise<ScheduleSpendRecord> {
+    const record: ScheduleSpendRecord = { ...attrs, createdAt: nowIso() };
+    const { columns, values } = assignments(SCHEDULE_SPEND, record);
+    const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
+    return this.#write([], async (c) => {
+      const [inserted] = await c.query(
+        `INSERT INTO turnkit_schedule_spend (${columns.map((col) => col.column).join(', ')})
+          VALUES (${placeholders.join(', ')}) ON CONFLICT (schedule_id, day, root_turn_id) DO NOTHING RETURNING *`,
+        values,
+      );
+      if (inserted) return fromRow<ScheduleSpendRecord>(SCHEDULE_SPEND, inserted);
+      const [existing] = await c.query(
+        `SELECT * FROM turnkit_schedule_spend WHERE schedule_id = ? AND day = ? AND root_turn_id = ?`,
+        [attrs.scheduleId, attrs.day, attrs.rootTurnId],
+      );
+      return fromRow<ScheduleSpendRecord>(SCHEDULE_SPEND, existing!);
+    });
+  }
+
+  async listScheduleSpend(scheduleId: string, day: string): Promise<ScheduleSpendRecord[]> {
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT * FROM turnkit_schedule_spend WHERE schedule_id = ? AND day = ? ORDER BY created_at, root_turn_id`,
+        [scheduleId, day],
+      ),
+    );
+    return rows.map((row) => fromRow<ScheduleSpendRecord>(SCHEDULE_SPEND, row));
   }
 
   async listWaits(filter: { turnId?: string; targetTurnId?: string } = {}): Promise<WaitRecord[]> {
