@@ -100,7 +100,7 @@ describe('audit: #12 controls right after continue-as-new', () => {
     expect((await run.result()).outputText).toBe('paid');
     expect(wired).toEqual([1, 2]);
     expect((await runsOf(turnWorkflowId(run.turnId))).length).toBeGreaterThanOrEqual(2);
-  });
+  }, 180_000);
 
   it('audit: #12 a continued run refuses a second decision on a call decided and settled before the switch as decided, and knows which calls await', () => {
     // What a run hands over when one call of its phase was approved and ran, one awaits.
@@ -169,5 +169,5 @@ describe('audit: #10 search attributes across continue-as-new', () => {
     await waitUntil(async () => (await handle.runs()).length === 1);
     expect((await handle.runs()).map((r) => r.turnId)).toEqual([turnId]);
     await (await kit.client.handle(turnId)).cancel();
-  });
+  }, 180_000);
 });

@@ -289,7 +289,7 @@ describe('audit: #25 a post racing the lane’s idle close', () => {
     });
     const conversation = await closing.conversation('crashy');
     const failures: unknown[] = [];
-    const delays = [0, 0, 5, 10, 20, 40, 60, 80, 100, 150, 200, 300];
+    const delays = [0, 0, 10, 20, 40, 80, 150, 300];
     for (const [i, delay] of delays.entries()) {
       const receipt = await conversation
         .post(`hello ${i}`, { requestId: `close-${i}` })
@@ -312,5 +312,5 @@ describe('audit: #25 a post racing the lane’s idle close', () => {
       runs.push(run);
     console.log(`#25: ${delays.length} posts over ${runs.length} lane runs`);
     expect(runs.length).toBeGreaterThanOrEqual(3);
-  });
+  }, 240_000);
 });

@@ -87,5 +87,5 @@ describe.skipIf(!temporalUp)('audit: #8 a post’s crash window with a killed wo
     // The next turn holds too (the agent always does): cancelled to end the case.
     await (await client.handle(receipt.turnId!)).cancel();
     await Promise.all([first.stop(), replacement.stop()]);
-  });
+  }, 240_000);
 });
