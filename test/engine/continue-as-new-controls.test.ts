@@ -163,8 +163,9 @@ describe('audit: #10 search attributes across continue-as-new', () => {
     });
     // The turn awaits approval in a continued run.
     await waitUntil(async () => (await runsOf(turnWorkflowId(turnId))).length >= 2);
-    const runs = await runsOf(turnWorkflowId(turnId));
-    const current = runs.find((r) => r.status.name === 'RUNNING')!;
+    // The current run (described from its own state, not the eventually consistent list).
+    const current = await temporal.workflow.getHandle(turnWorkflowId(turnId)).describe();
+    expect(current.status.name).toBe('RUNNING');
     expect(current.typedSearchAttributes.get(TURNKIT_SCHEDULE_ID)).toBe(handle.id);
     await waitUntil(async () => (await handle.runs()).length === 1);
     expect((await handle.runs()).map((r) => r.turnId)).toEqual([turnId]);
