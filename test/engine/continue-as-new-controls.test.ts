@@ -81,9 +81,9 @@ describe('audit: #12 controls right after continue-as-new', () => {
   it('audit: #12 an approve sent after the switch, before the new run dispatches its calls again, is accepted; controlState shows both pending approvals', async () => {
     hold.active = true;
     const run = await kit.client.run('payer', 'pay twice');
-    await waitUntil(async () => (await run.pendingApprovals()).length === 2);
+    await waitUntil(async () => (await run.pendingApprovals()).length === 2, 120_000);
     // The first run continued as new at its suspension; the new one waits at its claim.
-    await waitUntil(async () => hold.entered === run.turnId);
+    await waitUntil(async () => hold.entered === run.turnId, 120_000);
     const [first, second] = (await run.pendingApprovals()).map((p) => p.toolCallId);
     expect((await run.controlState()).awaitingApproval.sort()).toEqual([first, second].sort());
     const answer = await run.approve(first!, { principal: 'ops' });
@@ -100,7 +100,7 @@ describe('audit: #12 controls right after continue-as-new', () => {
     expect((await run.result()).outputText).toBe('paid');
     expect(wired).toEqual([1, 2]);
     expect((await runsOf(turnWorkflowId(run.turnId))).length).toBeGreaterThanOrEqual(2);
-  }, 180_000);
+  }, 300_000);
 
   it('audit: #12 a continued run refuses a second decision on a call decided and settled before the switch as decided, and knows which calls await', () => {
     // What a run hands over when one call of its phase was approved and ran, one awaits.
@@ -160,15 +160,15 @@ describe('audit: #10 search attributes across continue-as-new', () => {
       const result = await temporal.workflow.getHandle(firing.workflowId).describe();
       turnId = (await kit.store.listTurns({ agentName: 'payer' })).at(-1)?.id ?? '';
       return result.status.name === 'RUNNING' && turnId !== '';
-    });
+    }, 120_000);
     // The turn awaits approval in a continued run.
-    await waitUntil(async () => (await runsOf(turnWorkflowId(turnId))).length >= 2);
+    await waitUntil(async () => (await runsOf(turnWorkflowId(turnId))).length >= 2, 120_000);
     // The current run (described from its own state, not the eventually consistent list).
     const current = await temporal.workflow.getHandle(turnWorkflowId(turnId)).describe();
     expect(current.status.name).toBe('RUNNING');
     expect(current.typedSearchAttributes.get(TURNKIT_SCHEDULE_ID)).toBe(handle.id);
-    await waitUntil(async () => (await handle.runs()).length === 1);
+    await waitUntil(async () => (await handle.runs()).length === 1, 120_000);
     expect((await handle.runs()).map((r) => r.turnId)).toEqual([turnId]);
     await (await kit.client.handle(turnId)).cancel();
-  }, 180_000);
+  }, 300_000);
 });
