@@ -152,14 +152,13 @@ describe('audit: #10 search attributes across continue-as-new', () => {
       cron: '0 0 1 1 *',
     });
     created.push(handle);
+    const before = new Set((await kit.store.listTurns({ agentName: 'payer' })).map((t) => t.id));
     await handle.trigger();
     let turnId = '';
+    // The firing's turn: the payer turn that was not there before.
     await waitUntil(async () => {
-      const firing = (await handle.describe()).recentFirings.at(-1);
-      if (!firing) return false;
-      const result = await temporal.workflow.getHandle(firing.workflowId).describe();
-      turnId = (await kit.store.listTurns({ agentName: 'payer' })).at(-1)?.id ?? '';
-      return result.status.name === 'RUNNING' && turnId !== '';
+      turnId = (await kit.store.listTurns({ agentName: 'payer' })).find((t) => !before.has(t.id))?.id ?? '';
+      return turnId !== '';
     }, 120_000);
     // The turn awaits approval in a continued run.
     await waitUntil(async () => (await runsOf(turnWorkflowId(turnId))).length >= 2, 120_000);
