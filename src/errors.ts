@@ -90,6 +90,12 @@ export class ConversationBusyError extends TurnKitError {
   }
 }
 /**
+ * A post whose request id the conversation already holds for another text (decision 57): a
+ * request id names one request, so its second use with other words is refused, not answered
+ * with the first one's receipt. Nothing was written.
+ */
+export class PostConflictError extends TurnKitError {}
+/**
  * A fork (or a regenerate) the conversation cannot take at that message (decision 47):
  * `code` is `tool_round` (a call there has no result yet), `unfinished_turn` (a turn still
  * working has not answered it), `foreign_message` (the message is another conversation's) or

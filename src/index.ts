@@ -122,6 +122,7 @@ export {
   InputError,
   ModelAccessError,
   ModelError,
+  PostConflictError,
   RecordNotFound,
   StoreError,
   StreamCursorError,

@@ -8,7 +8,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  isGrpcServiceError,
+  WithStartWorkflowOperation,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { PostPolicy, PostReceipt, PostRequest } from '../contract/post-request.js';
 import { parsePostRequest, signedPostParams } from '../contract/post-request.js';
@@ -100,19 +105,43 @@ export async function postToConversation(
     const agent = runtime.agents.resolve(conversation.agentName);
     await authorizePost(runtime, conversationId, request, request.policy ?? agent.postPolicy);
   }
-  const start = new WithStartWorkflowOperation<typeof laneWorkflow>('laneWorkflow', {
-    ...laneWorkflowOptions(conversationId, sender.settings),
-    taskQueue: sender.taskQueue,
-    workflowIdConflictPolicy: 'USE_EXISTING',
-  });
-  try {
-    return await sender.temporal.workflow.executeUpdateWithStart(postUpdate, {
-      args: [request],
-      startWorkflowOperation: start,
+  // The lane may close (idle) as the Update reaches it: the post is sent again, under the same
+  // request id, so a post the closing lane applied after all answers with its receipt.
+  for (let attempt = 1; ; attempt++) {
+    const start = new WithStartWorkflowOperation<typeof laneWorkflow>('laneWorkflow', {
+      ...laneWorkflowOptions(conversationId, sender.settings),
+      taskQueue: sender.taskQueue,
+      workflowIdConflictPolicy: 'USE_EXISTING',
     });
-  } catch (error) {
-    throw postError(error);
+    try {
+      return await sender.temporal.workflow.executeUpdateWithStart(postUpdate, {
+        args: [request],
+        startWorkflowOperation: start,
+      });
+    } catch (error) {
+      if (attempt < LANE_CLOSED_ATTEMPTS && laneClosedUnder(error)) continue;
+      throw postError(error);
+    }
   }
+}
+
+/** Sends of one post when the lane keeps closing under it. */
+const LANE_CLOSED_ATTEMPTS = 4;
+/** gRPC's ABORTED: the Update was aborted by the closing run (servers without the UwS retry). */
+const GRPC_ABORTED = 10;
+
+/**
+ * The lane's run ended while the Update was on its way: Temporal aborts it ("workflow
+ * execution already completed", or ABORTED on servers that do not retry it themselves). The
+ * lane's own answers (WorkflowUpdateFailedError) are never sent again.
+ */
+function laneClosedUnder(error: unknown): boolean {
+  if (error instanceof WorkflowUpdateFailedError) return false;
+  if (error instanceof WorkflowNotFoundError) return true;
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  const grpc = isGrpcServiceError(error) ? error : isGrpcServiceError(cause) ? cause : null;
+  if (grpc?.code === GRPC_ABORTED) return true;
+  return /already completed|workflow is closing|update was aborted/i.test(String(error));
 }
 
 /** The TurnKit error the lane's Update failed with (ConversationBusyError, AuthorizationError, …). */
@@ -165,9 +194,6 @@ export async function messagesAfter(
     conversation: conversationId,
     cursor,
   });
-  const messages = (await runtime.store.listMessages(conversationId, { afterSequence: cursor })).slice(
-    0,
-    limit,
-  );
+  const messages = await runtime.store.listMessages(conversationId, { afterSequence: cursor, limit });
   return { messages, cursor: messages.at(-1)?.sequence ?? cursor };
 }

@@ -218,6 +218,21 @@ export interface WaitRecord {
   createdAt: string;
 }
 
+/**
+ * Spend a schedule reserved for one of its runs on one UTC day (decision 58): the run's cap,
+ * written with its turn, so firings that run at once share the day's cap instead of each
+ * seeing all of it.
+ */
+export interface ScheduleSpendRecord {
+  scheduleId: string;
+  /** The firing's UTC day, `YYYY-MM-DD`. */
+  day: string;
+  rootTurnId: string;
+  /** USD: the run's spend cap when it was written. */
+  reserved: number;
+  createdAt: string;
+}
+
 /** One entry of a turn's durable, append-only event log (written after commit). */
 export interface EventRecord {
   turnId: string;
@@ -386,15 +401,22 @@ export interface ListMessagesOptions {
   afterSequence?: number;
   /** Only `sequence < beforeSequence` (an indexed range). */
   beforeSequence?: number;
+  /** At most this many, the first in sequence order (a page). */
+  limit?: number;
 }
 
 export interface ListTurnsFilter {
   rootTurnId?: string;
   conversationId?: string;
   agentName?: string;
-  parentTurnId?: string;
+  /** A parent's turns; `null`: only turns without a parent. */
+  parentTurnId?: string | null;
   parentToolExecutionId?: string;
   status?: TurnStatus | readonly TurnStatus[];
+  /** Only turns whose snapshot holds this message sequence (`contextMessageSequence >= seesSequence`). */
+  seesSequence?: number;
+  /** Only submitted turns (true) or only unsubmitted ones (false). */
+  submitted?: boolean;
   limit?: number;
 }
 
@@ -502,6 +524,11 @@ export interface Store {
   /** Idempotent insert. */
   createWait(attrs: { turnId: string; targetTurnId: string }): Promise<WaitRecord>;
   listWaits(filter?: { turnId?: string; targetTurnId?: string }): Promise<WaitRecord[]>;
+
+  /** Idempotent insert: one reservation per (schedule, day, run). */
+  reserveScheduleSpend(attrs: Omit<ScheduleSpendRecord, 'createdAt'>): Promise<ScheduleSpendRecord>;
+  /** The schedule's reservations of one day, oldest first. */
+  listScheduleSpend(scheduleId: string, day: string): Promise<ScheduleSpendRecord[]>;
 
   /** Unique per (turnId, toolCallId): creating a second one is a StoreError. */
   createToolExecution(attrs: NewToolExecution): Promise<ToolExecutionRecord>;

@@ -79,6 +79,11 @@ export interface TurnSettings {
    * (static and current, child and lane-started turns too) link to its console page.
    */
   consoleUrl?: string;
+  /**
+   * How long a conversation's lane stays open once idle, for the next post or wake, before it
+   * closes (default 30 s). A post that reaches a lane as it closes is sent again (decision 57).
+   */
+  laneIdle?: string | number;
 }
 
 /** A turn's page in the web console at `base` (its hash route), or null without a base. */
@@ -160,6 +165,12 @@ export interface TurnContinuation {
   decisions: [string, ApprovalDecision][];
   /** Approval timeouts still running: tool-call id → when it fires (ms since the epoch). */
   approvalDeadlines: [string, number][];
+  /**
+   * The tools phase's calls as the run before knew them: its calls, those awaiting a
+   * decision, those settled (ran or closed) and, of those, the decided ones (absent before
+   * decision 58: the continued run learned them only when it dispatched the calls again).
+   */
+  calls?: { phase: string[]; awaiting: string[]; settled: string[]; decided: string[] };
 }
 
 export interface TurnWorkflowResult {

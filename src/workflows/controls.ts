@@ -70,23 +70,48 @@ export class TurnControls {
   #run!: TurnRun;
   #shield: CancellationScope | undefined;
 
-  /** On a continued run, with what its predecessor accepted and had not applied yet. */
+  /** Calls of the phase that a run before this one saw decided and settled: decided for good. */
+  readonly #decidedBefore = new Set<string>();
+
+  /**
+   * On a continued run, with what its predecessor accepted and had not applied yet, and what
+   * it knew of the tools phase's calls (decision 58): a decision that arrives before this run
+   * dispatches them again is taken, a second one is refused as it was before the switch.
+   */
   constructor(continued?: TurnContinuation) {
     if (!continued) return;
     this.pauseRequested = continued.pauseRequested;
     this.steers = [...continued.steers];
     for (const [id, decision] of continued.decisions) this.decisions.set(id, decision);
     for (const [id, at] of continued.approvalDeadlines) this.#deadlines.set(id, at);
+    const calls = continued.calls;
+    if (!calls) return;
+    this.phaseCalls = new Set(calls.phase);
+    for (const id of calls.awaiting) this.awaiting.add(id);
+    for (const id of calls.settled) this.settled.add(id);
+    for (const id of calls.decided) this.#decidedBefore.add(id);
   }
 
   /** What the next run needs of these controls (continue-as-new). */
-  handOver(): Pick<TurnContinuation, 'pauseRequested' | 'steers' | 'decisions' | 'approvalDeadlines'> {
+  handOver(): Pick<
+    TurnContinuation,
+    'pauseRequested' | 'steers' | 'decisions' | 'approvalDeadlines' | 'calls'
+  > {
     const open = (id: string) => this.awaiting.has(id) && !this.decisions.has(id);
+    // The current phase's calls only: what is carried stays as small as one phase.
+    const phase = [...this.phaseCalls];
+    const settled = phase.filter((id) => this.settled.has(id));
     return {
       pauseRequested: this.pauseRequested,
       steers: [...this.steers],
       decisions: [...this.decisions].filter(([id]) => this.awaiting.has(id)),
       approvalDeadlines: [...this.#deadlines].filter(([id]) => open(id)),
+      calls: {
+        phase,
+        awaiting: phase.filter((id) => this.awaiting.has(id)),
+        settled,
+        decided: settled.filter((id) => this.decisions.has(id) || this.#decidedBefore.has(id)),
+      },
     };
   }
 
@@ -245,7 +270,7 @@ export class TurnControls {
 
   #checkCall(request: ControlRequest): string {
     const id = request.toolCallId!;
-    if (this.decisions.has(id) || this.deciding.has(id))
+    if (this.decisions.has(id) || this.deciding.has(id) || this.#decidedBefore.has(id))
       refuse('ControlError', `tool call ${id} is already decided`, 'decided');
     if (this.settled.has(id))
       refuse('ControlError', `tool call ${id} is not awaiting approval`, 'not_awaiting');

@@ -83,6 +83,7 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
       const next = await nextWake(
         () => wakes > 0,
         () => spent(laneSteps),
+        input.settings?.laneIdle ?? IDLE,
       );
       if (next === 'close') return;
       if (next === 'continue') break;
@@ -136,8 +137,12 @@ export async function laneWorkflow(input: LaneWorkflowInput): Promise<void> {
  * steps meanwhile; `close` when nothing came. No post is lost: every one accepted so far is
  * applied before the lane closes (and one that queues wakes it again).
  */
-async function nextWake(woken: () => boolean, spent: () => boolean): Promise<'step' | 'close' | 'continue'> {
-  const early = await condition(() => woken() || spent(), IDLE);
+async function nextWake(
+  woken: () => boolean,
+  spent: () => boolean,
+  idle: string | number,
+): Promise<'step' | 'close' | 'continue'> {
+  const early = await condition(() => woken() || spent(), idle);
   if (!woken()) await condition(allHandlersFinished);
   if (woken()) return 'step';
   return early ? 'continue' : 'close';

@@ -13,15 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { CancelRequest } from '../contract/cancel-request.js';
 import type { TurnContinuation, TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
-import {
-  cancelSignal,
-  targetFinishedSignal,
-  TURNKIT_AGENT,
-  TURNKIT_CONVERSATION_ID,
-  TURNKIT_ROOT_TURN_ID,
-  TURNKIT_STATUS,
-  turnWorkflowId,
-} from './contract.js';
+import { cancelSignal, targetFinishedSignal, TURNKIT_STATUS, turnWorkflowId } from './contract.js';
 import { PATCH_FAIL_ACTIVITY, PATCH_NOTIFY, releasedPatch } from './patches.js';
 import type { TurnRun } from './turn-run.js';
 import { settingsOf, turnError } from './turn-run.js';
@@ -54,14 +46,11 @@ export async function continueTurn(run: TurnRun, input: TurnWorkflowInput): Prom
     approvalDeadlines: [],
     ...run.controls?.handOver(),
   };
-  const keys = [TURNKIT_AGENT, TURNKIT_CONVERSATION_ID, TURNKIT_ROOT_TURN_ID, TURNKIT_STATUS];
   const next = makeContinueAsNewFunc<typeof turnWorkflow>({
-    // The search attributes as upserted (TurnKitStatus included); static summary and details
-    // are start options that continue-as-new cannot carry (SDK 1.24).
-    typedSearchAttributes: keys.flatMap((key) => {
-      const value = info.typedSearchAttributes.get(key);
-      return value === undefined ? [] : [{ key, value }];
-    }),
+    // Every search attribute the run has, as upserted (TurnKitStatus, TurnKitScheduleId, the
+    // application's own): a list given here replaces them. Static summary and details are
+    // start options that continue-as-new cannot carry (SDK 1.24).
+    typedSearchAttributes: info.typedSearchAttributes,
     ...(run.settings?.workflowTaskTimeout !== undefined
       ? { workflowTaskTimeout: run.settings.workflowTaskTimeout }
       : {}),

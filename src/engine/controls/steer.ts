@@ -32,7 +32,14 @@ export async function steerTurn(
   await step.write(async (tx) => {
     const state = tx.state;
     const applied = new Set(state.steers_applied ?? []);
-    const steers = input.steers.filter((steer) => !applied.has(steer.id));
+    // One message per steer id: the same post's steer may arrive twice when it was re-sent
+    // to a run that continued as new (Temporal's Update-id dedup is per run).
+    const steers: Steer[] = [];
+    for (const steer of input.steers) {
+      if (applied.has(steer.id)) continue;
+      applied.add(steer.id);
+      steers.push(steer);
+    }
     if (steers.length === 0) return;
     const written: MessageRecord[] = [];
     if (state.phase === 'tools') {
@@ -67,7 +74,7 @@ export async function steerTurn(
     }
     tx.emit(...written.map(messageCreated), turnEvent('turn.steered', { steers: steers.length }));
     tx.patchState({
-      steers_applied: [...applied, ...steers.map((steer) => steer.id)],
+      steers_applied: [...applied],
       phase: 'model',
       parts: null,
       candidate: null,

@@ -102,20 +102,21 @@ export async function recordPost(
 
 /**
  * The first submitted turn whose snapshot holds the message: the one that answers a queued or
- * interrupting post (the lane builds it once the conversation is free).
+ * interrupting post (the lane builds it once the conversation is free). One row, found in SQL.
  */
 export async function answeringTurn(
   store: Store,
   conversationId: string,
   sequence: number,
 ): Promise<TurnRecord | null> {
-  const turns = await store.listTurns({ conversationId });
-  return (
-    turns.find(
-      (turn) =>
-        turn.submittedAt !== null && turn.parentTurnId === null && turn.contextMessageSequence >= sequence,
-    ) ?? null
-  );
+  const [turn] = await store.listTurns({
+    conversationId,
+    parentTurnId: null,
+    submitted: true,
+    seesSequence: sequence,
+    limit: 1,
+  });
+  return turn ?? null;
 }
 
 /** What `inputStatus` answers: the receipt as it stands now, and where its turn is. */
@@ -125,20 +126,33 @@ export interface InputStatus extends PostReceipt {
   postedAt: string;
 }
 
-/** The receipt of a recorded post, with what the conversation has learned since. */
+/**
+ * The message a steered post's turn wrote (`steer_id`): among that turn's text messages after
+ * the post, so the read is the turn's, not the conversation's.
+ */
+export async function steerMessage(store: Store, delivery: DeliveryRecord): Promise<MessageRecord | null> {
+  const { payload } = delivery;
+  if (typeof payload['steer_id'] !== 'string' || typeof payload['turn_id'] !== 'string') return null;
+  const written = await store.listMessages(delivery.destinationConversationId, {
+    turnId: payload['turn_id'],
+    afterSequence: typeof payload['after_sequence'] === 'number' ? payload['after_sequence'] : 0,
+    kind: 'text',
+  });
+  return written.find((message) => message.metadata['steer_id'] === payload['steer_id']) ?? null;
+}
+
+/**
+ * The receipt of a recorded post, with what the conversation has learned since. A steered
+ * post whose row points at a message of its own was refused by the turn and queued instead.
+ */
 export async function receiptOf(store: Store, delivery: DeliveryRecord): Promise<InputStatus> {
   const payload = delivery.payload;
   const str = (value: Json | undefined) => (typeof value === 'string' ? value : null);
+  const steered = str(payload['steer_id']) !== null;
+  const queuedInstead = steered && delivery.messageId !== null;
   let messageId = delivery.messageId;
-  let turnId = str(payload['turn_id']);
-  const steerId = str(payload['steer_id']);
-  if (steerId && messageId === null) {
-    const after = typeof payload['after_sequence'] === 'number' ? payload['after_sequence'] : 0;
-    const written = (
-      await store.listMessages(delivery.destinationConversationId, { afterSequence: after })
-    ).find((message) => message.metadata['steer_id'] === steerId);
-    messageId = written?.id ?? null;
-  }
+  let turnId = queuedInstead ? null : str(payload['turn_id']);
+  if (steered && messageId === null) messageId = (await steerMessage(store, delivery))?.id ?? null;
   if (turnId === null && messageId !== null) {
     const message = await store.loadMessage(messageId);
     turnId = (await answeringTurn(store, delivery.destinationConversationId, message.sequence))?.id ?? null;
@@ -147,7 +161,7 @@ export async function receiptOf(store: Store, delivery: DeliveryRecord): Promise
     requestId: String(payload['request_id']),
     messageId,
     turnId,
-    disposition: payload['disposition'] as PostDisposition,
+    disposition: queuedInstead ? 'queued' : (payload['disposition'] as PostDisposition),
     turnStatus: turnId === null ? null : (await store.loadTurn(turnId)).status,
     postedAt: delivery.createdAt,
   };

@@ -12,6 +12,7 @@ import type {
 } from '../../contract/schedule.js';
 import { ArgumentError, AuthorizationError, RecordNotFound } from '../../errors.js';
 import type { Store, TurnRecord } from '../../store/types.js';
+import { TERMINAL_TURN_STATUSES } from '../../store/types.js';
 import { TURN_WORKFLOW_ID_PREFIX, TURNKIT_SCHEDULE_ID } from '../../workflows/contract.js';
 import type { Runtime } from '../runtime.js';
 import type { TurnRows } from '../lane/turn-rows.js';
@@ -44,11 +45,11 @@ export function queryLiteral(value: string): string {
 }
 
 /**
- * What the schedule's runs that started on the UTC day of `at` spent, their sub-agents
- * included: the turns are found by Temporal visibility (`TurnKitScheduleId`), their cost in
- * the store.
+ * What the schedule's runs of the UTC day of `at` spent before reservations were kept (turns
+ * found by Temporal visibility, `TurnKitScheduleId`), their sub-agents included: the roots
+ * that have no reservation row, with their cost in the store.
  */
-async function spentOnDay(store: Store, temporal: Client, scheduleId: string, at: number): Promise<number> {
+async function unreservedRoots(temporal: Client, scheduleId: string, at: number): Promise<Set<string>> {
   const start = Math.floor(at / DAY_MS) * DAY_MS;
   const query = [
     `WorkflowType = 'turnWorkflow'`,
@@ -60,9 +61,31 @@ async function spentOnDay(store: Store, temporal: Client, scheduleId: string, at
   // A turn that continued as new is listed once per run: counted once.
   for await (const workflow of temporal.workflow.list({ query }))
     roots.add(workflow.workflowId.slice(TURN_WORKFLOW_ID_PREFIX.length));
-  let spent = 0;
-  for (const rootTurnId of roots) spent += (await store.budgetUsage(rootTurnId)).cost;
-  return spent;
+  return roots;
+}
+
+/**
+ * What the day holds against the cap (under the schedule's lock): a finished run its spend; a
+ * run still working the larger of its spend and its reservation (its cap when written), so
+ * firings at the same moment share the cap; a run from before reservations its spend.
+ */
+async function committedOnDay(
+  store: Store,
+  scheduleId: string,
+  day: string,
+  legacy: ReadonlySet<string>,
+): Promise<number> {
+  const reserved = new Map(
+    (await store.listScheduleSpend(scheduleId, day)).map((row) => [row.rootTurnId, row.reserved]),
+  );
+  let committed = 0;
+  for (const rootTurnId of new Set([...reserved.keys(), ...legacy])) {
+    const spent = (await store.budgetUsage(rootTurnId)).cost;
+    const root = await findTurn(store, rootTurnId);
+    const open = root !== null && !TERMINAL_TURN_STATUSES.includes(root.status);
+    committed += open ? Math.max(spent, reserved.get(rootTurnId) ?? 0) : spent;
+  }
+  return committed;
 }
 
 /** The rows of a firing: a run's (a new conversation), or an `ask`'s in the schedule's conversation. */
@@ -115,7 +138,9 @@ async function checkConversation(store: Store, definition: ScheduledTurnInput, a
 
 /**
  * Writes the firing's turn (submitted), or finds it when an earlier attempt did; skips the
- * firing, writing nothing, when the schedule's runs of the day have spent `maxSpendPerDay`.
+ * firing, writing nothing, when the schedule's runs of the day have spent or reserved
+ * `maxSpendPerDay`. Each firing reserves what it may spend (its cap, the day's remainder at
+ * most) with its turn, under the schedule's lock: firings at the same moment share the cap.
  * A worker holding a signing key runs only definitions signed with it (AuthorizationError).
  */
 export async function prepareScheduledTurn(
@@ -137,20 +162,43 @@ export async function prepareScheduledTurn(
   if (existing) return digestOf(existing);
   if (definition.conversationId !== null) await checkConversation(store, definition, agent);
   const perDay = definition.budget?.maxSpendPerDay;
-  let remaining: number | undefined;
-  if (perDay !== undefined) {
-    const spent = await spentOnDay(store, temporal, definition.scheduleId, input.firedAt);
-    const day = new Date(input.firedAt).toISOString().slice(0, 10);
-    // Spend is observed, not reserved: a day whose runs reached the cap runs nothing more.
-    if (spent >= perDay)
-      return { skipped: true, reason: `spend per day reached on ${day}: ${spent} of ${perDay} USD` };
-    remaining = perDay - spent;
+  if (perDay === undefined) {
+    const rows = rowsOf(definition, ids, cappedLimits(agent.limits, definition.budget));
+    return digestOf(await writeOnce(store, agent, rows, ids.turnId));
   }
-  const rows = rowsOf(definition, ids, cappedLimits(agent.limits, definition.budget, remaining));
-  const turn = await store.atomic(rows.conversationId, async () => {
-    // An attempt that ran beside this one (a timed-out attempt still running) wrote it first.
+  // Runs from before reservations were kept are found by visibility, outside the lock.
+  const legacy = await unreservedRoots(temporal, definition.scheduleId, input.firedAt);
+  const day = new Date(input.firedAt).toISOString().slice(0, 10);
+  // One firing of the schedule at a time reads the day and reserves its share of it.
+  return store.atomic(`schedule:${definition.scheduleId}`, async (): Promise<ScheduledTurnDigest> => {
     const again = await findTurn(store, ids.turnId);
+    if (again) return digestOf(again);
+    const committed = await committedOnDay(store, definition.scheduleId, day, legacy);
+    if (committed >= perDay)
+      return {
+        skipped: true,
+        reason: `spend per day reached on ${day}: ${round(committed)} of ${perDay} USD`,
+      };
+    const remaining = round(perDay - committed);
+    const limits = cappedLimits(agent.limits, definition.budget, remaining);
+    const turn = await writeOnce(store, agent, rowsOf(definition, ids, limits), ids.turnId);
+    await store.reserveScheduleSpend({
+      scheduleId: definition.scheduleId,
+      day,
+      rootTurnId: turn.id,
+      reserved: limits.maxSpend ?? remaining,
+    });
+    return digestOf(turn);
+  });
+}
+
+/** Sums of costs in USD, shown to the micro-dollar (the store's precision). */
+const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
+
+/** The firing's rows, or the turn an attempt that ran beside this one (timed out, still running) wrote. */
+async function writeOnce(store: Store, agent: Agent, rows: TurnRows, turnId: string): Promise<TurnRecord> {
+  return store.atomic(rows.conversationId, async () => {
+    const again = await findTurn(store, turnId);
     return again ?? writeTurnRows(store, agent, rows);
   });
-  return digestOf(turn);
 }

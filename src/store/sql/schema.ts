@@ -229,6 +229,20 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX turnkit_events_created ON turnkit_events (created_at, turn_id, sequence)`,
     ],
   },
+  {
+    version: 8,
+    name: 'schedule spend reservations',
+    // A schedule's per-day cap is reserved by each firing with its turn (decision 58).
+    statements: (t) => [
+      `CREATE TABLE turnkit_schedule_spend (
+        schedule_id ${t.text} NOT NULL,
+        day ${t.text} NOT NULL,
+        root_turn_id ${t.text} NOT NULL,
+        reserved ${t.cost} NOT NULL,
+        created_at ${t.time} NOT NULL,
+        PRIMARY KEY (schedule_id, day, root_turn_id))`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
@@ -335,6 +349,14 @@ export const DELIVERIES = spec('turnkit_deliveries', 'delivery', {
 export const WAITS = spec('turnkit_waits', 'wait', {
   turnId: 'text',
   targetTurnId: 'text',
+  createdAt: 'time',
+});
+
+export const SCHEDULE_SPEND = spec('turnkit_schedule_spend', 'schedule spend', {
+  scheduleId: 'text',
+  day: 'text',
+  rootTurnId: 'text',
+  reserved: 'cost',
   createdAt: 'time',
 });
 

@@ -68,6 +68,7 @@ import type {
   TurnRecord,
   TurnStatus,
   TurnUpdate,
+  ScheduleSpendRecord,
   WaitRecord,
 } from '../types.js';
 import { LANE_TURN_STATUSES } from '../types.js';
@@ -85,6 +86,7 @@ import {
   STREAM_PARTS,
   TOOL_EXECUTIONS,
   TURNS,
+  SCHEDULE_SPEND,
   WAITS,
 } from './schema.js';
 
@@ -603,7 +605,7 @@ export class SqlStore implements Store, ConsoleReadable {
       c.query(
         // By sequence alone (unique in a conversation): a turn's messages then come in order
         // from the (conversation_id, turn_id, sequence) index, statistics or not.
-        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence`,
+        `SELECT * FROM turnkit_messages WHERE ${where.join(' AND ')} ORDER BY sequence${limitClause(options.limit)}`,
         params,
       ),
     );
@@ -679,7 +681,14 @@ export class SqlStore implements Store, ConsoleReadable {
     equal('root_turn_id', filter.rootTurnId);
     equal('conversation_id', filter.conversationId);
     equal('agent_name', filter.agentName);
-    equal('parent_turn_id', filter.parentTurnId);
+    if (filter.parentTurnId === null) where.push('parent_turn_id IS NULL');
+    else equal('parent_turn_id', filter.parentTurnId);
+    if (filter.seesSequence !== undefined) {
+      where.push('context_message_sequence >= ?');
+      params.push(filter.seesSequence);
+    }
+    if (filter.submitted !== undefined)
+      where.push(filter.submitted ? 'submitted_at IS NOT NULL' : 'submitted_at IS NULL');
     equal('parent_tool_execution_id', filter.parentToolExecutionId);
     if (filter.status !== undefined) {
       const statuses = list(filter.status);
@@ -840,6 +849,35 @@ export class SqlStore implements Store, ConsoleReadable {
       );
       return fromRow<WaitRecord>(WAITS, existing!);
     });
+  }
+
+  async reserveScheduleSpend(attrs: Omit<ScheduleSpendRecord, 'createdAt'>): Promise<ScheduleSpendRecord> {
+    const record: ScheduleSpendRecord = { ...attrs, createdAt: nowIso() };
+    const { columns, values } = assignments(SCHEDULE_SPEND, record);
+    const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
+    return this.#write([], async (c) => {
+      const [inserted] = await c.query(
+        `INSERT INTO turnkit_schedule_spend (${columns.map((col) => col.column).join(', ')})
+          VALUES (${placeholders.join(', ')}) ON CONFLICT (schedule_id, day, root_turn_id) DO NOTHING RETURNING *`,
+        values,
+      );
+      if (inserted) return fromRow<ScheduleSpendRecord>(SCHEDULE_SPEND, inserted);
+      const [existing] = await c.query(
+        `SELECT * FROM turnkit_schedule_spend WHERE schedule_id = ? AND day = ? AND root_turn_id = ?`,
+        [attrs.scheduleId, attrs.day, attrs.rootTurnId],
+      );
+      return fromRow<ScheduleSpendRecord>(SCHEDULE_SPEND, existing!);
+    });
+  }
+
+  async listScheduleSpend(scheduleId: string, day: string): Promise<ScheduleSpendRecord[]> {
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT * FROM turnkit_schedule_spend WHERE schedule_id = ? AND day = ? ORDER BY created_at, root_turn_id`,
+        [scheduleId, day],
+      ),
+    );
+    return rows.map((row) => fromRow<ScheduleSpendRecord>(SCHEDULE_SPEND, row));
   }
 
   async listWaits(filter: { turnId?: string; targetTurnId?: string } = {}): Promise<WaitRecord[]> {
