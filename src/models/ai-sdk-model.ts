@@ -8,8 +8,7 @@ import type { LanguageModel } from 'ai';
 import { generateText, jsonSchema, Output, streamText } from 'ai';
 import { ConfigError, ModelAccessError, ModelError } from '../errors.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
-import { toAiSdkMessages } from './ai-sdk-messages.js';
-import { cacheCallOptions, cachedTranscript, sdkTools, systemMessages } from './prompt-cache.js';
+import { cacheCallOptions, requestMessages, sdkTools } from './prompt-cache.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResult } from './types.js';
 
 /** How long one model call may take, unless `timeoutMs` says otherwise. */
@@ -208,10 +207,7 @@ export class AiSdkModel implements ModelClient {
     const timeout = AbortSignal.timeout(this.#options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const call = {
       model,
-      messages: [
-        ...systemMessages(request, cache),
-        ...cachedTranscript(toAiSdkMessages(request.messages), cache),
-      ],
+      messages: requestMessages(request, cache),
       allowSystemInMessages: true,
       ...(request.tools.length ? { tools: sdkTools(request, cache), toolChoice: 'auto' as const } : {}),
       ...(request.outputSchema

@@ -13,6 +13,7 @@
 import { createHash } from 'node:crypto';
 import type { ModelMessage as SdkMessage, ToolSet } from 'ai';
 import { jsonSchema, tool as sdkTool } from 'ai';
+import { toAiSdkMessages } from './ai-sdk-messages.js';
 import type { ModelRequest } from './types.js';
 
 const EPHEMERAL = { anthropic: { cacheControl: { type: 'ephemeral' } } } as const;
@@ -28,8 +29,13 @@ function conversationCacheKey(request: Pick<ModelRequest, 'instructions' | 'tool
   return `turnkit-${hash.digest('hex').slice(0, 32)}`;
 }
 
+/** The request's messages as the AI SDK takes them: the system prompt, then the transcript, marked. */
+export function requestMessages(request: ModelRequest, cache: boolean): SdkMessage[] {
+  return [...systemMessages(request, cache), ...cachedTranscript(toAiSdkMessages(request.messages), cache)];
+}
+
 /** The system messages: the stable prompt (marked when caching), then the per-call tail. */
-export function systemMessages(request: ModelRequest, cache: boolean): SdkMessage[] {
+function systemMessages(request: ModelRequest, cache: boolean): SdkMessage[] {
   return [
     { role: 'system', content: request.instructions, ...(cache ? { providerOptions: EPHEMERAL } : {}) },
     ...(request.dynamicInstructions
@@ -58,7 +64,7 @@ export function sdkTools(request: ModelRequest, cache: boolean): ToolSet {
  * assistant message. A tool loop's call k+1 sends call k's messages, its answer and the
  * results, so the message before that answer is exactly where call k put its last breakpoint.
  */
-export function transcriptBreakpoints(messages: readonly { role: string }[]): number[] {
+function transcriptBreakpoints(messages: readonly { role: string }[]): number[] {
   if (messages.length === 0) return [];
   const last = messages.length - 1;
   let answer = last;
@@ -68,7 +74,7 @@ export function transcriptBreakpoints(messages: readonly { role: string }[]): nu
 }
 
 /** The transcript with its breakpoints marked (when caching). */
-export function cachedTranscript(messages: SdkMessage[], cache: boolean): SdkMessage[] {
+function cachedTranscript(messages: SdkMessage[], cache: boolean): SdkMessage[] {
   if (!cache) return messages;
   const marked = new Set(transcriptBreakpoints(messages));
   return messages.map((message, index) =>
