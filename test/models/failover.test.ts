@@ -143,4 +143,25 @@ describe.skipIf(!(await requireTemporal()))('failover and provider queues', () =
       { queue: taskQueue, attempt: 1 },
     ]);
   }, 60_000);
+
+  it("audit: #21 a backlog on a rate-limited provider queue waits: queue time does not count against the model call's schedule-to-close", async () => {
+    received.length = 0;
+    // One call every 2 s on the `slow` queue, and a model call allowed 3 s from schedule to close.
+    const hurried = new TurnKitClient({
+      store,
+      agents,
+      temporal: client.temporal,
+      taskQueue,
+      turnSettings: { model: { startToCloseTimeout: '3 seconds', scheduleToCloseTimeout: '3 seconds' } },
+    });
+    const runs = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => hurried.run('helper', `Question ${i}.`, { model: 'slow:steady' })),
+    );
+    const turns = await Promise.all(runs.map((run) => run.result()));
+    expect(turns.map((turn) => turn.error?.message ?? turn.status)).toEqual(Array(5).fill('completed'));
+    // The queue's limit held them back: the last call reached the provider well after the first.
+    const times = received.map((r) => r.at);
+    expect(times).toHaveLength(5);
+    expect(Math.max(...times) - Math.min(...times)).toBeGreaterThanOrEqual(3_000);
+  }, 60_000);
 });
