@@ -342,7 +342,11 @@ export class MemoryStore implements Store {
         (filter.parentTurnId === undefined || turn.parentTurnId === filter.parentTurnId) &&
         (filter.parentToolExecutionId === undefined ||
           turn.parentToolExecutionId === filter.parentToolExecutionId) &&
-        (statuses === undefined || statuses.includes(turn.status)),
+        (statuses === undefined || statuses.includes(turn.status)) &&
+        (!filter.root || turn.parentTurnId === null) &&
+        (filter.createdFrom === undefined || compare(turn.createdAt, filter.createdFrom) >= 0) &&
+        (filter.createdBefore === undefined || compare(turn.createdAt, filter.createdBefore) < 0) &&
+        (filter.after === undefined || byCreated(turn, filter.after) > 0),
     );
     return jsonCopy(bounded(rows.sort(byCreated), filter.limit));
   }

@@ -397,6 +397,14 @@ export interface ListTurnsFilter {
   parentTurnId?: string;
   parentToolExecutionId?: string;
   status?: TurnStatus | readonly TurnStatus[];
+  /** Only root turns (no parent turn). */
+  root?: boolean;
+  /** Only turns created at or after this time (ISO 8601). */
+  createdFrom?: string;
+  /** Only turns created before this time (ISO 8601). */
+  createdBefore?: string;
+  /** Only turns after this one in the listing's order (createdAt, id): the next page. */
+  after?: { createdAt: string; id: string };
   limit?: number;
 }
 

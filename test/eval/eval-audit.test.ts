@@ -7,14 +7,16 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
+import { recordedCases } from '../../src/eval/eval-case.js';
 import { evaluate } from '../../src/eval/evaluate.js';
+import type { Store } from '../../src/store/types.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelClient, ModelRequest } from '../../src/models/types.js';
 import { requireTemporal } from '../helpers/temporal.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
 import { waitUntil } from '../helpers/wait.js';
-import { agents as supportAgents, model as supportModel, support } from '../fixtures/eval-agents.js';
+import { agents as supportAgents, model as supportModel, support, terse } from '../fixtures/eval-agents.js';
 
 const refunds = { count: 0, policyAsked: 0 };
 const refund = defineTool({
@@ -125,4 +127,46 @@ describe.skipIf(!(await requireTemporal()))('evaluations (audit)', () => {
     // Three caps of $0.003 fit in $0.01: never more than three ran at once.
     expect(report.maxParallel).toBeLessThanOrEqual(3);
   }, 120_000);
+
+  it('audit: #17 recorded cases are selected by the store a page at a time (terse agent: no evaluation ran it): a limit of 2 reads 2 turns, and tags page on past the others', async () => {
+    const plain: string[] = [];
+    for (let i = 0; i < 4; i++)
+      plain.push((await (await kit.client.run(terse, `Where is order ${20 + i}?`)).result()).id);
+    const vip: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const run = await kit.client.run(terse, `Where is order ${30 + i}?`, { metadata: { tags: ['vip'] } });
+      vip.push((await run.result()).id);
+    }
+    const { store, turnsRead } = countingTurnReads(kit.store);
+    const first = await recordedCases(store, { agent: terse.name, limit: 2 });
+    expect(first).toHaveLength(2);
+    expect(turnsRead()).toBe(2);
+    // The tagged ones come last: the selection pages past the untagged turns to reach them.
+    const tagged = await recordedCases(store, { agent: terse.name, tags: ['vip'], limit: 2 });
+    expect(tagged.map((item) => item.recordedTurnId)).toEqual(vip);
+    const since = await recordedCases(store, {
+      agent: terse.name,
+      since: (await kit.store.loadTurn(plain[2]!)).createdAt,
+      limit: 3,
+    });
+    expect(since.map((item) => item.recordedTurnId)).toEqual([plain[2], plain[3], vip[0]]);
+  }, 120_000);
 });
+
+/** The store, counting the turn rows its `listTurns` returns. */
+function countingTurnReads(store: Store): { store: Store; turnsRead: () => number } {
+  let rows = 0;
+  const counted = new Proxy(store, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver) as unknown;
+      if (property !== 'listTurns')
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      return async (...args: Parameters<Store['listTurns']>) => {
+        const found = await target.listTurns(...args);
+        rows += found.length;
+        return found;
+      };
+    },
+  });
+  return { store: counted, turnsRead: () => rows };
+}

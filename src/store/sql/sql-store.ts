@@ -657,6 +657,21 @@ export class SqlStore implements Store {
       where.push(`status IN (${marks(statuses)})`);
       params.push(...statuses);
     }
+    if (filter.root) where.push('parent_turn_id IS NULL');
+    const created = this.#param(TURNS, 'createdAt');
+    const time = (value: string) => encode(TURNS.byField.get('createdAt')!, value);
+    if (filter.createdFrom !== undefined) {
+      where.push(`created_at >= ${created}`);
+      params.push(time(filter.createdFrom));
+    }
+    if (filter.createdBefore !== undefined) {
+      where.push(`created_at < ${created}`);
+      params.push(time(filter.createdBefore));
+    }
+    if (filter.after !== undefined) {
+      where.push(`(created_at > ${created} OR (created_at = ${created} AND id > ?))`);
+      params.push(time(filter.after.createdAt), time(filter.after.createdAt), filter.after.id);
+    }
     return this.#listTurns(where, params, 'created_at, id', filter.limit);
   }
 
