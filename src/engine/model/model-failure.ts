@@ -73,7 +73,7 @@ export function servingModel(chain: readonly string[], state: TurnState, input: 
  * rate limit that asks more hands the step to the next model at once (decision 55), since
  * the next provider has not asked us to wait.
  */
-export const FAILOVER_WAIT_MS = 2_000;
+const FAILOVER_WAIT_MS = 2_000;
 
 /**
  * Counts a retryable provider error against the step (in the turn's state, so every worker
