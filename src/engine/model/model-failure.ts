@@ -155,11 +155,14 @@ export async function countProviderError(
   });
 }
 
-/** A model call whose error handed the step to the chain's next model (never leaves the step). */
+/**
+ * A model call whose error handed the step to the chain's next model (never leaves the step);
+ * named as that error, so the failed call's span records what the provider did.
+ */
 export class HandedOver extends Error {
   constructor(readonly failure: Error) {
     super(failure.message, { cause: failure });
-    this.name = 'HandedOver';
+    this.name = failure.name;
   }
 }
 
