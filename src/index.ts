@@ -38,7 +38,11 @@ export type { CheckOutputPolicyOptions } from './engine/output/check-output-poli
 export type { OutputAudit } from './engine/output/violations.js';
 export { defineTool } from './agents/tool.js';
 export { aiSdkTools } from './agents/ai-sdk-tools.js';
-export type { AiSdkToolOptions, AiSdkToolsOptions } from './agents/ai-sdk-tools.js';
+export type {
+  AiSdkToolExecutionOptions,
+  AiSdkToolOptions,
+  AiSdkToolsOptions,
+} from './agents/ai-sdk-tools.js';
 export type { ToolInputSchema } from './agents/tool-input.js';
 export { imageTool, IMAGE_MAX_BYTES } from './agents/image-tool.js';
 export { viewMediaTool } from './agents/view-media-tool.js';

@@ -16,6 +16,17 @@ import type { NeedsApproval, ToolContext, ToolDefinition, ToolRecovery } from '.
 import { buildTool } from './tool.js';
 
 /** TurnKit's settings for one AI SDK tool; the tool itself has no words for them. */
+/**
+ * What TurnKit passes an AI SDK tool's `execute` besides the AI SDK's own options: the
+ * execution's idempotency key (`ToolContext.idempotencyKey`), the same on every run of the
+ * call (a `replaySafe` tool re-run after a crash or an error), unique across turns, so an
+ * external service can dedupe the effect on it. Read it as
+ * `(options as AiSdkToolExecutionOptions).idempotencyKey`.
+ */
+export type AiSdkToolExecutionOptions<Context = unknown> = ToolExecutionOptions<Context> & {
+  idempotencyKey: string;
+};
+
 export interface AiSdkToolOptions<Input = unknown> {
   /** `unknown` by default: an interrupted call is never re-run. `replaySafe` for idempotent tools. */
   recovery?: ToolRecovery;
@@ -49,8 +60,9 @@ interface SdkTool {
 /**
  * The tools of an AI SDK tool set, named by their keys. Their `inputSchema` (zod, any Standard
  * Schema, or `jsonSchema()`) is what the model sees and what its arguments are checked against;
- * `execute(input, { toolCallId, messages, abortSignal, context })` gets the call's id, the
- * messages the model was sent (`ToolContext.history`), the activity's signal and the run context.
+ * `execute(input, { toolCallId, messages, abortSignal, context, idempotencyKey })` gets the
+ * call's id, the messages the model was sent (`ToolContext.history`), the activity's signal, the
+ * run context and the execution's idempotency key (`ToolContext.idempotencyKey`).
  */
 export function aiSdkTools<Tools extends ToolSet>(
   tools: Tools,
@@ -70,7 +82,7 @@ export function aiSdkTools<Tools extends ToolSet>(
 
 function adapt(name: string, tool: SdkTool, settings: AiSdkToolOptions): ToolDefinition {
   checkTool(name, tool);
-  const execute = tool.execute as (input: unknown, options: ToolExecutionOptions<unknown>) => unknown;
+  const execute = tool.execute as (input: unknown, options: AiSdkToolExecutionOptions) => unknown;
   return buildTool(
     {
       name,
@@ -89,6 +101,7 @@ function adapt(name: string, tool: SdkTool, settings: AiSdkToolOptions): ToolDef
             messages: toAiSdkMessages(await context.history()),
             abortSignal: context.signal,
             context: await runContext(name, tool, context.context),
+            idempotencyKey: context.idempotencyKey,
           }),
           context,
         );

@@ -4,7 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { ArgumentError, InputError } from '../errors.js';
-import type { Store, TurnRecord } from '../store/types.js';
+import type { ConversationRecord, Store, TurnRecord } from '../store/types.js';
 
 export interface EvalCase {
   id: string;
@@ -102,9 +102,15 @@ async function taskOfTurn(store: Store, turn: TurnRecord): Promise<string | null
   return text && text.type === 'text' ? text.text : null;
 }
 
+/** Turns read per page while selecting recorded cases. */
+const CASE_PAGE = 100;
+
 /**
  * Cases from recorded runs: each completed root turn of the agent (not one an evaluation
- * ran) whose trigger is a user's task; its output is the expected output.
+ * ran) whose trigger is a user's task, oldest first; its output is the expected output. The
+ * store selects the agent's completed root turns of the time range a page at a time, and the
+ * selection stops once it has `limit` cases; each page's conversations and triggers are read
+ * together, each conversation once.
  */
 export async function recordedCases(store: Store, selection: RecordedSelection): Promise<EvalCase[]> {
   if (!selection || typeof selection.agent !== 'string' || selection.agent === '')
@@ -113,26 +119,52 @@ export async function recordedCases(store: Store, selection: RecordedSelection):
   const until = timeOf(selection.until, 'until');
   const wanted = selection.tags ?? [];
   if (!stringList(wanted)) throw new ArgumentError('tags must be strings');
-  const turns = await store.listTurns({ agentName: selection.agent, status: 'completed' });
+  const limit = selection.limit ?? Infinity;
+  const page = Math.min(CASE_PAGE, Number.isFinite(limit) ? Math.max(limit, 1) : CASE_PAGE);
   const cases: EvalCase[] = [];
-  for (const turn of turns) {
-    if (selection.limit !== undefined && cases.length >= selection.limit) break;
-    const created = Date.parse(turn.createdAt);
-    if (turn.parentTurnId || (since !== null && created < since) || (until !== null && created >= until))
-      continue;
-    const conversation = await store.loadConversation(turn.conversationId);
-    if (conversation.metadata[EVAL_METADATA_KEY] !== undefined) continue;
-    const tags = stringList(conversation.metadata['tags']) ? conversation.metadata['tags'] : [];
-    if (!wanted.every((tag) => tags.includes(tag))) continue;
-    const input = await taskOfTurn(store, turn);
-    if (input === null) continue;
-    cases.push({
-      id: turn.id,
-      input,
-      ...(turn.outputText !== null ? { expected: turn.outputText } : {}),
-      ...(tags.length > 0 ? { tags } : {}),
-      recordedTurnId: turn.id,
+  let after: { createdAt: string; id: string } | undefined;
+  while (cases.length < limit) {
+    const turns = await store.listTurns({
+      agentName: selection.agent,
+      status: 'completed',
+      root: true,
+      ...(since !== null ? { createdFrom: new Date(since).toISOString() } : {}),
+      ...(until !== null ? { createdBefore: new Date(until).toISOString() } : {}),
+      ...(after ? { after } : {}),
+      limit: page,
     });
+    const conversations = new Map<string, Promise<ConversationRecord>>();
+    const conversationOf = (id: string) => {
+      if (!conversations.has(id)) conversations.set(id, store.loadConversation(id));
+      return conversations.get(id)!;
+    };
+    const found = await Promise.all(turns.map((turn) => caseOfTurn(store, turn, wanted, conversationOf)));
+    for (const item of found) if (item && cases.length < limit) cases.push(item);
+    if (turns.length < page) break;
+    const last = turns.at(-1)!;
+    after = { createdAt: last.createdAt, id: last.id };
   }
   return cases;
+}
+
+/** The case a recorded turn makes, or null (an evaluation's own run, other tags, no task). */
+async function caseOfTurn(
+  store: Store,
+  turn: TurnRecord,
+  wanted: readonly string[],
+  conversationOf: (id: string) => Promise<ConversationRecord>,
+): Promise<EvalCase | null> {
+  const conversation = await conversationOf(turn.conversationId);
+  if (conversation.metadata[EVAL_METADATA_KEY] !== undefined) return null;
+  const tags = stringList(conversation.metadata['tags']) ? conversation.metadata['tags'] : [];
+  if (!wanted.every((tag) => tags.includes(tag))) return null;
+  const input = await taskOfTurn(store, turn);
+  if (input === null) return null;
+  return {
+    id: turn.id,
+    input,
+    ...(turn.outputText !== null ? { expected: turn.outputText } : {}),
+    ...(tags.length > 0 ? { tags } : {}),
+    recordedTurnId: turn.id,
+  };
 }

@@ -36,6 +36,11 @@ export interface EvalCaseResult {
   skipped?: string;
   run?: RunObservation;
   divergences: string[];
+  /**
+   * What replaying the tools left out of the run (tools replayed): calls of a tool that needs
+   * approval were not held for one, and the agent's tool policy was not asked.
+   */
+  replayed?: string[];
   scores: ScoreResult[];
   /** The mean of the scores that applied; null when none did. */
   score: number | null;

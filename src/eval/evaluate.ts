@@ -5,13 +5,15 @@
  */
 import type { Agent } from '../agents/agent.js';
 import type { RunOptions, TurnKitClient } from '../client/turnkit-client.js';
-import { ArgumentError } from '../errors.js';
+import { ArgumentError, TurnKitError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { ModelChoice } from '../models/model-chain.js';
 import type { EvalCase, RecordedSelection } from './eval-case.js';
 import { EVAL_METADATA_KEY, readEvalCases, recordedCases } from './eval-case.js';
 import type { BaselineRun, EvalCaseResult, EvalReport } from './eval-report.js';
 import { changesAgainst, regressionOf, summarize } from './eval-report.js';
+import { EvalBudget } from './eval-budget.js';
+import { replayNotes } from './replay-notes.js';
 import { observeRun } from './run-observation.js';
 import type { Scorer, ScorerInput, ScoreResult } from './scorers.js';
 import { applyScorer, exactMatch, toScorer } from './scorers.js';
@@ -39,7 +41,17 @@ export interface EvaluateOptions {
   scorers?: readonly ScorerInput[];
   /** Cases running at once (default 4). */
   concurrency?: number;
+  /**
+   * `perCase`: each run's spend limit; `total`: reserved before each case starts (a case
+   * reserves `perCase`, default `total / concurrency`, and waits for room or is skipped).
+   */
   budget?: { perCase?: number; total?: number };
+  /**
+   * Seconds each case may run (its turn's `limits.timeout`, unless the variant's own is
+   * shorter; default 600): a case still running then, awaiting an approval for one, fails
+   * "turn timed out" and counts as a regression.
+   */
+  caseTimeout?: number;
   /** `recorded` (default when the cases have recorded runs), an earlier report, or `none`. */
   baseline?: 'recorded' | 'none' | EvalReport;
   /** Two configurations compared on the same cases, A then B; default the agent as it is. */
@@ -60,6 +72,7 @@ interface EvalPlan {
   scorers: Scorer[];
   variants: EvalVariant[];
   concurrency: number;
+  caseTimeout: number;
 }
 
 async function casesOf(options: EvaluateOptions, agentName: string): Promise<EvalCase[]> {
@@ -87,6 +100,9 @@ async function planOf(options: EvaluateOptions): Promise<EvalPlan> {
   const concurrency = options.concurrency ?? 4;
   if (!Number.isInteger(concurrency) || concurrency < 1)
     throw new ArgumentError('evaluate: concurrency must be a positive integer');
+  const caseTimeout = options.caseTimeout ?? DEFAULT_CASE_TIMEOUT_S;
+  if (typeof caseTimeout !== 'number' || !(caseTimeout > 0) || !Number.isFinite(caseTimeout))
+    throw new ArgumentError('evaluate: caseTimeout must be a positive number of seconds');
   const variants = options.variants ? [...options.variants] : [{ name: 'current' }];
   if (
     variants.length < 1 ||
@@ -102,8 +118,14 @@ async function planOf(options: EvaluateOptions): Promise<EvalPlan> {
     scorers: (options.scorers ?? [exactMatch()]).map(toScorer),
     variants,
     concurrency,
+    caseTimeout,
   };
 }
+
+/** How long a case may run unless `caseTimeout` says otherwise: ten minutes. */
+const DEFAULT_CASE_TIMEOUT_S = 600;
+/** How long past its timeout the client waits for a case's turn to end before it gives up on it. */
+const CASE_GRACE_MS = 60_000;
 
 async function scoresOf(scorers: readonly Scorer[], item: EvalCase, run: EvalCaseResult['run']) {
   const scores: ScoreResult[] = [];
@@ -157,16 +179,27 @@ const pick = (run: { cost: number; latencyMs: number | null }) => ({
   latencyMs: run.latencyMs,
 });
 
-/** Runs one case under one variant and waits for its end; the turn's rows say what it did. */
-async function runCase(options: EvaluateOptions, plan: EvalPlan, item: EvalCase, variant: EvalVariant) {
+/**
+ * Runs one case under one variant and waits for its end; the turn's rows say what it did. The
+ * turn's own timeout bounds the case; should the turn not end (no worker runs it), the client
+ * stops waiting a minute later and cancels it.
+ */
+async function runCase(
+  options: EvaluateOptions,
+  plan: EvalPlan,
+  item: EvalCase,
+  variant: EvalVariant,
+  cap: number | undefined,
+) {
   const { client } = options;
-  const perCase = options.budget?.perCase;
+  const limits = { ...options.runOptions?.limits, ...variant.options?.limits };
+  const timeout = Math.min(plan.caseTimeout, limits.timeout ?? Infinity);
   const runOptions: RunOptions = {
     ...options.runOptions,
     ...variant.options,
     ...(variant.model !== undefined ? { model: variant.model } : {}),
     ...(plan.tools === 'replay' ? { toolReplay: { turnId: item.recordedTurnId! } } : {}),
-    ...(perCase !== undefined ? { limits: { ...variant.options?.limits, maxSpend: perCase } } : {}),
+    limits: { ...limits, timeout, ...(cap !== undefined ? { maxSpend: cap } : {}) },
     metadata: {
       ...options.runOptions?.metadata,
       ...variant.options?.metadata,
@@ -174,28 +207,28 @@ async function runCase(options: EvaluateOptions, plan: EvalPlan, item: EvalCase,
     },
   };
   const handle = await client.run(variant.agent ?? plan.agentName, item.input, runOptions);
-  await handle.result();
+  let timer: NodeJS.Timeout | undefined;
+  const overdue = new Promise<'overdue'>((resolve) => {
+    timer = setTimeout(() => resolve('overdue'), timeout * 1000 + CASE_GRACE_MS);
+  });
+  try {
+    if ((await Promise.race([handle.result(), overdue])) === 'overdue') {
+      await handle.cancel().catch(() => undefined);
+      throw new TurnKitError(`the case's turn did not end within ${timeout} s`);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
   return observeRun(client.store, handle.turnId);
 }
 
-/** Runs the jobs with at most `limit` at once; returns the most that ran together. */
-async function pool(jobs: (() => Promise<void>)[], limit: number): Promise<number> {
+/** Runs the jobs with at most `limit` at once. */
+async function pool(jobs: (() => Promise<void>)[], limit: number): Promise<void> {
   let next = 0;
-  let running = 0;
-  let most = 0;
   const worker = async () => {
-    while (next < jobs.length) {
-      const job = jobs[next++]!;
-      most = Math.max(most, ++running);
-      try {
-        await job();
-      } finally {
-        running--;
-      }
-    }
+    while (next < jobs.length) await jobs[next++]!();
   };
   await Promise.all(Array.from({ length: Math.min(limit, jobs.length) }, worker));
-  return most;
 }
 
 export async function evaluate(options: EvaluateOptions): Promise<EvalReport> {
@@ -203,7 +236,10 @@ export async function evaluate(options: EvaluateOptions): Promise<EvalReport> {
   const threshold = options.threshold ?? 0;
   const started = Date.now();
   const results: EvalCaseResult[] = [];
-  let spent = 0;
+  const budget = new EvalBudget(options.budget, plan.concurrency);
+  // Cases that hold a reservation and run (the pool's slots may wait for budget).
+  let running = 0;
+  let maxParallel = 0;
   const jobs = plan.cases.flatMap((item) =>
     plan.variants.map((variant) => async () => {
       const result: EvalCaseResult = {
@@ -218,31 +254,51 @@ export async function evaluate(options: EvaluateOptions): Promise<EvalReport> {
         pass: false,
       };
       results.push(result);
-      if (options.budget?.total !== undefined && spent >= options.budget.total) result.skipped = 'budget';
-      else await scoreCase(options, plan, item, variant, result, threshold, (cost) => (spent += cost));
+      const reservation = await budget.reserve();
+      if (!reservation) result.skipped = 'budget';
+      else {
+        let cost: number | undefined;
+        maxParallel = Math.max(maxParallel, ++running);
+        try {
+          await scoreCase(
+            options,
+            plan,
+            { item, variant, result, threshold, cap: reservation.cap },
+            (spent) => {
+              cost = spent;
+            },
+          );
+        } finally {
+          running--;
+          // A case whose cost could not be read is taken to have spent its whole cap.
+          budget.settle(reservation, cost ?? reservation.cap ?? 0);
+        }
+      }
       options.onCase?.(result);
     }),
   );
-  const maxParallel = await pool(jobs, plan.concurrency);
-  return reportOf(options, plan, results, { started, maxParallel, threshold, spent });
+  await pool(jobs, plan.concurrency);
+  return reportOf(options, plan, results, { started, maxParallel, threshold, spent: budget.spent });
 }
 
 async function scoreCase(
   options: EvaluateOptions,
   plan: EvalPlan,
-  item: EvalCase,
-  variant: EvalVariant,
-  result: EvalCaseResult,
-  threshold: number,
+  job: { item: EvalCase; variant: EvalVariant; result: EvalCaseResult; threshold: number; cap?: number },
   charge: (cost: number) => void,
 ): Promise<void> {
+  const { item, variant, result, threshold } = job;
   try {
-    const run = await runCase(options, plan, item, variant);
+    const run = await runCase(options, plan, item, variant, job.cap);
     charge(run.cost);
     result.run = run;
     result.divergences = run.toolCalls.flatMap((call) =>
       call.divergence ? [`${call.name}: ${call.divergence}`] : [],
     );
+    if (plan.tools === 'replay') {
+      const notes = replayNotes(options.client.agents, variant.agent ?? plan.agentName, run);
+      if (notes.length > 0) result.replayed = notes;
+    }
     Object.assign(result, await scoresOf(plan.scorers, item, run));
     const baseline = await baselineOf(options, plan, item, variant.name);
     if (baseline) {

@@ -8,8 +8,7 @@ import type { LanguageModel } from 'ai';
 import { generateText, jsonSchema, Output, streamText } from 'ai';
 import { ConfigError, ModelAccessError, ModelError } from '../errors.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
-import { toAiSdkMessages } from './ai-sdk-messages.js';
-import { cacheCallOptions, sdkTools, systemMessages } from './prompt-cache.js';
+import { cacheCallOptions, requestMessages, sdkTools } from './prompt-cache.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResult } from './types.js';
 
 /** How long one model call may take, unless `timeoutMs` says otherwise. */
@@ -34,9 +33,10 @@ export interface AiSdkModelOptions {
   /** Throws ModelAccessError from `validate` (e.g. a missing API key). */
   validate?: (model: string) => void;
   /**
-   * Marks the stable prefix for the provider's prompt cache (default true, unless
-   * `configure({ promptCache: false })`): Anthropic `cacheControl` on the stable system
-   * prompt and the last tool, OpenAI's `promptCacheKey` from the prefix's hash.
+   * Marks what repeats for the provider's prompt cache (default true, unless
+   * `configure({ promptCache: false })`): Anthropic `cacheControl` on the last tool, the
+   * stable system prompt and two transcript messages, OpenAI's `promptCacheKey` per
+   * conversation (decision 54).
    */
   cacheInstructions?: boolean;
   /**
@@ -207,7 +207,7 @@ export class AiSdkModel implements ModelClient {
     const timeout = AbortSignal.timeout(this.#options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const call = {
       model,
-      messages: [...systemMessages(request, cache), ...toAiSdkMessages(request.messages)],
+      messages: requestMessages(request, cache),
       allowSystemInMessages: true,
       ...(request.tools.length ? { tools: sdkTools(request, cache), toolChoice: 'auto' as const } : {}),
       ...(request.outputSchema

@@ -1,11 +1,14 @@
 /**
  * A model that answers with a recorded run's stored responses, so an application can test its
  * tool code against a real recorded run without a provider (`turnkit/testing`). The store
- * keeps a turn's answers in order but does not key them to model steps, so the k-th model
- * call of a turn gets the k-th recorded answer (decision 48).
+ * keeps a turn's answers in order but does not key them to model steps, so the model step
+ * that reserved the asking turn's k-th iteration gets the recorded turn's k-th answer
+ * (decisions 48, 49). The iteration is read from the store: a step re-run after its answer
+ * failed to persist, or run on another worker, asks with the same one and gets the same answer.
  */
 import { ArgumentError, ModelError } from '../errors.js';
 import type { ContentPart, JsonObject, MessageRecord, Store } from '../store/types.js';
+import { iterationsOf } from '../engine/step/turn-state.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResult } from './types.js';
 
 export interface ReplayModelOptions {
@@ -45,7 +48,6 @@ export class ReplayModel implements ModelClient {
   readonly #store: Store;
   readonly #source: (request: ModelRequest) => string | Promise<string>;
   readonly #answers = new Map<string, Promise<MessageRecord[]>>();
-  readonly #positions = new Map<string, number>();
 
   constructor(options: ReplayModelOptions) {
     if (!options?.store) throw new ArgumentError('ReplayModel needs { store }');
@@ -66,15 +68,14 @@ export class ReplayModel implements ModelClient {
       });
     const sourceTurnId = await this.#source(request);
     const answers = await this.#recorded(sourceTurnId);
-    const key = `${request.metadata.turnId}\u0000${sourceTurnId}`;
-    const index = this.#positions.get(key) ?? 0;
+    // The step reserved its iteration before it called, once per step key (`reserveIteration`).
+    const index = Math.max(0, iterationsOf(await this.#store.loadTurn(request.metadata.turnId)) - 1);
     const message = answers[index];
     if (!message)
       throw new ModelError(
         `ReplayModel: recorded turn ${sourceTurnId} has ${answers.length} answer(s); this is model call ${index + 1} of turn ${request.metadata.turnId}`,
         { retryable: false },
       );
-    this.#positions.set(key, index + 1);
     this.calls.push({ turnId: request.metadata.turnId, sourceTurnId, index });
     return recordedAnswer(message);
   }
@@ -86,12 +87,10 @@ export class ReplayModel implements ModelClient {
       answers = this.#store.loadTurn(turnId).then(async (turn) =>
         (
           await this.#store.listMessages(turn.conversationId, {
+            turnId,
             afterSequence: turn.contextMessageSequence,
           })
-        ).filter(
-          (message) =>
-            message.turnId === turnId && message.role === 'assistant' && message.kind !== 'context_summary',
-        ),
+        ).filter((message) => message.role === 'assistant' && message.kind !== 'context_summary'),
       );
       answers.catch(() => this.#answers.delete(turnId));
       this.#answers.set(turnId, answers);

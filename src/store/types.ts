@@ -417,6 +417,14 @@ export interface ListTurnsFilter {
   seesSequence?: number;
   /** Only submitted turns (true) or only unsubmitted ones (false). */
   submitted?: boolean;
+  /** Only root turns (no parent turn). */
+  root?: boolean;
+  /** Only turns created at or after this time (ISO 8601). */
+  createdFrom?: string;
+  /** Only turns created before this time (ISO 8601). */
+  createdBefore?: string;
+  /** Only turns after this one in the listing's order (createdAt, id): the next page. */
+  after?: { createdAt: string; id: string };
   limit?: number;
 }
 

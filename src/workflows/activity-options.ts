@@ -81,12 +81,16 @@ export type TurnActivityProxies = ReturnType<typeof turnActivities>;
 
 /**
  * The model activity on a queue of its own (a provider's, decision 43), with the tenant's
- * fairness key: the same timeouts and retries as the turn's own model proxy.
+ * fairness key and the same retries as the turn's own model proxy. No schedule-to-close
+ * (decision 56): the time a call waits for the queue's rate limit counts against nothing but
+ * the turn's own timeout (whose timer cancels the call, queued or running); each attempt
+ * keeps its start-to-close and heartbeat timeouts.
  */
 export function routedModelActivities(settings: TurnSettings = {}, taskQueue: string, fairnessKey?: string) {
   const model = { ...DEFAULT_TURN_SETTINGS.model, ...settings.model };
+  const { scheduleToCloseTimeout: _queued, ...attempt } = timeouts(model);
   return proxyActivities<TurnActivities>({
-    ...timeouts(model),
+    ...attempt,
     retry: infrastructureRetry(model),
     taskQueue,
     ...(fairnessKey ? { priority: { fairnessKey } } : {}),

@@ -156,6 +156,19 @@ describe('recovery from a SIGKILLed worker process', () => {
     expect(attempts[0]).toContain(`turnkit:tool:${executions[0]!.id}`);
   }, 180_000);
 
+  it('audit: #19 a replay-safe AI SDK tool crashing after its effect is re-run with the same idempotencyKey in its execute options: 2 attempts, 1 effect', async () => {
+    const { run, turn, kills, lines } = await untilDone('sdk-replay', 'sdk_replayer', 1);
+    expect(kills).toBe(1);
+    expect(turn.status).toBe('completed');
+    const attempts = lines.filter((l) => l.startsWith('attempt:sdk_upsert'));
+    expect(attempts).toHaveLength(2);
+    expect(new Set(attempts).size).toBe(1);
+    expect(lines.filter((l) => l.startsWith('effect:sdk_upsert'))).toHaveLength(1);
+    const executions = await run.toolExecutions();
+    expect(executions.map((e) => e.status)).toEqual(['completed']);
+    expect(attempts[0]).toBe(`attempt:sdk_upsert:turnkit:tool:${executions[0]!.id}`);
+  }, 180_000);
+
   it("stream: a worker SIGKILLed mid-stream: the replacement streams the answer again after step.restarted, and the dead attempt's text is never glued to it", async () => {
     const log = join(dir, 'stream.log');
     const taskQueue = `turnkit-crash-stream-${Date.now()}`;

@@ -572,6 +572,31 @@ export function describeStoreContract(
         expect(await store.listTurns({ conversationId: c.id, agentName: 'nobody' })).toEqual([]);
       });
 
+      it('audit: #17 listTurns selects root turns of a time range and pages after a (createdAt, id) cursor', async () => {
+        const c = await conversation();
+        const agentName = `paged_${Date.now()}`;
+        const roots: TurnRecord[] = [];
+        for (let i = 0; i < 4; i++) roots.push(await store.createTurn({ conversationId: c.id, agentName }));
+        await store.createTurn({
+          conversationId: c.id,
+          agentName,
+          rootTurnId: roots[0]!.id,
+          parentTurnId: roots[0]!.id,
+        });
+        const first = await store.listTurns({ agentName, root: true, limit: 2 });
+        expect(ids(first)).toEqual(ids(roots.slice(0, 2)));
+        const after = { createdAt: first[1]!.createdAt, id: first[1]!.id };
+        expect(ids(await store.listTurns({ agentName, root: true, after, limit: 2 }))).toEqual(
+          ids(roots.slice(2)),
+        );
+        expect(
+          ids(await store.listTurns({ agentName, root: true, createdFrom: roots[1]!.createdAt })),
+        ).toEqual(ids(roots.filter((turn) => turn.createdAt >= roots[1]!.createdAt)));
+        expect(
+          ids(await store.listTurns({ agentName, root: true, createdBefore: roots[3]!.createdAt })),
+        ).toEqual(ids(roots.filter((turn) => turn.createdAt < roots[3]!.createdAt)));
+      });
+
       it('turns created in one burst list in creation order (ids break createdAt ties)', async () => {
         const c = await conversation();
         const created: TurnRecord[] = [];

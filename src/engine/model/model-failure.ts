@@ -69,13 +69,22 @@ export function servingModel(chain: readonly string[], state: TurnState, input: 
 }
 
 /**
+ * The longest wait a provider may ask of a model that has a next one in its chain: a
+ * rate limit that asks more hands the step to the next model at once (decision 55), since
+ * the next provider has not asked us to wait.
+ */
+const FAILOVER_WAIT_MS = 2_000;
+
+/**
  * Counts a retryable provider error against the step (in the turn's state, so every worker
- * sees it), with the model's last error. A model that used up its attempts hands the step to
- * the next one of the chain (a `model.fallback` event, and the retry starts at once: the
- * next provider has not asked us to wait); the error that uses up the last model's attempts
- * fails the step for good, naming every model tried. The retry waits what the provider asked
- * (`retry-after`), else the engine's backoff. An attempt that died with its worker never gets
- * here, so worker loss spends none of these attempts.
+ * sees it), with the model's last error. A model that used up its attempts, or that asked to
+ * wait longer than `FAILOVER_WAIT_MS` while the chain has a next one, hands the step to the
+ * next model (a `model.fallback` event): undefined, the caller asks that model at once, in the
+ * same attempt (decision 55); on a routed step a `ModelFallback` the workflow schedules on
+ * the next model's queue (decision 43). The error that uses up the last model's attempts
+ * fails the step for good, naming every model tried. Otherwise the retry waits what the
+ * provider asked (`retry-after`), else the engine's backoff. An attempt that died with its
+ * worker never gets here, so worker loss spends none of these attempts.
  */
 export async function countProviderError(
   step: TurnStep,
@@ -83,14 +92,23 @@ export async function countProviderError(
   error: unknown,
   chain: readonly string[] = [],
   served?: string,
-): Promise<ModelError> {
+): Promise<ModelError | undefined> {
   const perModel = input.maxProviderAttempts ?? DEFAULT_TURN_SETTINGS.maxProviderAttempts;
   const message =
     error instanceof ModelError
       ? error.message
       : `model call failed: ${error instanceof Error ? error.message : String(error)}`;
+  const asked = error instanceof ModelError ? error.retryAfterMs : undefined;
   const { count, last } = await step.write(async (tx) => {
-    const count = tx.countError('provider_errors', input.step);
+    let count = tx.countError('provider_errors', input.step);
+    const index = chainIndex(count - 1, perModel, chain.length);
+    const attempts = count - index * perModel;
+    // Waiting out this model would cost more than asking the next one now.
+    const impatient = asked !== undefined && asked > FAILOVER_WAIT_MS && index < chain.length - 1;
+    if (impatient) {
+      count = (index + 1) * perModel;
+      tx.patchState({ provider_errors: { step: input.step, count } });
+    }
     const previous = tx.state.model_errors?.step === input.step ? tx.state.model_errors.last : {};
     const last = served ? { ...previous, [served]: message } : previous;
     if (served) tx.patchState({ model_errors: { step: input.step, last } });
@@ -103,8 +121,9 @@ export async function countProviderError(
           step: input.step,
           from: served,
           to: next,
-          attempts: perModel,
+          attempts,
           error: message,
+          ...(impatient ? { retry_after_ms: asked } : {}),
         }),
       );
     return { count, last };
@@ -118,22 +137,51 @@ export async function countProviderError(
       chain.map((model) => ({ model, error: last[model] ?? 'not tried' })),
       { retryable: false },
     );
-  const movesOn = chain.length > 1 && count % perModel === 0;
-  // A routed step moves to the next model's queue through the workflow (decision 43).
-  if (movesOn && retryable && input.routed)
-    return new ModelFallback(message, {
-      cause,
-      details: { index: count / perModel, model: chain[count / perModel] },
-    });
-  const asked = error instanceof ModelError ? error.retryAfterMs : undefined;
+  if (chain.length > 1 && count % perModel === 0) {
+    // A routed step moves to the next model's queue through the workflow (decision 43).
+    if (input.routed)
+      return new ModelFallback(message, {
+        cause,
+        details: { index: count / perModel, model: chain[count / perModel] },
+      });
+    return undefined;
+  }
   return new ModelError(message, {
     cause,
     ...(status !== undefined ? { status } : {}),
     retryable,
-    retryDelayMs: movesOn ? FALLBACK_DELAY_MS : (asked ?? retryDelayMs(count % perModel || perModel)),
+    retryDelayMs: asked ?? retryDelayMs(count % perModel || perModel),
     ...(served ? { model: served } : {}),
   });
 }
 
-/** The pause before the next model of a chain is asked: it has not asked us to wait. */
-const FALLBACK_DELAY_MS = 100;
+/**
+ * A model call whose error handed the step to the chain's next model (never leaves the step);
+ * named as that error, so the failed call's span records what the provider did.
+ */
+export class HandedOver extends Error {
+  constructor(readonly failure: Error) {
+    super(failure.message, { cause: failure });
+    this.name = failure.name;
+  }
+}
+
+/**
+ * Runs `call` until it answers: a call that handed the step to the chain's next model is made
+ * again at once, in this attempt, for that model (decision 55), once `beforeNext` (the budget
+ * check) allows it. `retry`: whether an earlier call of this step may have streamed.
+ */
+export async function handingOver<T>(
+  retry: boolean,
+  call: (retry: boolean) => Promise<T>,
+  beforeNext: () => Promise<unknown>,
+): Promise<T> {
+  for (let again = retry; ; again = true) {
+    try {
+      return await call(again);
+    } catch (error) {
+      if (!(error instanceof HandedOver)) throw error;
+      await beforeNext();
+    }
+  }
+}

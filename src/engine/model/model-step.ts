@@ -11,8 +11,8 @@ import { TurnStep } from '../step/turn-step.js';
 import { compactionDue } from './compaction.js';
 import { buildModelRequest } from './model-request.js';
 import { DeltaWriter, stepFinishedParts, stepStartedParts } from './live-stream.js';
-import { countProviderError, modelFailure, servingModel } from './model-failure.js';
-import { uniqueToolCallIds } from './tool-call-ids.js';
+import { countProviderError, handingOver, HandedOver, modelFailure, servingModel } from './model-failure.js';
+import { uniqueCalls } from './tool-call-ids.js';
 import { checkNoModelCall, enterAfterModelSpend } from '../tools/budget-completion.js';
 import type { Runtime } from '../runtime.js';
 import type { TurnState } from '../step/turn-state.js';
@@ -56,19 +56,23 @@ export async function runModelStep(
     return { ...reused(step), reused: false, compactionDue: true };
   const depth = await depthOf(runtime.store, step.turn);
   const budget = await reserveIteration(step, input.step, depth);
-  // One span per model call (a no-op without tracing); a failed attempt ends it failed.
+  // One span per model call (a no-op without tracing); a failed call ends it failed.
   let served: string | undefined;
-  const stored = await runtime.telemetry.span('chat', modelSpanStart(step.turn, input.step), async (span) => {
-    // Named for the model asked before the call, so a failed attempt's span names it too.
-    const { request, result, deltas } = await callModel(step, depth, hooks, input, (model) =>
-      span.rename(`chat ${model}`),
-    );
-    served = request.model;
-    span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(step.agent), request, result));
-    const persisted = await persistResponse(step, input.step, { request, result, deltas, budget });
-    if (persisted?.cost != null) span.set({ 'turnkit.cost_usd': persisted.cost });
-    return persisted;
-  });
+  const chat = (retry: boolean) =>
+    runtime.telemetry.span('chat', modelSpanStart(step.turn, input.step), async (span) => {
+      // Named for the model asked before the call, so a failed call's span names it too.
+      const { request, result, deltas } = await callModel(step, depth, { ...hooks, retry }, input, (model) =>
+        span.rename(`chat ${model}`),
+      );
+      served = request.model;
+      span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(step.agent), request, result));
+      const persisted = await persistResponse(step, input.step, { request, result, deltas, budget });
+      if (persisted?.cost != null) span.set({ 'turnkit.cost_usd': persisted.cost });
+      return persisted;
+    });
+  const stored = await handingOver(hooks.retry === true, chat, () =>
+    reserveIteration(step, input.step, depth),
+  );
   if (stored === undefined) return reused(step);
   const { cost, saving } = stored;
   // Spend is checked after the response is stored: the cost is recorded even when it trips the
@@ -104,7 +108,8 @@ async function reserveIteration(step: TurnStep, stepKey: string, depth: number):
 /**
  * Builds the request and calls the model, outside any transaction. A failure the provider
  * did not classify is a retryable ModelError, counted against the step's provider attempts;
- * an empty response is not retryable.
+ * an empty response is not retryable; a call whose error handed the step to the chain's next
+ * model throws `HandedOver`.
  */
 async function callModel(
   step: TurnStep,
@@ -154,24 +159,10 @@ async function callModel(
     // A model that can never work fails at once; a provider error is counted against the step.
     if (failure instanceof ConfigError || (failure instanceof ModelError && !failure.retryable))
       throw failure;
-    throw await countProviderError(step, input, failure, chain, request.model);
+    throw (await countProviderError(step, input, failure, chain, request.model)) ?? new HandedOver(failure);
   }
   // The last deltas are stored with the response, in its transaction.
   return { request, result, deltas: await deltas.drain() };
-}
-
-/** The response's parts with tool-call ids no earlier call of the turn has used. */
-async function uniqueCalls(step: TurnStep, responseParts: readonly ContentPart[]) {
-  // Only this response's ids can collide: read those executions, not the whole turn's.
-  const proposed = responseParts.flatMap((part) =>
-    part.type === 'tool_call' && typeof part.id === 'string' && part.id.trim() !== '' ? [part.id.trim()] : [],
-  );
-  const taken = new Set(
-    (await step.store.listToolExecutions({ turnId: step.turn.id, toolCallIds: proposed })).map(
-      (row) => row.toolCallId,
-    ),
-  );
-  return uniqueToolCallIds(responseParts, taken);
 }
 
 /**

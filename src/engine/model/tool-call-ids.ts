@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ContentPart, JsonObject } from '../../store/types.js';
+import type { TurnStep } from '../step/turn-step.js';
 
 /**
  * Tool-call ids key the turn's executions and pair each result with its call, so they must
@@ -26,4 +27,18 @@ export function uniqueToolCallIds(
     return { ...part, id: fresh };
   });
   return { parts: unique, renamed };
+}
+
+/** The response's parts with tool-call ids no earlier call of the turn has used. */
+export async function uniqueCalls(step: TurnStep, responseParts: readonly ContentPart[]) {
+  // Only this response's ids can collide: read those executions, not the whole turn's.
+  const proposed = responseParts.flatMap((part) =>
+    part.type === 'tool_call' && typeof part.id === 'string' && part.id.trim() !== '' ? [part.id.trim()] : [],
+  );
+  const taken = new Set(
+    (await step.store.listToolExecutions({ turnId: step.turn.id, toolCallIds: proposed })).map(
+      (row) => row.toolCallId,
+    ),
+  );
+  return uniqueToolCallIds(responseParts, taken);
 }

@@ -104,9 +104,11 @@ async function dispatchCall(
   if (existing && !isOpenToolExecution(existing)) return redispatchFinished(run, existing);
   if (existing?.status === 'running' && !mayRunAgain(run.tool))
     return run.outcome(await run.finish(existing, 'interrupted', { message: OUTCOME_UNKNOWN }));
-  // Asked only while the call has no row: the row records the decision, a retry finds it.
-  const verdict = existing ? ALLOWED : await askToolPolicy(run);
-  const approval = existing || verdict.block ? 'run' : await askApproval(run);
+  // Asked only while the call has no row: the row records the decision, a retry finds it. A
+  // replayed call runs no tool code, so neither is asked (decision 48, issue 43 #11).
+  const asks = !existing && toolReplaySource(run.turn) === null;
+  const verdict = asks ? await askToolPolicy(run) : ALLOWED;
+  const approval = !asks || verdict.block ? 'run' : await askApproval(run);
   const held = approval === 'hold' && input.approvals !== false;
   const execution = await createAndReserve(run, existing, { held, verdict });
   if (run.closedRow) return run.outcome(run.closedRow);

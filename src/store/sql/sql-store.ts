@@ -673,6 +673,7 @@ export class SqlStore implements Store, ConsoleReadable {
   async listTurns(filter: ListTurnsFilter = {}): Promise<TurnRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
+    let lane = false;
     const equal = (column: string, value: string | undefined) => {
       if (value === undefined) return;
       where.push(`${column} = ?`);
@@ -697,10 +698,25 @@ export class SqlStore implements Store, ConsoleReadable {
       params.push(...statuses);
       if (statuses.every((status) => LANE_STATUSES.includes(status))) {
         where.push(LANE_INDEX_PREDICATE);
-        if (filter.conversationId !== undefined && filter.limit === undefined)
-          return this.#laneTurns(where, params);
+        lane = filter.conversationId !== undefined && filter.limit === undefined;
       }
     }
+    if (filter.root) where.push('parent_turn_id IS NULL');
+    const created = this.#param(TURNS, 'createdAt');
+    const time = (value: string) => encode(TURNS.byField.get('createdAt')!, value);
+    if (filter.createdFrom !== undefined) {
+      where.push(`created_at >= ${created}`);
+      params.push(time(filter.createdFrom));
+    }
+    if (filter.createdBefore !== undefined) {
+      where.push(`created_at < ${created}`);
+      params.push(time(filter.createdBefore));
+    }
+    if (filter.after !== undefined) {
+      where.push(`(created_at > ${created} OR (created_at = ${created} AND id > ?))`);
+      params.push(time(filter.after.createdAt), time(filter.after.createdAt), filter.after.id);
+    }
+    if (lane) return this.#laneTurns(where, params);
     return this.#listTurns(where, params, 'created_at, id', filter.limit);
   }
 
