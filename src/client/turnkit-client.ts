@@ -14,6 +14,7 @@ import type { MediaInput, MediaPart } from '../models/media.js';
 import { mediaPart } from '../models/media.js';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { AgentRegistry } from '../agents/registry.js';
+import { checkApprovalFits } from '../agents/approval-fit.js';
 import { buildModelRequest } from '../engine/model/model-request.js';
 import type { TurnPreview } from '../engine/model/model-request.js';
 import { Runtime } from '../engine/runtime.js';
@@ -204,12 +205,20 @@ function inputMedia(media: readonly MediaInput[] | undefined): MediaPart[] {
 }
 
 /** A run's limits over its agent's; anything but a known limit is an ArgumentError. */
-function runLimits(agentLimits: BudgetLimits, given: Partial<BudgetLimits>): BudgetLimits {
+function runLimits(agent: Agent, given: Partial<BudgetLimits>): BudgetLimits {
+  const agentLimits = agent.limits;
   if (!given || typeof given !== 'object' || Array.isArray(given))
     throw new ArgumentError('limits must be an object of budget limits');
   const unknown = Object.keys(given).filter((key) => !(key in agentLimits));
   if (unknown.length > 0) throw new ArgumentError(`limits: unknown limit(s) ${unknown.join(', ')}`);
-  return { ...agentLimits, ...given };
+  const limits = { ...agentLimits, ...given };
+  checkApprovalFits(
+    `a run of agent ${agent.name}: limits`,
+    limits.timeout,
+    agent.effectiveTools,
+    agent.subAgents,
+  );
+  return limits;
 }
 
 /** The turn builder's options from a caller's run or ask options. */
@@ -342,7 +351,7 @@ export class TurnKitClient {
         throw new ArgumentError('toolReplay must be { turnId } of a recorded turn');
       await this.store.loadTurn(options.toolReplay.turnId);
     }
-    const limits = options.limits ? runLimits(resolved.limits, options.limits) : undefined;
+    const limits = options.limits ? runLimits(resolved, options.limits) : undefined;
     const conversationId = newId('conv');
     const rootTurnId = await this.#sharedRoot(options);
     // Allocated before the checks, so the policy sees the turn it decides about.
