@@ -122,6 +122,7 @@ export {
   ModelError,
   RecordNotFound,
   StoreError,
+  StoreMismatchError,
   StreamCursorError,
   ToolError,
   ToolValidationError,

@@ -15,6 +15,7 @@ import { mediaPart } from '../models/media.js';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { AgentRegistry } from '../agents/registry.js';
 import { checkApprovalFits } from '../agents/approval-fit.js';
+import { resolveTaskQueue } from '../store/store-identity.js';
 import { buildModelRequest } from '../engine/model/model-request.js';
 import type { TurnPreview } from '../engine/model/model-request.js';
 import { Runtime } from '../engine/runtime.js';
@@ -56,7 +57,6 @@ import {
 import type { TurnSettings } from '../workflows/contract.js';
 import {
   cancelSignal,
-  DEFAULT_TASK_QUEUE,
   laneStartOptions,
   targetFinishedSignal,
   turnStartOptions,
@@ -249,7 +249,7 @@ export class TurnKitClient {
   readonly agents: AgentRegistry;
   readonly temporal: Client;
   readonly taskQueue: string;
-  readonly turnSettings: TurnSettings | undefined;
+  readonly turnSettings: TurnSettings;
   readonly #runtime: Runtime;
   #ownedConnection: Connection | undefined;
 
@@ -274,11 +274,13 @@ export class TurnKitClient {
           interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor({ tracer })] },
         })
       : options.temporal;
-    this.taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
+    this.taskQueue = resolveTaskQueue(options.store, options.taskQueue);
     const consoleUrl = options.turnSettings?.consoleUrl;
     if (consoleUrl !== undefined && !/^https?:\/\/[^\s()<>[\]]+$/.test(consoleUrl))
       throw new ArgumentError(`turnSettings.consoleUrl must be an http(s) URL, got ${consoleUrl}`);
-    this.turnSettings = options.turnSettings;
+    // Every turn this client starts carries its store, so a worker of another store refuses it.
+    const { id, location } = options.store.identity;
+    this.turnSettings = { ...options.turnSettings, store: { id, location } };
   }
 
   static async connect(options: TurnKitClientOptions): Promise<TurnKitClient> {

@@ -1,3 +1,5 @@
+import type { StoreIdentity } from './store-identity.js';
+import { newStoreId, taskQueueOfStore } from './store-identity.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { RecordNotFound, StoreError, ToolError } from '../errors.js';
 import { busyConversation, nextDeliveryTrigger, reconcileStaleTurns } from './maintenance.js';
@@ -117,8 +119,15 @@ interface Transaction {
  * snapshot taken when it began. Reads from outside the open transaction see the snapshot,
  * i.e. only committed rows. Nothing here survives the process.
  */
+function memoryIdentity(): StoreIdentity {
+  const id = newStoreId();
+  return { id, location: 'memory', defaultTaskQueue: taskQueueOfStore(id) };
+}
+
 export class MemoryStore implements Store {
   readonly backend: StoreBackend = 'memory';
+  /** Each memory store is a store of its own, with its own queue: it lives in one process. */
+  readonly identity: StoreIdentity = memoryIdentity();
   #tables: Tables = emptyTables();
   #open: Transaction | null = null;
   #tail: Promise<void> = Promise.resolve();

@@ -23,6 +23,8 @@ import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/d
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { SqlStore } from './sql/sql-store.js';
+import { loadStoreIdentity } from './sql/store-identity-row.js';
+import type { StoreIdentity } from './store-identity.js';
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another process's write lock before giving up; default 10 s. */
@@ -306,8 +308,8 @@ export class SqliteStore extends SqlStore {
   /** What opening did to the schema (which migrations this open applied). */
   readonly migrations: MigrationResult;
 
-  private constructor(driver: SqliteDriver, migrations: MigrationResult) {
-    super(driver);
+  private constructor(driver: SqliteDriver, migrations: MigrationResult, identity: StoreIdentity) {
+    super(driver, identity);
     this.path = driver.path;
     this.migrations = migrations;
   }
@@ -327,12 +329,14 @@ export class SqliteStore extends SqlStore {
       throw describeSqliteError(file, error);
     }
     let migrations: MigrationResult;
+    let identity: StoreIdentity;
     try {
       migrations = await driver.open();
+      identity = await loadStoreIdentity(driver, file);
     } catch (error) {
       driver.abandon();
       throw describeSqliteError(file, error);
     }
-    return new SqliteStore(driver, migrations);
+    return new SqliteStore(driver, migrations, identity);
   }
 }

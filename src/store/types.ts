@@ -7,6 +7,8 @@
  * the tables without this code. Times are ISO-8601 UTC strings.
  */
 
+import type { StoreIdentity } from './store-identity.js';
+
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
@@ -427,6 +429,8 @@ export type StoreBackend = 'memory' | 'sqlite' | 'postgres';
  */
 export interface Store {
   readonly backend: StoreBackend;
+  /** Which store this is, and its default task queue (decision 67). */
+  readonly identity: StoreIdentity;
 
   /**
    * Reentrant, rollback-on-error transaction that serializes work on `conversationId`

@@ -16,6 +16,7 @@
  * Lock order, everywhere: graph → root conversation → own conversation. `appendMessage`
  * takes its conversation's lock itself (inside the caller's transaction, or in its own).
  */
+import type { StoreIdentity } from '../store-identity.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ArgumentError, RecordNotFound, StoreError, ToolError, TurnKitError } from '../../errors.js';
 import { reconcileStaleTurns } from '../maintenance.js';
@@ -202,6 +203,7 @@ function toolExecutionWhere(filter: ToolExecutionFilter): { sql: string; params:
 
 export class SqlStore implements Store {
   readonly backend: StoreBackend;
+  readonly identity: StoreIdentity;
   readonly #driver: SqlDriver;
   readonly #context = new AsyncLocalStorage<TxContext>();
   /** Which transaction's operation queue the current async chain is running in. */
@@ -209,8 +211,9 @@ export class SqlStore implements Store {
   readonly #autocommit: SqlConnection;
   #closed = false;
 
-  protected constructor(driver: SqlDriver) {
+  protected constructor(driver: SqlDriver, identity: StoreIdentity) {
     this.#driver = driver;
+    this.identity = identity;
     this.backend = driver.backend;
     this.#autocommit = { query: (sql, params) => driver.query(sql, params) };
   }
