@@ -27,6 +27,7 @@ export {
   writeTurnWorkflowBundles,
 } from './worker-bundles.js';
 export type { WorkerDeployment } from './worker-deployment.js';
+export { conciseWorkerLogger } from './worker-logger.js';
 
 export interface TurnKitWorkerOptions extends RuntimeOptions {
   /** An existing connection; otherwise one is opened to `address`. */
