@@ -6,9 +6,13 @@ const firstLine = (text: string) => text.split('\n')[0] ?? '';
 /** `ModelError: provider error: …` of an error and its causes, one line. */
 function errorLine(error: unknown): string {
   const parts: string[] = [];
+  let said = '';
   for (let cause = error, depth = 0; cause instanceof Error && depth < 4; depth += 1) {
     const type = (cause as { type?: unknown }).type;
-    parts.push(`${typeof type === 'string' ? type : cause.name}: ${firstLine(cause.message)}`);
+    const message = firstLine(cause.message);
+    // A cause whose message its wrapper already quotes adds nothing to the line.
+    if (!said.includes(message)) parts.push(`${typeof type === 'string' ? type : cause.name}: ${message}`);
+    said += message;
     cause = cause.cause;
   }
   return parts.join(' ← ');
