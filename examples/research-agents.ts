@@ -90,5 +90,4 @@ export const scriptedResearcher = new ScriptedModel({
 });
 
 /** What `turnkit worker --agents examples/research-agents.ts` runs: the researcher, offline. */
-export const agents = [researcher];
-export const model = scriptedResearcher;
+export default { agents: [researcher], model: scriptedResearcher };

@@ -87,7 +87,7 @@ export interface TurnSettings {
 }
 
 /** Which store a turn belongs to (its `StoreIdentity`'s id and location). */
-export interface TurnStore {
+interface TurnStore {
   id: string;
   location: string;
 }
