@@ -16,7 +16,6 @@ export { MIGRATIONS_TABLE } from './sql/migrate.js';
 export type { MigrationResult } from './sql/migrate.js';
 export { LATEST_SCHEMA_VERSION } from './sql/schema.js';
 export type * from './types.js';
-export type { StoreIdentity } from './store-identity.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './types.js';
 
 export const DEFAULT_DATABASE_PATH = '.turnkit/turnkit.sqlite';

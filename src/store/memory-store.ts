@@ -1,4 +1,4 @@
-import type { StoreIdentity } from './store-identity.js';
+import type { StoreIdentity } from './types.js';
 import { newStoreId, taskQueueOfStore } from './store-identity.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { RecordNotFound, StoreError, ToolError } from '../errors.js';

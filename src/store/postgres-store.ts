@@ -19,7 +19,7 @@ import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/d
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { loadStoreIdentity } from './sql/store-identity-row.js';
-import type { StoreIdentity } from './store-identity.js';
+import type { StoreIdentity } from './types.js';
 import { SqlStore } from './sql/sql-store.js';
 
 export interface PostgresStoreOptions {

@@ -24,7 +24,7 @@ import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { SqlStore } from './sql/sql-store.js';
 import { loadStoreIdentity } from './sql/store-identity-row.js';
-import type { StoreIdentity } from './store-identity.js';
+import type { StoreIdentity } from './types.js';
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another process's write lock before giving up; default 10 s. */

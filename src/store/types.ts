@@ -7,8 +7,6 @@
  * the tables without this code. Times are ISO-8601 UTC strings.
  */
 
-import type { StoreIdentity } from './store-identity.js';
-
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
@@ -422,6 +420,21 @@ export interface ListDeliveriesFilter {
 }
 
 export type StoreBackend = 'memory' | 'sqlite' | 'postgres';
+
+/**
+ * Which store this is (decision 67): an id made when the store is first opened and kept in
+ * it, where it is (a file, a database and schema, or `memory`), and the task queue its
+ * workers and clients use unless they name one. Turns carry the id, so a worker of another
+ * store refuses them.
+ */
+export interface StoreIdentity {
+  /** `store_<20 hex>`, written once, on first open. */
+  readonly id: string;
+  /** A SQLite file, `host:port/database (schema s)`, or `memory`: never a credential. */
+  readonly location: string;
+  /** `turnkit-<id's 12 last hex>`; `turnkit` for a store that held turns before it had an id. */
+  readonly defaultTaskQueue: string;
+}
 
 /**
  * The store contract. Every method is async. Writes outside `atomic` are each their own

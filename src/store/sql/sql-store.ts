@@ -16,7 +16,7 @@
  * Lock order, everywhere: graph → root conversation → own conversation. `appendMessage`
  * takes its conversation's lock itself (inside the caller's transaction, or in its own).
  */
-import type { StoreIdentity } from '../store-identity.js';
+import type { StoreIdentity } from '../types.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ArgumentError, RecordNotFound, StoreError, ToolError, TurnKitError } from '../../errors.js';
 import { reconcileStaleTurns } from '../maintenance.js';

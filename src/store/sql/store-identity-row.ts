@@ -1,4 +1,4 @@
-import type { StoreIdentity } from '../store-identity.js';
+import type { StoreIdentity } from '../types.js';
 import { DEFAULT_TASK_QUEUE } from '../../workflows/contract.js';
 import { newStoreId, taskQueueOfStore } from '../store-identity.js';
 import type { SqlDriver } from './driver.js';
