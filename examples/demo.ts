@@ -2,38 +2,51 @@
  * `npm run demo`: a worker and a client in one process, on the local Temporal dev server and
  * an embedded SQLite store. Offline on the scripted model unless a provider key is set.
  */
-import { mkdirSync } from 'node:fs';
-import { DefaultLogger, Runtime as TemporalRuntime } from '@temporalio/worker';
+import { Runtime as TemporalRuntime } from '@temporalio/worker';
 import { AgentRegistry } from '../src/agents/registry.js';
 import { TurnKitClient } from '../src/client/turnkit-client.js';
 import { modelClientFromEnv } from '../src/models/providers.js';
-import { openStore } from '../src/store/index.js';
-import { createWorker } from '../src/worker.js';
+import { DEFAULT_DATABASE_PATH, openStore } from '../src/store/index.js';
+import { conciseWorkerLogger, createWorker } from '../src/worker.js';
 import { researcher, scriptedResearcher } from './research-agents.js';
 
-// Keep the SDK's own lifecycle logs out of the demo's output.
-TemporalRuntime.install({ logger: new DefaultLogger('WARN') });
+// Keep the SDK's own lifecycle logs out of the demo's output; a failed attempt is one line
+// (TURNKIT_LOG_LEVEL=DEBUG adds its stack).
+TemporalRuntime.install({
+  logger: conciseWorkerLogger(process.env['TURNKIT_LOG_LEVEL'] === 'DEBUG' ? 'DEBUG' : 'WARN'),
+});
 
+const address = process.env['TEMPORAL_ADDRESS'] ?? '127.0.0.1:7233';
 const uiUrl = process.env['TEMPORAL_UI_URL'] ?? 'http://127.0.0.1:8233';
 const namespace = process.env['TEMPORAL_NAMESPACE'] ?? 'default';
-const databaseUrl = process.env['TURNKIT_DATABASE_URL'] ?? '.turnkit/demo.sqlite';
-if (!databaseUrl.includes('://')) mkdirSync('.turnkit', { recursive: true });
+// The store the `turnkit` command line reads by default, so its commands need no --store.
+const databaseUrl = process.env['TURNKIT_DATABASE_URL'] || DEFAULT_DATABASE_PATH;
 
 const provider = modelClientFromEnv();
 const model = provider ?? scriptedResearcher;
 const defaultModel = process.env['TURNKIT_MODEL'] ?? (provider ? 'gpt-4o-mini' : 'scripted');
+// Example prices, so the demo shows how cost is counted; the scripted model itself costs nothing.
+const EXAMPLE_RATES = { input: 3, output: 15 };
+
+// `npm run turnkit -- …` against what this demo used: its server, UI and store.
+const cli = [
+  'npm run turnkit --',
+  ...(address !== '127.0.0.1:7233' ? [`--address ${address}`] : []),
+  ...(uiUrl !== 'http://127.0.0.1:8233' ? [`--ui ${uiUrl}`] : []),
+  ...(databaseUrl !== DEFAULT_DATABASE_PATH ? [`--store ${databaseUrl}`] : []),
+].join(' ');
 
 const store = await openStore(databaseUrl);
 const agents = new AgentRegistry([researcher]);
-const taskQueue = 'turnkit-demo';
 const worker = await createWorker({
   store,
   agents,
   model,
   defaultModel,
-  taskQueue,
-  cost: { costRates: { scripted: { input: 3, output: 15 } } },
+  cost: { costRates: { scripted: EXAMPLE_RATES } },
   onEvent: (event) => {
+    // A message's text is printed as it streams (below): its event line would say nothing more.
+    if (event.type === 'message.created') return;
     const p = event.payload;
     const detail =
       event.type === 'tool_call.created' || event.type === 'tool_call.completed'
@@ -44,9 +57,17 @@ const worker = await createWorker({
     console.log(`  · ${event.type}${detail}`);
   },
 });
-const client = await TurnKitClient.connect({ store, agents, taskQueue, defaultModel });
+const client = await TurnKitClient.connect({ store, agents, defaultModel });
 
-console.log(`TurnKit demo — model: ${provider ? defaultModel : 'scripted (offline)'}, store: ${databaseUrl}`);
+console.log(
+  `TurnKit demo — model: ${provider ? defaultModel : 'scripted (offline)'}, store: ${store.identity.location}, ` +
+    `task queue: ${client.taskQueue}`,
+);
+console.log(`Temporal: ${serverLine()}`);
+if (!provider)
+  console.log(
+    `Costs below use example rates for the scripted model ($${EXAMPLE_RATES.input} in / $${EXAMPLE_RATES.output} out per million tokens): nothing is charged.`,
+  );
 await worker.run(
   (async () => {
     const run = await client.run(
@@ -55,7 +76,7 @@ await worker.run(
       { principal: { user: 'demo' }, context: { audience: 'newcomers' } },
     );
     console.log(`Started turn ${run.turnId}`);
-    console.log(`Watch it live: npm run turnkit -- --store ${databaseUrl} watch ${run.turnId}`);
+    console.log(`Watch it live: ${cli} watch ${run.turnId}`);
     console.log(`Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
     // The answer as it streams (deltas from the store, never from Temporal history).
     let streaming = false;
@@ -79,13 +100,28 @@ await worker.run(
     console.log(`\n${turn.outputText ?? ''}\n`);
     const usage = await run.usage();
     console.log(
-      `Tokens: ${usage.input_tokens} in / ${usage.output_tokens} out — cost $${(await run.cost()).toFixed(4)}`,
+      `Tokens: ${usage.input_tokens} in / ${usage.output_tokens} out — cost $${(await run.cost()).toFixed(4)}` +
+        (provider ? '' : ' (example rates: nothing was charged)'),
     );
     console.log(`Run in the Temporal UI: ${uiUrl}/namespaces/${namespace}/workflows/${run.workflowId}`);
-    console.log(
-      `On the command line: npm run turnkit -- --store ${databaseUrl} show ${run.turnId}   (watch, ls, cancel: docs/cli.md)`,
-    );
+    console.log(`On the command line: ${cli} show ${run.turnId}   (watch, ls, cancel: docs/cli.md)`);
+    console.log(`Temporal: ${serverLine()}`);
     if (turn.status !== 'completed') process.exitCode = 1;
   })(),
 );
 await store.close();
+
+/** Which Temporal server the demo used, whether it started it, and how to stop it (scripts/services.sh). */
+function serverLine(): string {
+  const where = `${address}, UI ${uiUrl}`;
+  switch (process.env['TURNKIT_TEMPORAL_ORIGIN']) {
+    case 'started':
+      return `the dev server at ${where}, started by this demo; it keeps running (stop it: ./temporal-dev.sh stop)`;
+    case 'checkout':
+      return `the dev server at ${where}, started earlier by this checkout; it keeps running (stop it: ./temporal-dev.sh stop)`;
+    case 'other':
+      return `a server at ${where} that this checkout did not start, reused as it was (set TEMPORAL_PORT for a dev server of its own)`;
+    default:
+      return where;
+  }
+}

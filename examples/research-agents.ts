@@ -1,6 +1,8 @@
 /**
  * The demo's agents: an orchestrator that looks things up, computes, and saves a report
  * with a terminal tool. With no API key it runs on a scripted model, fully offline.
+ * Also an agents module for the command line (its `agents` and `model` exports):
+ * `npm run turnkit -- --agents examples/research-agents.ts worker`, then `… run researcher "…"`.
  */
 import { z } from 'zod';
 import { defineAgent } from '../src/agents/agent.js';
@@ -86,3 +88,6 @@ export const scriptedResearcher = new ScriptedModel({
     };
   },
 });
+
+/** What `turnkit worker --agents examples/research-agents.ts` runs: the researcher, offline. */
+export default { agents: [researcher], model: scriptedResearcher };

@@ -1,5 +1,6 @@
 /**
- * `npx tsx examples/reviewers.ts` (dev server running): a coordinator fans out to two reviewer
+ * `npm run example -- examples/reviewers.ts` (or `npx tsx examples/reviewers.ts` on Node >= 22.14
+ * with the dev server running): a coordinator fans out to two reviewer
  * sub-agents, which run in parallel as child workflows while the coordinator waits holding no
  * worker. Open the printed Temporal UI link to see the parent and both children.
  */

@@ -16,15 +16,21 @@ ensure_node_modules() {
   fi
 }
 
-# Exports TEMPORAL_ADDRESS etc. and remembers whether we started the server.
+# Exports TEMPORAL_ADDRESS etc. and whose server it is (TURNKIT_TEMPORAL_ORIGIN): `started` (just
+# now), `checkout` (started by this checkout earlier) or `other` (a server this checkout did not start).
 ensure_temporal() {
   local before
-  before=$(./temporal-dev.sh status >/dev/null 2>&1 && echo running || echo stopped)
+  before=$(./temporal-dev.sh status 2>/dev/null || true)
   ./temporal-dev.sh start
   eval "$(./temporal-dev.sh env)"
   export TEMPORAL_ADDRESS TEMPORAL_NAMESPACE TEMPORAL_UI_URL
-  if [[ "$before" == stopped ]]; then TURNKIT_STARTED_TEMPORAL=1; else TURNKIT_STARTED_TEMPORAL=0; fi
-  export TURNKIT_STARTED_TEMPORAL
+  case "$before" in
+    *"not started by this checkout"*) TURNKIT_TEMPORAL_ORIGIN=other ;;
+    *running*) TURNKIT_TEMPORAL_ORIGIN=checkout ;;
+    *) TURNKIT_TEMPORAL_ORIGIN=started ;;
+  esac
+  if [[ "$TURNKIT_TEMPORAL_ORIGIN" == started ]]; then TURNKIT_STARTED_TEMPORAL=1; else TURNKIT_STARTED_TEMPORAL=0; fi
+  export TURNKIT_STARTED_TEMPORAL TURNKIT_TEMPORAL_ORIGIN
 }
 
 pg_answers() {

@@ -101,6 +101,11 @@ export function globalDefaults(): TurnKitDefaults {
   return current;
 }
 
+/** Whether `configure` set the default model (else the built-in one stands). */
+export function defaultModelConfigured(): boolean {
+  return current.defaultModel !== BUILT_IN.defaultModel;
+}
+
 /** Back to the built-in defaults (for tests). */
 export function resetConfiguration(): void {
   current = BUILT_IN;

@@ -197,3 +197,8 @@ export function storedErrorClass(name: string): string {
   if (name === 'TurnKitError') return `${PREFIX}Error`;
   return TURNKIT_CLASSES.has(name) ? `${PREFIX}${name}` : name;
 }
+/**
+ * A worker was handed work of a turn whose rows are in another store (two stores on one task
+ * queue): refused, never retried, naming both stores (decision 67).
+ */
+export class StoreMismatchError extends TurnKitError {}

@@ -129,6 +129,7 @@ export {
   PostConflictError,
   RecordNotFound,
   StoreError,
+  StoreMismatchError,
   StreamCursorError,
   ToolError,
   ToolValidationError,

@@ -17,7 +17,7 @@ import { tracingWorkerOptions } from './worker-tracing.js';
 import { turnWorkflowBundle } from './worker-bundles.js';
 import type { WorkerDeployment } from './worker-deployment.js';
 import { deploymentWorkerOptions } from './worker-deployment.js';
-import { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
+import { resolveTaskQueue } from './store/store-identity.js';
 
 export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 export {
@@ -27,6 +27,7 @@ export {
   writeTurnWorkflowBundles,
 } from './worker-bundles.js';
 export type { WorkerDeployment } from './worker-deployment.js';
+export { conciseWorkerLogger } from './worker-logger.js';
 
 export interface TurnKitWorkerOptions extends RuntimeOptions {
   /** An existing connection; otherwise one is opened to `address`. */
@@ -110,7 +111,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
   // Temporal's env config, read first: a missing profile fails before anything opens.
   const config =
     options.connection && options.namespace !== undefined ? undefined : temporalConnectConfig(options);
-  const taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
+  const taskQueue = resolveTaskQueue(options.store, options.taskQueue);
   const queues = modelQueues(taskQueue, options.models);
   const runtime = new Runtime({ ...options, model: await registryModelFor(options), ...queueRoutes(queues) });
   // Every worker of a store must list the same MCP tools: a different list is refused at boot.

@@ -24,7 +24,7 @@ import { retryWhileStoreDown } from '../engine/step/store-outage.js';
 import { failTurn } from '../engine/end/fail.js';
 import { runToolCall } from '../engine/tools/tool-call.js';
 import { finishToolsPhase, resumeTurn, suspendTurn, turnStatus } from '../engine/tools/tools-phase.js';
-import { TurnKitError } from '../errors.js';
+import { StoreMismatchError, TurnKitError } from '../errors.js';
 import { HeartbeatPacer } from './heartbeat.js';
 import { retentionActivities } from './retention-activities.js';
 import { scheduleActivities } from './schedule-activities.js';
@@ -249,7 +249,7 @@ export function createTurnActivities(
   runtime: Runtime,
   pacer: HeartbeatPacer = new HeartbeatPacer(),
 ): TurnActivities & RetentionActivities {
-  return {
+  return refusingOtherStores(runtime, {
     ...laneActivities(runtime),
     ...claimActivities(runtime),
     ...modelActivities(runtime, pacer),
@@ -259,7 +259,39 @@ export function createTurnActivities(
     ...controlActivities(runtime),
     ...scheduleActivities(runtime, mappingFailures),
     ...retentionActivities(runtime, mappingFailures),
-  };
+  });
+}
+
+/**
+ * Work of a turn whose rows are in another store (its id on the input, or on a lane's
+ * settings) is refused, never retried, naming both stores: two stores shared a task queue,
+ * and this worker would otherwise fail on rows it cannot see (decision 67).
+ */
+function refusingOtherStores<T extends object>(runtime: Runtime, activities: T): T {
+  const own = runtime.store.identity;
+  const wrapped: Record<string, (input: never) => Promise<unknown>> = {};
+  for (const [name, activity] of Object.entries(activities) as [
+    string,
+    (input: unknown) => Promise<unknown>,
+  ][]) {
+    wrapped[name] = async (input: never) => {
+      const given = input as { storeId?: string; turnId?: string; settings?: TurnSettings } | undefined;
+      const theirs = given?.storeId ?? given?.settings?.store?.id;
+      if (theirs !== undefined && theirs !== own.id) {
+        const whose = given?.turnId ? `turn ${given.turnId}` : 'this work';
+        const where = given?.settings?.store?.location ? ` (${given.settings.store.location})` : '';
+        throw toFailure(
+          new StoreMismatchError(
+            `${whose} belongs to store ${theirs}${where}, but this worker (task queue ${Context.current().info.taskQueue}) ` +
+              `holds store ${own.id} (${own.location}): the two stores share a task queue. Run a worker on that ` +
+              `store, or give each store its own queue (unset TURNKIT_TASK_QUEUE: each store has its own by default)`,
+          ),
+        );
+      }
+      return activity(input);
+    };
+  }
+  return wrapped as unknown as T;
 }
 
 /** This activity, across its retries: a signature it used is not a replay when it runs again. */

@@ -22,6 +22,7 @@ import type { OutputConstraint, OutputPolicy, OutputPolicyOption } from './outpu
 import { resolveOutputPolicies } from './output-policy.js';
 import type { ToolDefinition } from './tool.js';
 import { buildTool } from './tool.js';
+import { checkApprovalFits } from './approval-fit.js';
 import { isToolInputSchema } from './tool-input.js';
 import type { ToolPolicy } from './tool-policy.js';
 import { resolveToolPolicy } from './tool-policy.js';
@@ -295,6 +296,8 @@ export function defineAgent(options: AgentOptions): Agent {
   const policies = resolveOutputPolicies(name, options.outputPolicy);
   const models = optionalModelChain(options.model, `agent ${name}: model`);
   const postPolicy = options.postPolicy ?? 'queue';
+  const limits = resolveLimits(name, options.limits, globals?.limits);
+  checkApprovalFits(`agent ${name}`, limits.timeout, effectiveTools, subAgents);
   if (!POST_POLICIES.includes(postPolicy))
     throw new ArgumentError(`agent ${name}: postPolicy must be one of ${POST_POLICIES.join(', ')}`);
   return Object.freeze({
@@ -320,7 +323,7 @@ export function defineAgent(options: AgentOptions): Agent {
       ...resolveContributors(`agent ${name}`, options.contextContributors),
     ]),
     inheritGlobals,
-    limits: resolveLimits(name, options.limits, globals?.limits),
+    limits,
     thinking,
     inputSchema: options.inputSchema,
     outputSchema: options.outputSchema,

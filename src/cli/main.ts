@@ -17,7 +17,10 @@ import type { PostPolicy } from '../contract/post-request.js';
 import { POST_POLICIES } from '../contract/post-request.js';
 import type { Json, Store, TurnRecord } from '../store/types.js';
 import { TERMINAL_TURN_STATUSES, TURN_STATUSES } from '../store/types.js';
-import { createWorker } from '../worker.js';
+import type { LogLevel } from '@temporalio/worker';
+import { Runtime as TemporalRuntime } from '@temporalio/worker';
+import { conciseWorkerLogger, createWorker } from '../worker.js';
+import type { ApprovalResult, ControlState } from '../workflows/contract.js';
 import {
   TURNKIT_AGENT,
   TURNKIT_CONVERSATION_ID,
@@ -66,7 +69,11 @@ interface Io {
 /** Resources a command opened, closed once it ends whatever happens. */
 class Session {
   readonly #closers: (() => Promise<unknown>)[] = [];
-  constructor(readonly options: GlobalOptions) {}
+  /** `existingStore`: the command acts on what the store holds, so it never creates one. */
+  constructor(
+    readonly options: GlobalOptions,
+    readonly existingStore = false,
+  ) {}
 
   async module(required: boolean): Promise<AgentsModule | undefined> {
     const path = this.options.agents ?? process.env['TURNKIT_AGENTS'];
@@ -82,7 +89,7 @@ class Session {
   }
 
   async store(module?: AgentsModule): Promise<Store> {
-    const store = await openProjectStore(this.options, module);
+    const store = await openProjectStore(this.options, module, { existing: this.existingStore });
     this.#closers.push(() => store.close());
     return store;
   }
@@ -126,7 +133,11 @@ function parseJson(what: string, text: string | undefined): Json | undefined {
   try {
     return JSON.parse(text) as Json;
   } catch {
-    throw new CliError(`${what} is not JSON: ${text}`, EXIT_CODES.usage);
+    const example =
+      what === '--principal'
+        ? ` (a JSON value: --principal '{"user":"${text}"}' or --principal '"${text}"')`
+        : '';
+    throw new CliError(`${what} is not JSON: ${text}${example}`, EXIT_CODES.usage);
   }
 }
 
@@ -134,9 +145,62 @@ async function loadTurn(store: Store, turnId: string): Promise<TurnRecord> {
   try {
     return await store.loadTurn(turnId);
   } catch (error) {
-    if (error instanceof RecordNotFound) throw new CliError(`no turn ${turnId} in the store`);
+    if (error instanceof RecordNotFound)
+      throw new CliError(
+        `no turn ${turnId} in the store ${store.identity.location} (another store? pass --store or set TURNKIT_DATABASE_URL)`,
+      );
     throw error;
   }
+}
+
+/** Commands that act on what a store holds: they never create one (a mistyped --store is an error). */
+const EXISTING_STORE_COMMANDS: ReadonlySet<string> = new Set([
+  'show',
+  'watch',
+  'ls',
+  'pending',
+  'approve',
+  'reject',
+  'pause',
+  'resume',
+  'steer',
+  'cancel',
+  'send',
+  'post',
+  'repair',
+]);
+
+/** The worker's Temporal logger, one line per entry (TURNKIT_LOG_LEVEL=DEBUG: with stacks). */
+function installWorkerLogger(): void {
+  const level = (process.env['TURNKIT_LOG_LEVEL'] ?? 'INFO').toUpperCase();
+  const known: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
+  try {
+    TemporalRuntime.install({
+      logger: conciseWorkerLogger(known.includes(level as LogLevel) ? (level as LogLevel) : 'INFO'),
+    });
+  } catch {
+    // A runtime made before (another command in this process) keeps its logger.
+  }
+}
+
+/** How the user runs this command line: `turnkit`, or `npm run turnkit --` in a checkout (scripts/turnkit.sh). */
+function cliName(): string {
+  return process.env['TURNKIT_CLI_NAME'] || 'turnkit';
+}
+
+async function inStore(store: Store, turnId: string): Promise<boolean> {
+  try {
+    await store.loadTurn(turnId);
+    return true;
+  } catch (error) {
+    if (error instanceof RecordNotFound) return false;
+    throw error;
+  }
+}
+
+/** Which store and task queue a command uses, for its start line. */
+function storeLine(store: Store, taskQueue: string): string {
+  return `store ${store.identity.location} (${store.identity.id}), task queue ${taskQueue}`;
 }
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
@@ -209,13 +273,13 @@ async function follow(
           await Promise.race([reading, new Promise((resolve) => setTimeout(resolve, 2_000))]);
           text.endLine();
         }
-        line = progressLine(progress, style, done ? '' : SPINNER[tick % SPINNER.length]);
+        line = progressLine(progress, style, done ? '' : SPINNER[tick % SPINNER.length], cliName());
         draw();
         if (done) write(io.out, '\n');
       } else {
         // Not a terminal: one line whenever something but the clock changed.
-        const line = progressLine({ ...progress, elapsedMs: 0 }, style);
-        if (line !== last || done) write(io.out, `${progressLine(progress, style)}\n`);
+        const line = progressLine({ ...progress, elapsedMs: 0 }, style, '', cliName());
+        if (line !== last || done) write(io.out, `${progressLine(progress, style, '', cliName())}\n`);
         last = line;
       }
       if (done) return { turn, streamed: text.text };
@@ -284,7 +348,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
       '--profile <name>',
       "profile of Temporal's config file, TEMPORAL_CONFIG_FILE (default: TEMPORAL_PROFILE, else default)",
     )
-    .option('--task-queue <name>', 'task queue (default: TURNKIT_TASK_QUEUE, else turnkit)')
+    .option('--task-queue <name>', "task queue (default: TURNKIT_TASK_QUEUE, else the store's own)")
     .option(
       '--agents <module>',
       'module exporting `agents` and optionally `model`, `store` (default: TURNKIT_AGENTS)',
@@ -300,7 +364,12 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
   const action =
     <A extends unknown[]>(fn: (session: Session, ...args: A) => Promise<number | void>) =>
     async (...args: A) => {
-      const session = new Session(globals());
+      // Commander passes the command last: its name says whether it may create a store.
+      const command = args.at(-1);
+      const session = new Session(
+        globals(),
+        command instanceof Command && EXISTING_STORE_COMMANDS.has(command.name()),
+      );
       try {
         setExit((await fn(session, ...args)) ?? 0);
       } finally {
@@ -325,6 +394,8 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         const store = await session.store(module);
         const options = globals();
         const address = temporalAddress(options);
+        // One line per log entry (a failing provider: one line per retry); stacks at DEBUG.
+        installWorkerLogger();
         const worker = await createWorker({
           store,
           agents: module.agents,
@@ -338,8 +409,14 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...signingKey(),
           ...deployment,
         }).catch((error: unknown) => {
-          const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
-          throw new CliError(`the worker cannot start against ${address}: ${reason}`);
+          const reason = error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
+          const unreachable = /transport|connect|refused|deadline|unavailable/i.test(reason);
+          throw new CliError(
+            `the worker cannot start against ${address}: ` +
+              (unreachable
+                ? `no Temporal server answers there (${head(reason, 160)}). Start one (in a checkout: ./temporal-dev.sh start), or point --address or TEMPORAL_ADDRESS at yours`
+                : reason),
+          );
         });
         const stop = () => worker.shutdown();
         process.once('SIGINT', stop);
@@ -347,7 +424,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         write(
           io.err,
           `turnkit worker: agents ${module.agents.names.join(', ')} on task queue ` +
-            `${worker.worker.options.taskQueue}, ${address}` +
+            `${worker.worker.options.taskQueue}, ${address}, store ${store.identity.location} (${store.identity.id})` +
             (command.deployment ? `, deployment ${command.deployment} build ${command.buildId}` : '') +
             '\n',
         );
@@ -373,9 +450,10 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         const run = await client.run(agent, task, principal === undefined ? {} : { principal });
         const options = globals();
         const link = turnLink(uiUrl(options), temporalNamespace(options), run.turnId);
+        if (!options.json) write(io.err, `turnkit run: ${storeLine(client.store, client.taskQueue)}\n`);
         if (!opts.follow) {
           if (options.json) write(io.out, `${jsonText({ turnId: run.turnId, link })}\n`);
-          else write(io.out, `${run.turnId}\n  ${link}\n  watch: turnkit watch ${run.turnId}\n`);
+          else write(io.out, `${run.turnId}\n  ${link}\n  watch: ${cliName()} watch ${run.turnId}\n`);
           return;
         }
         if (!options.json) write(io.err, `${run.turnId} ${link}\n`);
@@ -387,7 +465,9 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
 
   program
     .command('ls')
-    .description('list turns through Temporal visibility (newest first)')
+    .description(
+      'list turns through Temporal visibility: open ones first, then closed ones by when they closed, most recent first; marks those not in the store',
+    )
     .option('--agent <name>')
     .addOption(new Option('--status <status>').choices(TURN_STATUSES))
     .option('--conversation <id>')
@@ -408,12 +488,15 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
             ...(opts.conversation ? [`${TURNKIT_CONVERSATION_ID.name} = ${quote(opts.conversation)}`] : []),
           ].join(' AND ');
           const temporal = await session.temporal();
+          const store = await session.readStore();
           const rows: {
             turnId: string;
             agent: string;
             status: string;
             conversation: string;
             started: string;
+            closed: string | null;
+            inStore: boolean;
           }[] = [];
           for await (const workflow of temporal.workflow.list({ query, pageSize: limit })) {
             const attribute = (key: { name: string }) => {
@@ -426,6 +509,9 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
               status: attribute(TURNKIT_STATUS),
               conversation: attribute(TURNKIT_CONVERSATION_ID),
               started: workflow.startTime.toISOString(),
+              closed: workflow.closeTime?.toISOString() ?? null,
+              // Visibility lists the namespace's turns, whichever store holds them.
+              inStore: await inStore(store, workflow.workflowId.slice(TURN_WORKFLOW_ID_PREFIX.length)),
             });
             if (rows.length >= limit) break;
           }
@@ -438,9 +524,17 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
           for (const row of rows) {
             write(
               io.out,
-              `${row.turnId}  ${terminalSafe(row.agent).padEnd(16)} ${style.status(row.status.padEnd(9))} ${row.started}\n`,
+              `${row.turnId}  ${terminalSafe(row.agent).padEnd(16)} ${style.status(row.status.padEnd(9))} started ${row.started}` +
+                `${row.closed ? ` closed ${row.closed}` : ''}${row.inStore ? '' : '  (not in this store)'}\n`,
             );
           }
+          const missing = rows.filter((row) => !row.inStore).length;
+          if (missing > 0)
+            write(
+              io.err,
+              `${missing} of these turns ${missing === 1 ? 'is' : 'are'} not in the store ${store.identity.location}: ` +
+                'another store holds them (pass --store to read it)\n',
+            );
         },
       ),
     );
@@ -526,11 +620,11 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
     );
 
   // A person in the loop: each control is the turn workflow's Update of the same name.
-  const control = (
+  const control = <T>(
     name: string,
     description: string,
-    send: (run: RunHandle, args: string[], opts: Record<string, string | undefined>) => Promise<unknown>,
-    options: { args?: string[]; flags?: [string, string][] } = {},
+    send: (run: RunHandle, args: string[], opts: Record<string, string | undefined>) => Promise<T>,
+    options: { args?: string[]; flags?: [string, string][]; line: (answer: T, turnId: string) => string },
   ) => {
     const command = program.command(name).description(description).argument('<turnId>');
     for (const arg of options.args ?? []) command.argument(arg);
@@ -546,10 +640,23 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...opts,
           ...(principal === undefined ? {} : { principal }),
         } as never);
-        write(io.out, `${jsonText(answer)}\n`);
+        write(io.out, `${globals().json ? jsonText(answer) : terminalSafe(options.line(answer, turnId))}\n`);
       }),
     );
   };
+  const decided = (answer: ApprovalResult & { turnId?: string }) =>
+    `${answer.decision} ${answer.toolCallId} in turn ${answer.turnId ?? '-'} (signed principal: ${answer.verified ? 'verified' : 'no'})`;
+  const controlled = (state: ControlState & { status?: string }) =>
+    [
+      state.paused
+        ? 'paused'
+        : state.pauseRequested
+          ? 'pause requested (at the next boundary)'
+          : 'not paused',
+      `awaiting approval: ${state.awaitingApproval.length > 0 ? state.awaitingApproval.join(', ') : 'none'}`,
+      `steering messages pending: ${state.pendingSteers}`,
+      ...(state.finished ? ['finished'] : []),
+    ].join(' · ');
   const who = (opts: Record<string, unknown>) =>
     opts['principal'] === undefined ? {} : { principal: opts['principal'] as Json };
   // A sub-agent's call is decided through the root's id; --turn names the turn when two share the call id.
@@ -583,7 +690,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         ...inTurn(opts),
         ...(opts['note'] ? { note: opts['note'] } : {}),
       }),
-    { args: ['<toolCallId>'], flags: [['--note <text>', 'a note for the record'], TURN_FLAG] },
+    { args: ['<toolCallId>'], flags: [['--note <text>', 'a note for the record'], TURN_FLAG], line: decided },
   );
   control(
     'reject',
@@ -594,15 +701,23 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
         ...inTurn(opts),
         ...(opts['reason'] ? { reason: opts['reason'] } : {}),
       }),
-    { args: ['<toolCallId>'], flags: [['--reason <text>', 'why (the model reads it)'], TURN_FLAG] },
+    {
+      args: ['<toolCallId>'],
+      flags: [['--reason <text>', 'why (the model reads it)'], TURN_FLAG],
+      line: decided,
+    },
   );
-  control('pause', 'pause a turn at its next control boundary', (run, _args, opts) => run.pause(who(opts)));
-  control('resume', 'resume a paused turn', (run, _args, opts) => run.resume(who(opts)));
+  control('pause', 'pause a turn at its next control boundary', (run, _args, opts) => run.pause(who(opts)), {
+    line: controlled,
+  });
+  control('resume', 'resume a paused turn', (run, _args, opts) => run.resume(who(opts)), {
+    line: controlled,
+  });
   control(
     'steer',
     "append a person's message at the next control boundary",
     (run, [text], opts) => run.steer(text!, who(opts)),
-    { args: ['<text>'] },
+    { args: ['<text>'], line: controlled },
   );
 
   program

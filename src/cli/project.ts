@@ -155,14 +155,29 @@ export function uiUrl(options: GlobalOptions): string {
   return (options.ui ?? process.env['TEMPORAL_UI_URL'] ?? 'http://127.0.0.1:8233').replace(/\/$/, '');
 }
 
-/** Opens the store: `--store`, else the agents module's, else TURNKIT_DATABASE_URL or the default file. */
-export async function openProjectStore(options: GlobalOptions, module?: AgentsModule): Promise<Store> {
+/**
+ * Opens the store: `--store`, else the agents module's, else TURNKIT_DATABASE_URL or the default
+ * file. `existing`: a command that only acts on what the store holds never creates one (a
+ * mistyped path is an error, and no file or folder is made).
+ */
+export async function openProjectStore(
+  options: GlobalOptions,
+  module?: AgentsModule,
+  { existing = false }: { existing?: boolean } = {},
+): Promise<Store> {
   if (!options.store && module?.store && typeof module.store === 'object') return module.store;
   const url = options.store ?? (typeof module?.store === 'string' ? module.store : undefined);
   try {
-    return await openStore(url);
+    return await openStore(url, existing ? { create: false } : {});
   } catch (error) {
-    throw new CliError(`cannot open the store: ${error instanceof Error ? error.message : String(error)}`);
+    const reason = error instanceof Error ? error.message : String(error);
+    const missing = existing && /there is no SQLite database/.test(reason);
+    throw new CliError(
+      `cannot open the store: ${reason}` +
+        (missing
+          ? ': check --store or TURNKIT_DATABASE_URL (`turnkit worker` and `turnkit run` create a store)'
+          : ''),
+    );
   }
 }
 

@@ -120,6 +120,8 @@ export interface Progress {
   iteration: number;
   maxIterations: number;
   runningTools: string[];
+  /** Tools of this turn whose calls await a person's approval. */
+  awaitingApproval: string[];
   tokens: number;
   cost: number;
   elapsedMs: number;
@@ -138,6 +140,7 @@ export async function progressOf(store: Store, turn: TurnRecord, now = Date.now(
     iteration: iterationsOf(turn),
     maxIterations: limits.maxIterations,
     runningTools: executions.filter((e) => e.status === 'running').map((e) => e.toolName),
+    awaitingApproval: executions.filter((e) => e.status === 'awaiting_approval').map((e) => e.toolName),
     tokens: turn.usage?.total_tokens ?? 0,
     cost: turn.cost,
     elapsedMs: ended - started,
@@ -145,8 +148,9 @@ export async function progressOf(store: Store, turn: TurnRecord, now = Date.now(
 }
 
 /** One line of `watch`: `running · tools lookup · iteration 2/10 · 340 tokens · $0.0012 · 3.2s`. */
-export function progressLine(progress: Progress, style: Style, spinner = ''): string {
+export function progressLine(progress: Progress, style: Style, spinner = '', cli = 'turnkit'): string {
   const parts = [style.status(progress.status)];
+  if (progress.status === 'waiting') parts.push(waitingFor(progress, cli));
   if (progress.status === 'running') {
     parts.push(
       progress.runningTools.length > 0
@@ -161,6 +165,16 @@ export function progressLine(progress: Progress, style: Style, spinner = ''): st
     formatElapsed(progress.elapsedMs),
   );
   return `${style.bold(terminalSafe(progress.agent))} ${progress.turnId} · ${parts.join(' · ')}`;
+}
+
+/** What a waiting turn waits for: a person's approval, or its sub-agents (whose calls may await one). */
+function waitingFor(progress: Progress, cli: string): string {
+  const names = (tools: string[]) => [...new Set(tools)].map(terminalSafe).join(', ');
+  if (progress.awaitingApproval.length > 0)
+    return `for approval of ${names(progress.awaitingApproval)} (${cli} pending ${progress.turnId})`;
+  if (progress.runningTools.length > 0)
+    return `for ${names(progress.runningTools)} (calls awaiting approval: ${cli} pending ${progress.turnId})`;
+  return `(calls awaiting approval: ${cli} pending ${progress.turnId})`;
 }
 
 export function partText(part: ContentPart): string {
@@ -193,10 +207,14 @@ export function messageLines(messages: readonly MessageRecord[]): string[] {
 
 export function executionLines(executions: readonly ToolExecutionRecord[]): string[] {
   return executions.map((execution) => {
+    // An execution with no outcome yet (running, awaiting approval) shows none.
     const outcome = execution.error
       ? `error: ${execution.error.message}`
-      : JSON.stringify(execution.result ?? null);
-    return `  ${terminalSafe(execution.toolName)} ${execution.status}${execution.status === 'running' ? '' : ` ${head(outcome, 100)}`}`;
+      : execution.result == null
+        ? ''
+        : JSON.stringify(execution.result);
+    const status = execution.status === 'awaiting_approval' ? 'awaiting approval' : execution.status;
+    return `  ${terminalSafe(execution.toolName)} ${status}${outcome ? ` ${head(outcome, 100)}` : ''}`;
   });
 }
 

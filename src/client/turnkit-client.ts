@@ -15,6 +15,8 @@ import type { MediaInput, MediaPart } from '../models/media.js';
 import { mediaPart } from '../models/media.js';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { AgentRegistry } from '../agents/registry.js';
+import { checkApprovalFits } from '../agents/approval-fit.js';
+import { resolveTaskQueue } from '../store/store-identity.js';
 import { buildModelRequest } from '../engine/model/model-request.js';
 import type { TurnPreview } from '../engine/model/model-request.js';
 import { Runtime } from '../engine/runtime.js';
@@ -56,7 +58,6 @@ import {
 import type { TurnSettings } from '../workflows/contract.js';
 import {
   cancelSignal,
-  DEFAULT_TASK_QUEUE,
   laneStartOptions,
   targetFinishedSignal,
   turnStartOptions,
@@ -207,12 +208,20 @@ function inputMedia(media: readonly MediaInput[] | undefined): MediaPart[] {
 }
 
 /** A run's limits over its agent's; anything but a known limit is an ArgumentError. */
-function runLimits(agentLimits: BudgetLimits, given: Partial<BudgetLimits>): BudgetLimits {
+function runLimits(agent: Agent, given: Partial<BudgetLimits>): BudgetLimits {
+  const agentLimits = agent.limits;
   if (!given || typeof given !== 'object' || Array.isArray(given))
     throw new ArgumentError('limits must be an object of budget limits');
   const unknown = Object.keys(given).filter((key) => !(key in agentLimits));
   if (unknown.length > 0) throw new ArgumentError(`limits: unknown limit(s) ${unknown.join(', ')}`);
-  return { ...agentLimits, ...given };
+  const limits = { ...agentLimits, ...given };
+  checkApprovalFits(
+    `a run of agent ${agent.name}: limits`,
+    limits.timeout,
+    agent.effectiveTools,
+    agent.subAgents,
+  );
+  return limits;
 }
 
 /** The turn builder's options from a caller's run or ask options. */
@@ -243,7 +252,7 @@ export class TurnKitClient {
   readonly agents: AgentRegistry;
   readonly temporal: Client;
   readonly taskQueue: string;
-  readonly turnSettings: TurnSettings | undefined;
+  readonly turnSettings: TurnSettings;
   readonly #runtime: Runtime;
   #ownedConnection: Connection | undefined;
 
@@ -268,11 +277,13 @@ export class TurnKitClient {
           interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor({ tracer })] },
         })
       : options.temporal;
-    this.taskQueue = options.taskQueue ?? (process.env['TURNKIT_TASK_QUEUE'] || DEFAULT_TASK_QUEUE);
+    this.taskQueue = resolveTaskQueue(options.store, options.taskQueue);
     const consoleUrl = options.turnSettings?.consoleUrl;
     if (consoleUrl !== undefined && !/^https?:\/\/[^\s()<>[\]]+$/.test(consoleUrl))
       throw new ArgumentError(`turnSettings.consoleUrl must be an http(s) URL, got ${consoleUrl}`);
-    this.turnSettings = options.turnSettings;
+    // Every turn this client starts carries its store, so a worker of another store refuses it.
+    const { id, location } = options.store.identity;
+    this.turnSettings = { ...options.turnSettings, store: { id, location } };
   }
 
   static async connect(options: TurnKitClientOptions): Promise<TurnKitClient> {
@@ -345,7 +356,7 @@ export class TurnKitClient {
         throw new ArgumentError('toolReplay must be { turnId } of a recorded turn');
       await this.store.loadTurn(options.toolReplay.turnId);
     }
-    const limits = options.limits ? runLimits(resolved.limits, options.limits) : undefined;
+    const limits = options.limits ? runLimits(resolved, options.limits) : undefined;
     const conversationId = newId('conv');
     const rootTurnId = await this.#sharedRoot(options);
     // Allocated before the checks, so the policy sees the turn it decides about.

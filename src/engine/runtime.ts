@@ -3,7 +3,7 @@ import type { ModelChoice } from '../models/model-chain.js';
 import { envModelChain, fallbackModelsOf, modelChain, optionalModelChain } from '../models/model-chain.js';
 import type { Agent } from '../agents/agent.js';
 import type { AgentRegistry } from '../agents/registry.js';
-import { globalDefaults } from '../config.js';
+import { defaultModelConfigured, globalDefaults } from '../config.js';
 import { AuthorizationError, ConfigError } from '../errors.js';
 import type { CostConfig } from '../models/cost.js';
 import type { ModelClient, Thinking } from '../models/types.js';
@@ -161,9 +161,15 @@ export class Runtime {
     return this.defaultModels[0]!;
   }
 
-  /** The runtime's own default chain, else the global one. */
+  /**
+   * The runtime's own default chain, else a configured global one, else the model client's
+   * own (the scripted model's `scripted`), else the built-in default.
+   */
   get defaultModels(): readonly string[] {
-    return this.#defaultModels ?? modelChain(globalDefaults().defaultModel, 'defaultModel');
+    if (this.#defaultModels) return this.#defaultModels;
+    const own = this.#model?.defaultModel;
+    if (own && !defaultModelConfigured()) return [own];
+    return modelChain(globalDefaults().defaultModel, 'defaultModel');
   }
 
   /** The first model of the turn's chain: the one its steps ask first. */

@@ -108,6 +108,8 @@ async function streamDeltas(object: ScriptedStepObject, options: ModelCallOption
 }
 
 export class ScriptedModel implements ModelClient {
+  /** What turns it serves are named when the application names no model: never a real model's id. */
+  readonly defaultModel = 'scripted';
   readonly calls: { agentName: string; request: ModelRequest }[] = [];
   readonly #scripts: Map<string, Script>;
   readonly #positions = new Map<string, number>();

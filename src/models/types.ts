@@ -87,6 +87,12 @@ export interface ModelCallOptions {
 }
 
 export interface ModelClient {
+  /**
+   * The model id turns use when nothing else names one (no agent, turn or runtime model, no
+   * TURNKIT_MODEL): the scripted model's is `scripted`, so an offline run never wears a real
+   * model's name or price.
+   */
+  readonly defaultModel?: string;
   /** Raise ModelAccessError for configuration that can never work (unknown model, no key). */
   validate?(model: string): void | Promise<void>;
   chat(request: ModelRequest, options: ModelCallOptions): Promise<ModelResult>;

@@ -33,8 +33,9 @@ export const DEFAULT_DATABASE_PATH = '.turnkit/turnkit.sqlite';
  * Any other `scheme:` (`postgress://`, `mysql://`) is a ConfigError naming only the scheme:
  * never a SQLite file whose path would carry the URL's password.
  * Default: `TURNKIT_DATABASE_URL`, else `.turnkit/turnkit.sqlite` under the working directory.
+ * `create: false` opens only a SQLite file that exists (else a StoreError, nothing created).
  */
-export async function openStore(url?: string): Promise<Store> {
+export async function openStore(url?: string, options: { create?: boolean } = {}): Promise<Store> {
   const target = url ?? (process.env['TURNKIT_DATABASE_URL'] || DEFAULT_DATABASE_PATH);
   if (typeof target !== 'string' || target.trim() === '') {
     throw new ArgumentError('openStore needs a database URL or a file path');
@@ -55,7 +56,7 @@ export async function openStore(url?: string): Promise<Store> {
       ? trimmed.replace(/^(sqlite|file):(\/\/)?/i, '')
       : trimmed;
   if (sqlite === '') throw new ArgumentError(`no SQLite file path in ${JSON.stringify(target)}`);
-  return SqliteStore.open(sqlite.replace(/\?.*$/, ''));
+  return SqliteStore.open(sqlite.replace(/\?.*$/, ''), options.create === false ? { create: false } : {});
 }
 
 /** A `file://` URL's path (percent-decoded); a file URL of another host is a ConfigError. */

@@ -1,5 +1,13 @@
 import { memoryDriver } from './sqlite-store.js';
 import { SqlStore } from './sql/sql-store.js';
+import { newStoreId, taskQueueOfStore } from './store-identity.js';
+import type { StoreIdentity } from './types.js';
+
+/** Each memory store is a store of its own, with its own queue: it lives in one process. */
+function memoryIdentity(): StoreIdentity {
+  const id = newStoreId();
+  return { id, location: 'memory', defaultTaskQueue: taskQueueOfStore(id) };
+}
 
 /**
  * The in-process store (backend `memory`, `memory:` URLs): the SQL store itself, on a private
@@ -9,6 +17,6 @@ import { SqlStore } from './sql/sql-store.js';
  */
 export class MemoryStore extends SqlStore {
   constructor() {
-    super(memoryDriver());
+    super(memoryDriver(), memoryIdentity());
   }
 }

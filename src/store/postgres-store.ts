@@ -18,6 +18,8 @@ import { ArgumentError, StoreError } from '../errors.js';
 import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
+import { loadStoreIdentity } from './sql/store-identity-row.js';
+import type { StoreIdentity } from './types.js';
 import { SqlStore } from './sql/sql-store.js';
 
 export interface PostgresStoreOptions {
@@ -360,12 +362,24 @@ class PostgresDriver implements SqlDriver {
   }
 }
 
+/** Where a PostgreSQL store is, for messages: host, port, database and schema, never a credential. */
+function postgresLocation(url: string, schema: string | undefined): string {
+  let where = 'postgres';
+  try {
+    const parsed = new URL(url);
+    where = `${parsed.hostname || 'localhost'}:${parsed.port || '5432'}${parsed.pathname}`;
+  } catch {
+    // pg reports a malformed URL itself.
+  }
+  return schema ? `${where} (schema ${schema})` : where;
+}
+
 export class PostgresStore extends SqlStore {
   /** What opening did to the schema (which migrations this open applied). */
   readonly migrations: MigrationResult;
 
-  private constructor(driver: PostgresDriver, migrations: MigrationResult) {
-    super(driver);
+  private constructor(driver: PostgresDriver, migrations: MigrationResult, identity: StoreIdentity) {
+    super(driver, identity);
     this.migrations = migrations;
   }
 
@@ -390,12 +404,14 @@ export class PostgresStore extends SqlStore {
     }
     const driver = new PostgresDriver(connectionUrl, { ...options, ...(schema ? { schema } : {}) });
     let migrations: MigrationResult;
+    let identity: StoreIdentity;
     try {
       migrations = await driver.open();
+      identity = await loadStoreIdentity(driver, postgresLocation(connectionUrl, schema));
     } catch (error) {
       await driver.close().catch(() => undefined);
       throw driver.describeError(error);
     }
-    return new PostgresStore(driver, migrations);
+    return new PostgresStore(driver, migrations, identity);
   }
 }

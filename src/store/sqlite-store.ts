@@ -23,10 +23,14 @@ import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/d
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { SqlStore } from './sql/sql-store.js';
+import { loadStoreIdentity } from './sql/store-identity-row.js';
+import type { StoreIdentity } from './types.js';
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another process's write lock before giving up; default 10 s. */
   busyTimeoutMs?: number;
+  /** `false`: open only a database that exists; a missing file is a StoreError and nothing is created. */
+  create?: boolean;
 }
 
 const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
@@ -123,9 +127,15 @@ function assertSqliteRuns(version = process.versions.node): void {
   const [major = 0, minor = 0] = version.split('.').map(Number);
   const [needMajor, needMinor] = SQLITE_MIN_NODE;
   if (major > needMajor || (major === needMajor && minor >= needMinor)) return;
+  // A checkout whose scripts provisioned Node (`npm run demo` on an older Node) has it here.
+  const provisioned = existsSync(resolve('.node/bin/node'));
   throw new ConfigError(
     `the SQLite store needs Node >= ${needMajor}.${needMinor} (this is ${version}): better-sqlite3 13's ` +
-      'prebuilt binary crashes on older Node. Upgrade Node (24 LTS), or use PostgreSQL (TURNKIT_DATABASE_URL=postgres://…).',
+      'prebuilt binary crashes on older Node. ' +
+      (provisioned
+        ? 'This checkout has a newer Node in .node/bin (the scripts put it there): run ' +
+          '`export PATH="$PWD/.node/bin:$PATH"`, then the same command again.'
+        : 'Upgrade Node (24 LTS), or use PostgreSQL (TURNKIT_DATABASE_URL=postgres://…).'),
   );
 }
 
@@ -366,8 +376,8 @@ export class SqliteStore extends SqlStore {
   /** What opening did to the schema (which migrations this open applied). */
   readonly migrations: MigrationResult;
 
-  private constructor(driver: SqliteDriver, migrations: MigrationResult) {
-    super(driver);
+  private constructor(driver: SqliteDriver, migrations: MigrationResult, identity: StoreIdentity) {
+    super(driver, identity);
     this.path = driver.path;
     this.migrations = migrations;
   }
@@ -378,7 +388,13 @@ export class SqliteStore extends SqlStore {
    * StoreErrors that say what to do.
    */
   static async open(path: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
+    // Before anything touches the disk: an old Node leaves no empty database behind.
+    assertSqliteRuns();
     const file = path === ':memory:' ? path : resolve(path);
+    if (file !== ':memory:' && options.create === false && !existsSync(file))
+      throw new StoreError(
+        `there is no SQLite database at ${file} (the file does not exist; nothing was created)`,
+      );
     if (file !== ':memory:') checkPath(file);
     let driver: SqliteDriver;
     try {
@@ -387,12 +403,14 @@ export class SqliteStore extends SqlStore {
       throw describeSqliteError(file, error);
     }
     let migrations: MigrationResult;
+    let identity: StoreIdentity;
     try {
       migrations = await driver.open();
+      identity = await loadStoreIdentity(driver, file);
     } catch (error) {
       driver.abandon();
       throw describeSqliteError(file, error);
     }
-    return new SqliteStore(driver, migrations);
+    return new SqliteStore(driver, migrations, identity);
   }
 }

@@ -462,11 +462,28 @@ export interface BudgetUsage {
 export type StoreBackend = 'memory' | 'sqlite' | 'postgres';
 
 /**
+ * Which store this is (decision 67): an id made when the store is first opened and kept in
+ * it, where it is (a file, a database and schema, or `memory`), and the task queue its
+ * workers and clients use unless they name one. Turns carry the id, so a worker of another
+ * store refuses them.
+ */
+export interface StoreIdentity {
+  /** `store_<20 hex>`, written once, on first open. */
+  readonly id: string;
+  /** A SQLite file, `host:port/database (schema s)`, or `memory`: never a credential. */
+  readonly location: string;
+  /** `turnkit-<id's 12 last hex>`; `turnkit` for a store that held turns before it had an id. */
+  readonly defaultTaskQueue: string;
+}
+
+/**
  * The store contract. Every method is async. Writes outside `atomic` are each their own
  * transaction. `load*` raise RecordNotFound; list methods return copies in the stated order.
  */
 export interface Store {
   readonly backend: StoreBackend;
+  /** Which store this is, and its default task queue (decision 67). */
+  readonly identity: StoreIdentity;
 
   /**
    * Reentrant, rollback-on-error transaction that serializes work on `conversationId`

@@ -4,6 +4,7 @@
  * `retryable` flag), never here; how many provider or tool errors a step may see is counted by
  * the engine in the store.
  */
+import type { ActivityOptions } from '@temporalio/workflow';
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import { msToNumber } from '@temporalio/common/lib/time.js';
 import type { ActivitySettings, TurnActivities, TurnSettings } from './contract.js';
@@ -44,36 +45,59 @@ function timeouts(settings: Required<ActivitySettings>) {
   };
 }
 
+/**
+ * Every activity input of a turn carries its store's id, so a worker of another store (two
+ * stores on one task queue) refuses the work instead of missing the turn's rows (decision 67).
+ * Only the payload changes: the commands, and so replay, stay as they were.
+ */
+function stamped<P extends object>(proxy: P, storeId: string | undefined): P {
+  if (storeId === undefined) return proxy;
+  type Activity = ((input: object) => Promise<unknown>) & {
+    executeWithOptions(options: object, args: [object]): Promise<unknown>;
+  };
+  return new Proxy(proxy, {
+    get(target, name) {
+      const activity = Reflect.get(target, name) as Activity;
+      const call = (input: object) => activity({ ...input, storeId });
+      call.executeWithOptions = (options: object, [input]: [object]) =>
+        activity.executeWithOptions(options, [{ ...input, storeId }]);
+      return call;
+    },
+  });
+}
+
 export function turnActivities(settings: TurnSettings = {}) {
   const model = { ...DEFAULT_TURN_SETTINGS.model, ...settings.model };
   const tool = { ...DEFAULT_TURN_SETTINGS.tool, ...settings.tool };
   const output = { ...DEFAULT_TURN_SETTINGS.output, ...settings.output };
+  const storeId = settings.store?.id;
+  const proxy = (options: ActivityOptions) => stamped(proxyActivities<TurnActivities>(options), storeId);
   return {
-    model: proxyActivities<TurnActivities>({ ...timeouts(model), retry: infrastructureRetry(model) }),
-    tool: proxyActivities<TurnActivities>({ ...timeouts(tool), retry: infrastructureRetry(tool) }),
+    model: proxy({ ...timeouts(model), retry: infrastructureRetry(model) }),
+    tool: proxy({ ...timeouts(tool), retry: infrastructureRetry(tool) }),
     maxProviderAttempts: settings.maxProviderAttempts ?? DEFAULT_TURN_SETTINGS.maxProviderAttempts,
     toolMaxAttempts: settings.maxToolAttempts ?? DEFAULT_TURN_SETTINGS.maxToolAttempts,
     // Output constraints and judges are user code and model calls: a scheduled activity with
     // its own timeout and heartbeat, never a short local one.
-    output: proxyActivities<TurnActivities>({ ...timeouts(output), retry: infrastructureRetry(output) }),
+    output: proxy({ ...timeouts(output), retry: infrastructureRetry(output) }),
     maxOutputAttempts: settings.maxOutputAttempts ?? DEFAULT_TURN_SETTINGS.maxOutputAttempts,
     // Failing a turn is a scheduled activity: the server runs it only for a workflow task it
     // accepted, so a stale task of this run can never fail the turn the live task runs.
-    terminal: proxyActivities<TurnActivities>({ startToCloseTimeout: '1 minute', retry: STORE_OUTAGE_RETRY }),
+    terminal: proxy({ startToCloseTimeout: '1 minute', retry: STORE_OUTAGE_RETRY }),
     // A person's control is authorized by a scheduled activity inside its Update handler: a
     // local one there runs beside the main flow's local activities, and a replay that resolves
     // both markers in one activation can order the Update's completion differently (TMPRL1100,
     // found by the fault suite). The server orders a scheduled activity's result in history.
-    controls: proxyActivities<TurnActivities>({
+    controls: proxy({
       startToCloseTimeout: '30 seconds',
       retry: STORE_OUTAGE_RETRY,
     }),
     // Short store transactions are local activities: no task-queue round trip per step
     // (why, with figures: docs/decisions/006-store-steps-local-activities.md).
-    store: proxyLocalActivities<TurnActivities>({
-      startToCloseTimeout: '30 seconds',
-      retry: STORE_OUTAGE_RETRY,
-    }),
+    store: stamped(
+      proxyLocalActivities<TurnActivities>({ startToCloseTimeout: '30 seconds', retry: STORE_OUTAGE_RETRY }),
+      storeId,
+    ),
   };
 }
 
@@ -89,10 +113,13 @@ export type TurnActivityProxies = ReturnType<typeof turnActivities>;
 export function routedModelActivities(settings: TurnSettings = {}, taskQueue: string, fairnessKey?: string) {
   const model = { ...DEFAULT_TURN_SETTINGS.model, ...settings.model };
   const { scheduleToCloseTimeout: _queued, ...attempt } = timeouts(model);
-  return proxyActivities<TurnActivities>({
-    ...attempt,
-    retry: infrastructureRetry(model),
-    taskQueue,
-    ...(fairnessKey ? { priority: { fairnessKey } } : {}),
-  });
+  return stamped(
+    proxyActivities<TurnActivities>({
+      ...attempt,
+      retry: infrastructureRetry(model),
+      taskQueue,
+      ...(fairnessKey ? { priority: { fairnessKey } } : {}),
+    }),
+    settings.store?.id,
+  );
 }

@@ -84,6 +84,18 @@ export interface TurnSettings {
    * closes (default 30 s). A post that reaches a lane as it closes is sent again (decision 57).
    */
   laneIdle?: string | number;
+
+  /**
+   * The store the turn's rows are in: set by the client from its store, and carried to every
+   * activity of the turn (its id), so a worker of another store refuses them (decision 67).
+   */
+  store?: TurnStore;
+}
+
+/** Which store a turn belongs to (its `StoreIdentity`'s id and location). */
+interface TurnStore {
+  id: string;
+  location: string;
 }
 
 /** A turn's page in the web console at `base` (its hash route), or null without a base. */
@@ -373,7 +385,11 @@ export const controlStateQuery = defineQuery<ControlState>(QUERIES.controlState)
 
 // --- Workflow ids, claim tokens, search attributes ---------------------------------------
 
-/** The task queue workers poll and clients start turns on, unless TURNKIT_TASK_QUEUE or an option says otherwise. */
+/**
+ * The task queue of stores that held turns before stores had an id. A newer store has its
+ * own default (`StoreIdentity.defaultTaskQueue`, `turnkit-<id>`, decision 67); an option or
+ * TURNKIT_TASK_QUEUE overrides either.
+ */
 export const DEFAULT_TASK_QUEUE = 'turnkit';
 
 export const TURN_WORKFLOW_ID_PREFIX = 'turnkit-turn-';

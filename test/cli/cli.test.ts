@@ -115,17 +115,17 @@ describe('turnkit command line', () => {
       .split('\n')
       .map((line) => line.split(' ')[0]!);
     expect(pending.stdout).toContain('wire {"amount":1}');
-    const paused = await turnkit(['pause', turnId, '--principal', '"ada"']);
+    const paused = await turnkit(['--json', 'pause', turnId, '--principal', '"ada"']);
     expect(JSON.parse(paused.stdout)).toMatchObject({ pauseRequested: true });
-    const resumed = await turnkit(['resume', turnId]);
+    const resumed = await turnkit(['--json', 'resume', turnId]);
     expect(JSON.parse(resumed.stdout)).toMatchObject({ pauseRequested: false });
     const refused = await turnkit(['approve', turnId, 'call_nope']);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr.trim().split('\n')).toHaveLength(1);
     expect(refused.stderr).toContain('ControlError');
-    const approved = await turnkit(['approve', turnId, first!, '--note', 'ok']);
+    const approved = await turnkit(['--json', 'approve', turnId, first!, '--note', 'ok']);
     expect(JSON.parse(approved.stdout)).toMatchObject({ toolCallId: first, decision: 'approved' });
-    const rejected = await turnkit(['reject', turnId, second!, '--reason', 'once is enough']);
+    const rejected = await turnkit(['--json', 'reject', turnId, second!, '--reason', 'once is enough']);
     expect(JSON.parse(rejected.stdout)).toMatchObject({ decision: 'rejected' });
     await waitUntil(async () => (await cli.store.loadTurn(turnId)).status === 'completed', 30_000);
     const rows = await cli.store.listToolExecutions({ turnId });
@@ -149,13 +149,14 @@ describe('turnkit command line', () => {
     expect(lines).toHaveLength(2);
     for (const line of lines) expect(line).toContain(`in turn ${childId} (careful_child)`);
     const [first, second] = lines.map((line) => line.split(' ')[0]!);
-    const approved = await turnkit(['approve', rootId, first!]);
+    const approved = await turnkit(['--json', 'approve', rootId, first!]);
     expect(JSON.parse(approved.stdout)).toMatchObject({
       toolCallId: first,
       decision: 'approved',
       turnId: childId,
     });
     const rejected = await turnkit([
+      '--json',
       'reject',
       rootId,
       second!,
@@ -284,7 +285,7 @@ describe('turnkit command line', () => {
     const unknownTurn = await turnkit(['show', 'turn_000000000000000000000000']);
     expect(unknownTurn).toMatchObject({
       code: 1,
-      stderr: 'turnkit: no turn turn_000000000000000000000000 in the store\n',
+      stderr: `turnkit: no turn turn_000000000000000000000000 in the store ${cli.env['TURNKIT_DATABASE_URL']} (another store? pass --store or set TURNKIT_DATABASE_URL)\n`,
     });
 
     const unknownAgent = await turnkit(['run', 'nobody', 'Hi']);

@@ -69,7 +69,8 @@ const childEnv = (extra: Record<string, string> = {}) => {
   return {
     ...env,
     TEMPORAL_CONFIG_FILE: configFile,
-    TURNKIT_DATABASE_URL: join(dir, 'cli.sqlite'),
+    // The store the in-process worker and client use (opened in beforeAll): `ls` marks turns it holds.
+    TURNKIT_DATABASE_URL: join(dir, 'in-process.sqlite'),
     TURNKIT_TASK_QUEUE: taskQueue,
     NO_COLOR: '1',
     ...extra,

@@ -97,7 +97,7 @@ describe('compaction (CORE-25)', () => {
       replaces_from_sequence: before[0]!.sequence,
       replaces_through_sequence: before[3]!.sequence,
       tail_start_sequence: before[4]!.sequence,
-      summary_model: 'claude-sonnet-4-5',
+      summary_model: 'scripted',
       input_tokens: expect.any(Number),
       summary_tokens: 20,
       created_for_turn_id: null,

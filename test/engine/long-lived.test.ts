@@ -46,7 +46,8 @@ const tick = defineTool({
     return { tick: ticks };
   },
 });
-const worker = defineAgent({ name: 'payer', tools: [wire] });
+// Approvals wait up to 10 minutes, so the trees that hold them run for up to an hour.
+const worker = defineAgent({ name: 'payer', tools: [wire], limits: { timeout: 3600 } });
 const answered = (request: { messages: { role: string }[] }) =>
   request.messages.some((m) => m.role === 'tool');
 const model = new ScriptedModel({
@@ -91,10 +92,10 @@ async function historyOf(workflowId: string, runId?: string) {
 beforeAll(async () => {
   kit = await startKit({
     agents: [
-      defineAgent({ name: 'lead', subAgents: [worker] }),
+      defineAgent({ name: 'lead', subAgents: [worker], limits: { timeout: 3600 } }),
       worker,
       defineAgent({ name: 'ticker', tools: [tick] }),
-      defineAgent({ name: 'holder', tools: [wire] }),
+      defineAgent({ name: 'holder', tools: [wire], limits: { timeout: 3600 } }),
     ],
     model,
     turnSettings: { continueAsNewAfter: { events: 1 } },
@@ -124,8 +125,8 @@ describe('continue-as-new', () => {
       (await historyOf(turnWorkflowId(child), runId))
         .filter((e) => e.timerStartedEventAttributes)
         .map((e) => Number(e.timerStartedEventAttributes!.startToFireTimeout!.seconds));
-    // (Beside the root timeout's timer, 300 s by default, which also goes on from its deadline.)
-    const approvalTimer = async (runId: string) => (await timers(runId)).filter((s) => s > 300);
+    // (Beside the root timeout's timer, 3600 s here, which also goes on from its deadline.)
+    const approvalTimer = async (runId: string) => (await timers(runId)).filter((s) => s > 300 && s <= 600);
     await waitUntil(async () => (await approvalTimer(childNow!.runId)).length === 1, 30_000);
     expect(await approvalTimer(childFirst!.runId)).toEqual([600]);
     expect((await approvalTimer(childNow!.runId))[0]).toBeLessThan(600);

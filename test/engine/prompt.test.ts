@@ -84,7 +84,7 @@ describe('system prompt (spec §3.7)', () => {
     expect(stable).not.toContain('<instructions>');
     expect(stable).not.toContain('<behavior>');
     expect(stable).not.toContain('acme');
-    expect(request.dynamicInstructions).toContain('<clock>\nModel in use: claude-sonnet-4-5');
+    expect(request.dynamicInstructions).toContain('<clock>\nModel in use: scripted');
     expect(request.dynamicInstructions).toContain('<untrusted_text name="run_context">');
     expect(request.dynamicInstructions).toContain('"tenant": "acme"');
     const requested = (await run.events()).find((e) => e.type === 'model.requested')!;

@@ -243,6 +243,18 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (schedule_id, day, root_turn_id))`,
     ],
   },
+  {
+    version: 9,
+    name: 'store identity',
+    // One row, written on the first open after this migration (store-identity-row.ts):
+    // turns carry the id, so a worker of another store refuses them (decision 67).
+    statements: (t) => [
+      `CREATE TABLE turnkit_store (
+        id ${t.text} PRIMARY KEY,
+        default_task_queue ${t.text} NOT NULL,
+        created_at ${t.time} NOT NULL)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

@@ -16,6 +16,7 @@
  * Lock order, everywhere: graph → root conversation → own conversation. `appendMessage`
  * takes its conversation's lock itself (inside the caller's transaction, or in its own).
  */
+import type { StoreIdentity } from '../types.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ArgumentError, RecordNotFound, StoreError, ToolError, TurnKitError } from '../../errors.js';
 import { reconcileStaleTurns } from '../maintenance.js';
@@ -218,6 +219,7 @@ export interface SqlStatements {
 
 export class SqlStore implements Store, ConsoleReadable {
   readonly backend: StoreBackend;
+  readonly identity: StoreIdentity;
   readonly #driver: SqlDriver;
   readonly #context = new AsyncLocalStorage<TxContext>();
   /** Which transaction's operation queue the current async chain is running in. */
@@ -225,8 +227,9 @@ export class SqlStore implements Store, ConsoleReadable {
   readonly #autocommit: SqlConnection;
   #closed = false;
 
-  protected constructor(driver: SqlDriver) {
+  protected constructor(driver: SqlDriver, identity: StoreIdentity) {
     this.#driver = driver;
+    this.identity = identity;
     this.backend = driver.backend;
     this.#autocommit = { query: (sql, params) => driver.query(sql, params) };
   }
