@@ -15,7 +15,6 @@ import type { BaseEvent, Interrupt, RunAgentInput } from '@ag-ui/core';
 import { EventType } from '@ag-ui/core';
 import { RunAgentInputSchema } from '@ag-ui/core/schemas';
 import { EventEncoder } from '@ag-ui/encoder';
-import type { PendingApproval } from '../client/controls.js';
 import type { RunHandle } from '../client/run-handle.js';
 import type { RunStreamPart } from '../client/run-stream.js';
 import type { TurnKitClient } from '../client/turnkit-client.js';
@@ -39,12 +38,11 @@ import {
   readBody,
   servedAgents,
 } from './door.js';
-import { errorText, servedRun, startServedRun, taskTextOf } from './served-run.js';
+import { errorText, startServedRun, taskTextOf } from './served-run.js';
+import type { Followed } from './turn-follower.js';
+import { followTurn } from './turn-follower.js';
 
 export type AgUiHandlerOptions = ProtocolDoorOptions;
-
-/** How often a streaming run looks for a call awaiting approval while its stream is quiet. */
-const APPROVAL_POLL_MS = 250;
 
 /** Creates the AG-UI endpoint's request handler (mount it at e.g. `/agui`; agents at `/agui/<name>`). */
 export function createAgUiHandler(options: AgUiHandlerOptions): ProtocolHandler {
@@ -200,42 +198,17 @@ async function streamRun(
 ): Promise<void> {
   const { threadId, runId } = input;
   send({ type: EventType.RUN_STARTED, threadId, runId });
-  const quiet = new AbortController();
-  signal.addEventListener('abort', () => quiet.abort());
-  let pending: PendingApproval[] = [];
-  const watcher = (async () => {
-    while (!quiet.signal.aborted) {
-      await new Promise((resolve) => setTimeout(resolve, APPROVAL_POLL_MS));
-      const state = await servedRun(client, await run.turn()).catch(() => null);
-      const waiting = state?.approvals.filter((a) => !decided.includes(a.toolCallId)) ?? [];
-      if (waiting.length > 0) {
-        pending = waiting;
-        quiet.abort();
-      }
-    }
-  })();
   const text = new TextMessages(run.turnId, send);
-  let cursor = after;
-  let finish: RunStreamPart | null = null;
-  try {
-    for await (const part of run.stream({ ...(after ? { after } : {}), signal: quiet.signal })) {
-      cursor = part.cursor;
-      if (part.type === 'finish') {
-        finish = part;
-        break;
-      }
-      if (part.turnId !== run.turnId) continue;
-      eventsOf(part, text, send);
-    }
-  } finally {
-    quiet.abort();
-    await watcher;
+  let end: Exclude<Followed, { type: 'part' }> | null = null;
+  for await (const followed of followTurn(client, run, { after, decided, signal })) {
+    if (followed.type === 'part') eventsOf(followed.part, text, send);
+    else end = followed;
   }
   text.close();
-  if (signal.aborted) return;
-  if (finish === null) {
-    const interrupts: Interrupt[] = pending.map((approval) => ({
-      id: interruptId(run.turnId, approval.toolCallId, cursor),
+  if (end === null) return;
+  if (end.type === 'input_required') {
+    const interrupts: Interrupt[] = end.approvals.map((approval) => ({
+      id: interruptId(run.turnId, approval.toolCallId, end.cursor),
       reason: 'tool_approval',
       message: `${approval.agentName} wants to call ${approval.toolName}: approve or reject`,
       toolCallId: approval.toolCallId,
@@ -249,7 +222,7 @@ async function streamRun(
     send({ type: EventType.RUN_FINISHED, threadId, runId, outcome: { type: 'interrupt', interrupts } });
     return;
   }
-  const turn = await run.turn();
+  const turn = end.turn;
   if (turn.status === 'completed')
     send({
       type: EventType.RUN_FINISHED,

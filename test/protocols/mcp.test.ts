@@ -131,8 +131,9 @@ describe('protocols: the MCP server', () => {
 
   it('protocols: tasks/cancel cancels the turn', async () => {
     const client = await connect();
-    const task = await startTask(client, 'pr_slow', { task: 'Take your time.' });
-    await waitUntil(async () => (await bench.kit.store.loadTurn(task.taskId)).status === 'running');
+    // A turn awaiting approval: it runs until decided, so the cancel never races its end.
+    const task = await startTask(client, 'pr_gate', { task: 'Charge the card.' });
+    await statusOf(client, task.taskId, 'input_required');
     const cancelled = await client.experimental.tasks.cancelTask(task.taskId);
     expect(cancelled.status).toBe('cancelled');
     expect((await bench.kit.store.loadTurn(task.taskId)).status).toBe('cancelled');
