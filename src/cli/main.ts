@@ -52,6 +52,7 @@ import {
   write,
 } from './render.js';
 import { addConsoleCommand } from './console-command.js';
+import { addServeCommand } from './serve-command.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
 import { addScheduleCommands } from './schedule-commands.js';
 import { addForkCommands, forkSummary, showConversation } from './fork-commands.js';
@@ -717,6 +718,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
   addForkCommands(program, commands);
   addEvalCommand(program, commands);
   addConsoleCommand(program, commands);
+  addServeCommand(program, commands);
 
   return program;
 }
