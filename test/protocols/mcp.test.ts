@@ -11,7 +11,7 @@ import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextproto
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMcpHandler } from '../../src/protocols/mcp-server.js';
 import type { ProtocolBench } from '../helpers/protocol-kit.js';
-import { bearer, charges, startProtocolBench } from '../helpers/protocol-kit.js';
+import { bearer, charges, decisions, startProtocolBench } from '../helpers/protocol-kit.js';
 import { waitUntil } from '../helpers/wait.js';
 
 let bench: Omit<ProtocolBench, 'base'>;
@@ -126,6 +126,13 @@ describe('protocols: the MCP server', () => {
     expect(result.content).toEqual([{ type: 'text', text: 'The card was charged.' }]);
     expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe('completed');
     expect(charges).toContain(42);
+    // The policy was asked as for the client's own reads and controls, with the caller's principal.
+    const alice = { user: 'alice' };
+    const turnId = task.taskId;
+    expect(decisions).toContainEqual(expect.objectContaining({ action: 'read_messages', principal: alice }));
+    expect(decisions).toContainEqual(
+      expect.objectContaining({ action: 'approve', principal: alice, turn: turnId }),
+    );
     await client.close();
   });
 
@@ -137,6 +144,9 @@ describe('protocols: the MCP server', () => {
     const cancelled = await client.experimental.tasks.cancelTask(task.taskId);
     expect(cancelled.status).toBe('cancelled');
     expect((await bench.kit.store.loadTurn(task.taskId)).status).toBe('cancelled');
+    expect(decisions).toContainEqual(
+      expect.objectContaining({ action: 'cancel', principal: { user: 'alice' } }),
+    );
     const result = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
     expect(result.isError).toBe(true);
     await client.close();
@@ -163,8 +173,11 @@ describe('protocols: the MCP server', () => {
     expect(await bench.kit.store.loadTurn(task.taskId)).toMatchObject({
       status: expect.not.stringMatching('cancelled'),
     });
+    // Authenticated, but the policy refuses her reads: the same not-found.
+    const mallory = await connect('mallory');
+    await expect(mallory.experimental.tasks.getTask(task.taskId)).rejects.toThrow(/Task not found/);
     await alice.experimental.tasks.cancelTask(task.taskId);
-    await Promise.all([alice.close(), bob.close()]);
+    await Promise.all([alice.close(), bob.close(), mallory.close()]);
   });
 
   it('protocols: bad inputs get the JSON-RPC error and write nothing', async () => {
