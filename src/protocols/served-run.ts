@@ -20,7 +20,7 @@ export interface ServedRun {
   approvals: PendingApproval[];
 }
 
-export const MAX_TASK_CHARS = 100_000;
+const MAX_TASK_CHARS = 100_000;
 
 /** The task text of a call: a non-empty string up to 100,000 characters, else an ArgumentError. */
 export function taskTextOf(value: unknown): string {
@@ -79,9 +79,4 @@ export function errorText(turn: TurnRecord): string {
 export function outputObject(turn: TurnRecord): JsonObject | undefined {
   const data = turn.outputData;
   return data !== null && typeof data === 'object' && !Array.isArray(data) ? data : undefined;
-}
-
-/** A pending approval's one-line request, for protocols that carry text. */
-export function approvalRequest(approval: PendingApproval): string {
-  return `${approval.agentName} wants to call ${approval.toolName} with ${JSON.stringify(approval.arguments)}: approve or reject (call ${approval.toolCallId})`;
 }
