@@ -50,19 +50,19 @@ import {
   InputError,
   RecordNotFound,
 } from '../errors.js';
-import { canonicalJson } from '../store/records.js';
 import type { Json, TurnRecord } from '../store/types.js';
 import type { ProtocolDoorOptions, ProtocolHandler } from './door.js';
 import {
   DEFAULT_MAX_BODY_BYTES,
   DoorError,
+  ownConversation,
   principalOf,
   reachableTurn,
   readBody,
   servedAgents,
 } from './door.js';
 import type { ServedRun, ServedState } from './served-run.js';
-import { servedRun, startServedRun, stateMessage, taskTextOf } from './served-run.js';
+import { postServedRun, servedRun, startServedRun, stateMessage, taskTextOf } from './served-run.js';
 import { followTurn } from './turn-follower.js';
 
 export type A2AHandlerOptions = ProtocolDoorOptions & {
@@ -341,14 +341,21 @@ class TurnTaskHandler implements A2ARequestHandler {
     }
     const text = taskTextOf(textOf(message.parts));
     if (message.contextId) {
-      const conversation = await this.#ownConversation(message.contextId);
-      const receipt = await this.door.client.post(conversation, text, {
-        principal: this.principal,
-        requestId: `a2a-${message.messageId}`.slice(0, 200),
-        policy: 'reject',
-      });
-      if (receipt.turnId === null) throw new ConversationBusyError(`context ${conversation} is busy`);
-      return { run: await this.door.client.handle(receipt.turnId), decided: [] };
+      const conversation = await ownConversation(
+        this.door.client,
+        message.contextId,
+        this.agent,
+        this.principal,
+      );
+      if (!conversation) throw new RequestMalformedError(`no context ${message.contextId.slice(0, 128)}`);
+      const run = await postServedRun(
+        this.door.client,
+        conversation,
+        text,
+        this.principal,
+        `a2a-${message.messageId}`,
+      );
+      return { run, decided: [] };
     }
     return {
       run: await startServedRun(this.door.client, this.agent, text, this.principal, 'a2a'),
@@ -376,20 +383,6 @@ class TurnTaskHandler implements A2ARequestHandler {
       ).catch(rethrow);
     }
     return approvals.map((a) => a.toolCallId);
-  }
-
-  async #ownConversation(contextId: string): Promise<string> {
-    const notFound = () => new RequestMalformedError(`no context ${contextId.slice(0, 128)}`);
-    if (!/^conv_[A-Za-z0-9_-]{1,120}$/.test(contextId)) throw notFound();
-    const record = await this.door.client.store.loadConversation(contextId).catch((error: unknown) => {
-      throw error instanceof RecordNotFound ? notFound() : error;
-    });
-    if (
-      record.agentName !== this.agent ||
-      canonicalJson(record.metadata['principal'] ?? null) !== canonicalJson(this.principal)
-    )
-      throw notFound();
-    return record.id;
   }
 
   /** The task's updates: its text as appended artifact chunks, then its state where it stops. */

@@ -27,18 +27,18 @@ import {
   RecordNotFound,
   TurnKitError,
 } from '../errors.js';
-import { canonicalJson } from '../store/records.js';
 import type { Json } from '../store/types.js';
 import type { ProtocolDoorOptions, ProtocolHandler } from './door.js';
 import {
   DEFAULT_MAX_BODY_BYTES,
   DoorError,
+  ownConversation,
   principalOf,
   reachableTurn,
   readBody,
   servedAgents,
 } from './door.js';
-import { errorText, startServedRun, taskTextOf } from './served-run.js';
+import { errorText, postServedRun, startServedRun, taskTextOf } from './served-run.js';
 import type { Followed } from './turn-follower.js';
 import { followTurn } from './turn-follower.js';
 
@@ -94,7 +94,8 @@ class AgUiDoor {
       } = input.resume?.length
         ? await this.#resume(input, principal)
         : await this.#start(agent, input, principal);
-      const encoder = new EventEncoder({ accept: request.headers.accept ?? 'text/event-stream' });
+      // Server-sent events whatever the Accept: the protobuf encoding is not served.
+      const encoder = new EventEncoder();
       response.writeHead(200, { 'content-type': encoder.getContentType(), 'cache-control': 'no-store' });
       const stop = new AbortController();
       response.on('close', () => stop.abort());
@@ -123,27 +124,9 @@ class AgUiDoor {
             .join('\n')
             .trim(),
     );
-    const conversation = await this.#ownConversation(input.threadId, agent, principal);
+    const conversation = await ownConversation(this.client, input.threadId, agent, principal);
     if (!conversation) return { run: await startServedRun(this.client, agent, text, principal, 'ag-ui') };
-    const receipt = await this.client.post(conversation, text, {
-      principal,
-      requestId: `ag-ui-${input.runId}`.slice(0, 200),
-      policy: 'reject',
-    });
-    if (receipt.turnId === null) throw new ConversationBusyError(`conversation ${conversation} is busy`);
-    return { run: await this.client.handle(receipt.turnId) };
-  }
-
-  async #ownConversation(threadId: string, agent: string, principal: Json): Promise<string | null> {
-    if (!/^conv_[A-Za-z0-9_-]{1,120}$/.test(threadId)) return null;
-    const record = await this.client.store.loadConversation(threadId).catch((error: unknown) => {
-      if (error instanceof RecordNotFound) return null;
-      throw error;
-    });
-    if (!record || record.agentName !== agent) return null;
-    return canonicalJson(record.metadata['principal'] ?? null) === canonicalJson(principal)
-      ? record.id
-      : null;
+    return { run: await postServedRun(this.client, conversation, text, principal, `ag-ui-${input.runId}`) };
   }
 
   /** A resume: each entry decides its call; the run goes on streaming the same turn. */

@@ -115,3 +115,22 @@ export async function reachableTurn(
   }
   return turn;
 }
+
+/**
+ * The conversation `id` when it is `principal`'s conversation with `agent` (its recorded
+ * principal), else null: a door continues only the caller's own conversations.
+ */
+export async function ownConversation(
+  client: TurnKitClient,
+  id: string,
+  agent: string,
+  principal: Json,
+): Promise<string | null> {
+  if (!/^conv_[A-Za-z0-9_-]{1,120}$/.test(id)) return null;
+  const record = await client.store.loadConversation(id).catch((error: unknown) => {
+    if (error instanceof RecordNotFound) return null;
+    throw error;
+  });
+  if (!record || record.agentName !== agent) return null;
+  return canonicalJson(record.metadata['principal'] ?? null) === canonicalJson(principal) ? record.id : null;
+}

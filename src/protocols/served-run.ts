@@ -6,7 +6,7 @@
 import type { PendingApproval } from '../client/controls.js';
 import type { RunHandle } from '../client/run-handle.js';
 import type { TurnKitClient } from '../client/turnkit-client.js';
-import { ArgumentError } from '../errors.js';
+import { ArgumentError, ConversationBusyError } from '../errors.js';
 import type { Json, JsonObject, TurnRecord } from '../store/types.js';
 import { TERMINAL_TURN_STATUSES } from '../store/types.js';
 
@@ -45,6 +45,26 @@ export function startServedRun(
     metadata: { protocol: door },
     ...(input !== undefined ? { input } : {}),
   });
+}
+
+/**
+ * Posts `text` to one of the caller's conversations (`post`, authorized as such) and returns
+ * the turn it started; a busy conversation is refused before anything is written.
+ */
+export async function postServedRun(
+  client: TurnKitClient,
+  conversationId: string,
+  text: string,
+  principal: Json,
+  requestId: string,
+): Promise<RunHandle> {
+  const receipt = await client.post(conversationId, text, {
+    principal,
+    requestId: requestId.slice(0, 200),
+    policy: 'reject',
+  });
+  if (receipt.turnId === null) throw new ConversationBusyError(`conversation ${conversationId} is busy`);
+  return client.handle(receipt.turnId);
 }
 
 /** The state of a root turn: `input_required` while a call of its tree awaits approval. */

@@ -80,7 +80,7 @@ afterAll(async () => {
   await bench?.stop();
 });
 
-describe('protocols: the A2A server', () => {
+describe('protocols: the A2A server', { timeout: 180_000 }, () => {
   it('protocols: the card describes the agent; a message runs a task in a context, and the next message continues the conversation', async () => {
     const client = await clientFor('pr_echo');
     const card = await client.getAgentCard();

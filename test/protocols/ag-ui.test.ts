@@ -49,7 +49,7 @@ afterAll(async () => {
   await bench?.stop();
 });
 
-describe('protocols: the AG-UI endpoint', () => {
+describe('protocols: the AG-UI endpoint', { timeout: 180_000 }, () => {
   it("protocols: a run streams the turn's text, tool call and result, steps, and finishes", async () => {
     const { types, events, result } = await runWith(agentFor('pr_echo'));
     expect(types[0]).toBe('RUN_STARTED');

@@ -49,7 +49,7 @@ async function statusOf(client: Client, taskId: string, wanted: Task['status']):
   await waitUntil(async () => {
     task = await client.experimental.tasks.getTask(taskId);
     return task.status === wanted;
-  });
+  }, 120_000);
   return task!;
 }
 
@@ -77,7 +77,7 @@ afterAll(async () => {
   await bench?.stop();
 });
 
-describe('protocols: the MCP server', () => {
+describe('protocols: the MCP server', { timeout: 180_000 }, () => {
   it('protocols: lists the agents as tools and calls one synchronously, with progress of its steps', async () => {
     const client = await connect();
     const { tools } = await client.listTools();
@@ -122,7 +122,9 @@ describe('protocols: the MCP server', () => {
     await stopServer();
     await serveMcp();
     client = await connect();
-    const result = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+    const result = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema, {
+      timeout: 120_000,
+    });
     expect(result.content).toEqual([{ type: 'text', text: 'The card was charged.' }]);
     expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe('completed');
     expect(charges).toContain(42);
@@ -141,13 +143,15 @@ describe('protocols: the MCP server', () => {
     // A turn awaiting approval: it runs until decided, so the cancel never races its end.
     const task = await startTask(client, 'pr_gate', { task: 'Charge the card.' });
     await statusOf(client, task.taskId, 'input_required');
-    const cancelled = await client.experimental.tasks.cancelTask(task.taskId);
+    const cancelled = await client.experimental.tasks.cancelTask(task.taskId, { timeout: 120_000 });
     expect(cancelled.status).toBe('cancelled');
     expect((await bench.kit.store.loadTurn(task.taskId)).status).toBe('cancelled');
     expect(decisions).toContainEqual(
       expect.objectContaining({ action: 'cancel', principal: { user: 'alice' } }),
     );
-    const result = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+    const result = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema, {
+      timeout: 120_000,
+    });
     expect(result.isError).toBe(true);
     await client.close();
   });
