@@ -127,6 +127,8 @@ class McpDoor {
         if (name === DECIDE_TOOL) return await this.#decide(args, principal);
         if (!this.served.includes(name))
           throw new McpError(ErrorCode.InvalidParams, `Tool ${name} not found`);
+        if (args['input'] !== undefined && !this.client.agents.resolve(name).inputSchema)
+          throw new ArgumentError(`${name} takes no input: send the task text only`);
         const run = await startServedRun(
           this.client,
           name,

@@ -194,6 +194,9 @@ describe('protocols: the MCP server', { timeout: 180_000 }, () => {
     await expect(
       client.callTool({ name: 'pr_typed', arguments: { task: 'x', input: { city: 3 } } }),
     ).rejects.toThrow(/input for pr_typed is invalid/);
+    await expect(
+      client.callTool({ name: 'pr_echo', arguments: { task: 'x', input: { city: 'Oslo' } } }),
+    ).rejects.toThrow(/takes no input/);
     await expect(client.experimental.tasks.getTaskResult('turn_nope', CallToolResultSchema)).rejects.toThrow(
       /Task not found/,
     );
