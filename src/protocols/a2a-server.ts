@@ -239,31 +239,16 @@ class TurnTaskHandler implements A2ARequestHandler {
   }
 
   async *sendMessageStream(params: SendMessageRequest): AsyncGenerator<StreamResponse, void, undefined> {
-    const { run, decided } = await this.#acceptWithDecisions(params).catch(rethrow);
+    const { run, decided, after } = await this.#acceptWithDecisions(params).catch(rethrow);
     const task = a2aTask(await this.#state(run));
     yield { payload: { $case: 'task', value: task } };
-    yield* this.#follow(run, undefined, decided);
+    yield* this.#follow(run, after, decided);
   }
 
   async *resubscribe(params: SubscribeToTaskRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const turn = await this.#turn(params.id);
     const run = await this.door.client.handle(turn);
-    // The snapshot: the text streamed so far, and the cursor after it; the stream goes on from there.
-    let text = '';
-    let cursor: string | undefined;
-    for (let after = 0; ;) {
-      const rows = await this.door.client.store.listStreamParts(turn.rootTurnId, {
-        afterSequence: after,
-        limit: 256,
-      });
-      for (const row of rows) {
-        cursor = String(row.sequence);
-        if (row.type === 'text.delta' && row.turnId === turn.id && typeof row.payload['text'] === 'string')
-          text += row.payload['text'];
-      }
-      if (rows.length < 256) break;
-      after = rows.at(-1)!.sequence;
-    }
+    const { text, cursor } = await streamSnapshot(this.door.client, turn);
     const state = await servedRun(this.door.client, await run.turn());
     const task = a2aTask(state);
     if (state.state === 'working' && text !== '') task.artifacts = [textArtifact(turn.id, text)];
@@ -326,7 +311,9 @@ class TurnTaskHandler implements A2ARequestHandler {
    * What a message does: on a task awaiting approval, decides its calls; in a context, posts
    * to that conversation; otherwise starts a run on a new one.
    */
-  async #acceptWithDecisions(params: SendMessageRequest): Promise<{ run: RunHandle; decided: string[] }> {
+  async #acceptWithDecisions(
+    params: SendMessageRequest,
+  ): Promise<{ run: RunHandle; decided: string[]; after?: string | undefined }> {
     const message = params.message;
     if (!message) throw new RequestMalformedError('SendMessage needs a message');
     if (message.taskId) {
@@ -337,7 +324,9 @@ class TurnTaskHandler implements A2ARequestHandler {
           `task ${turn.id} is ${state.state}: only a task in input-required takes a message (send a new one in its context)`,
         );
       const run = await this.door.client.handle(turn);
-      return { run, decided: await this.#decide(run, state.approvals, message) };
+      // Where the stream stands before the decision: the answer's stream goes on from there.
+      const { cursor } = await streamSnapshot(this.door.client, turn);
+      return { run, decided: await this.#decide(run, state.approvals, message), after: cursor };
     }
     const text = taskTextOf(textOf(message.parts));
     if (message.contextId) {
@@ -418,6 +407,25 @@ class TurnTaskHandler implements A2ARequestHandler {
         payload: { $case: 'statusUpdate', value: { ...ids, status: task.status, metadata: undefined } },
       };
     }
+  }
+}
+
+/** The text a turn streamed so far, and the cursor of the run's last part, read page by page. */
+async function streamSnapshot(
+  client: TurnKitClient,
+  turn: TurnRecord,
+): Promise<{ text: string; cursor: string | undefined }> {
+  let text = '';
+  let cursor: string | undefined;
+  for (let after = 0; ;) {
+    const rows = await client.store.listStreamParts(turn.rootTurnId, { afterSequence: after, limit: 256 });
+    for (const row of rows) {
+      cursor = String(row.sequence);
+      if (row.type === 'text.delta' && row.turnId === turn.id && typeof row.payload['text'] === 'string')
+        text += row.payload['text'];
+    }
+    if (rows.length < 256) return { text, cursor };
+    after = rows.at(-1)!.sequence;
   }
 }
 
