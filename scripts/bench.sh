@@ -13,6 +13,7 @@ npx tsx bench/turn-store-bench.ts
 npx tsx bench/worker-start-bench.ts
 npx tsx bench/cancel-bench.ts
 npx tsx bench/approval-bench.ts
+npx tsx bench/mcp-task-bench.ts
 npx tsx bench/post-bench.ts
 BENCH_CANCEL_DELIVERY=heartbeat npx tsx bench/cancel-bench.ts
 npx tsx bench/long-conversation-bench.ts

@@ -55,6 +55,7 @@ import {
   write,
 } from './render.js';
 import { addConsoleCommand } from './console-command.js';
+import { addServeCommand } from './serve-command.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
 import { addScheduleCommands } from './schedule-commands.js';
 import { addForkCommands, forkSummary, showConversation } from './fork-commands.js';
@@ -836,6 +837,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
   addPruneCommand(program, commands, (fn) =>
     action(async (session, ...args) => fn(await session.readStore(), ...args)),
   );
+  addServeCommand(program, commands);
 
   return program;
 }

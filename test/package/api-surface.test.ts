@@ -61,6 +61,7 @@ describe('the public API', () => {
       'turnkit/testing',
       'turnkit/ui',
       'turnkit/console',
+      'turnkit/protocols',
     ]);
     await expect(`${JSON.stringify(surface, null, 2)}\n`).toMatchFileSnapshot('./api-surface.json');
     // The type checker reads the sources and every dependency's declarations: slow on 2 cores.
