@@ -48,6 +48,18 @@ async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolean> {
 }
 
 /**
+ * A lane turn's snapshot moves to the conversation as it is when the turn starts work (decision
+ * 52): what the turns ahead of it wrote after it was built (results, answers, repairs, cancels)
+ * is then in its view, and no call it sees lacks its result. Only on the first claim: a turn
+ * that has started keeps what it saw. An inline turn is in no lane and keeps its build-time view.
+ */
+async function contextAtStart(store: Store, turn: TurnRecord): Promise<{ contextMessageSequence?: number }> {
+  if (turn.submittedAt === null || turn.startedAt !== null) return {};
+  const latest = await store.latestMessageSequence(turn.conversationId);
+  return latest > turn.contextMessageSequence ? { contextMessageSequence: latest } : {};
+}
+
+/**
  * Claims a pending turn for `claimToken` (spec §5.3 steps 1, 3 and 5; waits and join input,
  * steps 2 and 4, are the engine's). Under the root lock then the turn's conversation lock:
  * reload, refuse unless pending, refuse unless the lane admits it, then CAS pending → running
@@ -76,6 +88,7 @@ export async function claimInLane(
         claimToken,
         startedAt: turn.startedAt ?? now,
         heartbeatAt: now,
+        ...(await contextAtStart(store, turn)),
       });
       return claimed
         ? { claimed: true, turn: claimed }

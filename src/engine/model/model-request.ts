@@ -228,7 +228,13 @@ export async function buildModelRequest(
       `turnkit: context contributor ${failure.index} of ${agent.name} failed: ${failure.message}`,
     );
   // Compaction reads the history in stored order; the model reads it at call boundaries.
-  const messages = projectMessages(atCallBoundaries(await historyForTurn(store, turn)));
+  const trigger = turn.options['trigger_message_id'];
+  const messages = projectMessages(
+    atCallBoundaries(await historyForTurn(store, turn), {
+      id: turn.id,
+      triggerMessageId: typeof trigger === 'string' ? trigger : null,
+    }),
+  );
   const thinking =
     'thinking' in turn.options ? (turn.options['thinking'] as ModelRequest['thinking']) : agent.thinking;
   const outputSchema =
