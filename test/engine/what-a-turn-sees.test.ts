@@ -25,6 +25,7 @@ import type { StrictProvider } from '../helpers/strict-provider.js';
 import { startStrictProvider, wirePairingError } from '../helpers/strict-provider.js';
 import type { TestKit } from '../helpers/turnkit.js';
 import { startKit } from '../helpers/turnkit.js';
+import { describePostgres, openPgTestStore } from '../helpers/postgres.js';
 import { waitUntil } from '../helpers/wait.js';
 
 const wire = defineTool({
@@ -213,104 +214,105 @@ function firstRequestOf(side: Side, conversationId: string, before: number): Pai
 const running = (run: RunHandle, status: string) =>
   waitUntil(async () => (await run.toolExecutions()).some((e) => e.status === status));
 
+/** The cases of one side: a queued ask, a queued post, a terminate, a cancel, each followed by a new turn. */
+function scenarios(sideOf: () => Side, label: string): void {
+  it(`audit: a message asked behind a turn awaiting approval is answered by a turn that sees the approved result and answer first, then its message (${label})`, async () => {
+    const side = sideOf();
+    const conversation = await opened(side);
+    const first = await conversation.ask('wire');
+    await waitUntil(async () => (await first.pendingApprovals()).length === 1);
+    const second = await conversation.ask('and one more thing');
+    const before = side.requests(conversation.id).length;
+    const [pending] = await first.pendingApprovals();
+    await first.approve(pending!.toolCallId);
+    expect((await first.result()).status).toBe('completed');
+    const answered = await second.result();
+    expect(answered.status).toBe('completed');
+    expect(answered.outputText).toBe('heard and one more thing');
+    expectPaired(side, conversation.id, before + 1);
+    // The second turn's request (after the first turn's last call): the first turn's call, its
+    // result, its answer, then the new message.
+    const seen = firstRequestOf(side, conversation.id, before + 1);
+    expect(seen.slice(-4).map((m) => m.role)).toEqual(['assistant', 'tool', 'assistant', 'user']);
+    expect(seen.at(-2)!.text).toContain('done with');
+    expect(seen.at(-1)!.text).toBe('and one more thing');
+    await oneResultPerCall(side.kit.store, conversation.id);
+  });
+
+  it(`audit: a post queued behind a turn awaiting approval: the answering turn's request ends with the post, after the first turn's answer (${label})`, async () => {
+    const side = sideOf();
+    const conversation = await opened(side);
+    const first = await conversation.ask('wire');
+    await waitUntil(async () => (await first.pendingApprovals()).length === 1);
+    const receipt = await conversation.post('queued thought', { policy: 'queue' });
+    expect(receipt.disposition).toBe('queued');
+    const before = side.requests(conversation.id).length;
+    const [pending] = await first.pendingApprovals();
+    await first.approve(pending!.toolCallId);
+    await waitUntil(
+      async () => (await conversation.inputStatus(receipt.requestId))?.turnStatus === 'completed',
+    );
+    const status = (await conversation.inputStatus(receipt.requestId))!;
+    const answered = await side.kit.store.loadTurn(status.turnId!);
+    expect(answered.outputText).toBe('heard queued thought');
+    expectPaired(side, conversation.id, before + 1);
+    const seen = firstRequestOf(side, conversation.id, before + 1);
+    expect(seen.slice(-3).map((m) => m.role)).toEqual(['tool', 'assistant', 'user']);
+    expect(seen.at(-1)!.text).toBe('queued thought');
+  });
+
+  it(`audit: a turn whose workflow is terminated with a tool running: the next turn sees its repaired result, which says "terminated" (${label})`, async () => {
+    const side = sideOf();
+    const conversation = await opened(side);
+    const first = await conversation.ask('hold');
+    await running(first, 'running');
+    const before = side.requests(conversation.id).length;
+    // The same as `temporal workflow terminate`.
+    await side.kit.client.temporal.workflow
+      .getHandle(turnWorkflowId(first.turnId))
+      .terminate('operator (test)');
+    const second = await conversation.ask('are you there');
+    const answered = await second.result();
+    expect(answered.status).toBe('completed');
+    expect(answered.outputText).toBe('heard are you there');
+    const [failed] = [await side.kit.store.loadTurn(first.turnId)];
+    expect(failed!.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
+    const results = await oneResultPerCall(side.kit.store, conversation.id);
+    const repaired = resultText(results.at(-1)!);
+    expect(repaired).toContain('terminated');
+    expect(repaired).not.toContain('worker stopped');
+    const [execution] = await first.toolExecutions();
+    expect(execution!.error?.message).toContain('terminated');
+    expectPaired(side, conversation.id, before + 1);
+    const seen = firstRequestOf(side, conversation.id, before);
+    expect(seen.slice(-3).map((m) => m.role)).toEqual(['assistant', 'tool', 'user']);
+    expect(seen.at(-2)!.text).toContain('terminated');
+  });
+
+  it(`audit: a turn cancelled with a tool running while the next waits in the lane: the next turn sees the cancelled result, which says "cancelled" (${label})`, async () => {
+    const side = sideOf();
+    const conversation = await opened(side);
+    const first = await conversation.ask('hold');
+    await running(first, 'running');
+    const second = await conversation.ask('still there');
+    const before = side.requests(conversation.id).length;
+    await first.cancel();
+    expect((await first.result()).status).toBe('cancelled');
+    const answered = await second.result();
+    expect(answered.status).toBe('completed');
+    expect(answered.outputText).toBe('heard still there');
+    const results = await oneResultPerCall(side.kit.store, conversation.id);
+    expect(resultText(results.at(-1)!)).toContain('cancelled');
+    expect(resultText(results.at(-1)!)).not.toContain('worker stopped');
+    expectPaired(side, conversation.id, before + 1);
+    const seen = firstRequestOf(side, conversation.id, before);
+    expect(seen.slice(-3).map((m) => m.role)).toEqual(['assistant', 'tool', 'user']);
+  });
+}
+
 describe('audit: what a turn sees (decision 52)', () => {
-  for (const index of [0, 1]) {
-    const sideOf = () => sides[index]!;
-    const label = index === 0 ? 'strict scripted model' : 'provider-shaped server';
-
-    it(`audit: a message asked behind a turn awaiting approval is answered by a turn that sees the approved result and answer first, then its message (${label})`, async () => {
-      const side = sideOf();
-      const conversation = await opened(side);
-      const first = await conversation.ask('wire');
-      await waitUntil(async () => (await first.pendingApprovals()).length === 1);
-      const second = await conversation.ask('and one more thing');
-      const before = side.requests(conversation.id).length;
-      const [pending] = await first.pendingApprovals();
-      await first.approve(pending!.toolCallId);
-      expect((await first.result()).status).toBe('completed');
-      const answered = await second.result();
-      expect(answered.status).toBe('completed');
-      expect(answered.outputText).toBe('heard and one more thing');
-      expectPaired(side, conversation.id, before + 1);
-      // The second turn's request (after the first turn's last call): the first turn's call, its
-      // result, its answer, then the new message.
-      const seen = firstRequestOf(side, conversation.id, before + 1);
-      expect(seen.slice(-4).map((m) => m.role)).toEqual(['assistant', 'tool', 'assistant', 'user']);
-      expect(seen.at(-2)!.text).toContain('done with');
-      expect(seen.at(-1)!.text).toBe('and one more thing');
-      await oneResultPerCall(side.kit.store, conversation.id);
-    });
-
-    it(`audit: a post queued behind a turn awaiting approval: the answering turn's request ends with the post, after the first turn's answer (${label})`, async () => {
-      const side = sideOf();
-      const conversation = await opened(side);
-      const first = await conversation.ask('wire');
-      await waitUntil(async () => (await first.pendingApprovals()).length === 1);
-      const receipt = await conversation.post('queued thought', { policy: 'queue' });
-      expect(receipt.disposition).toBe('queued');
-      const before = side.requests(conversation.id).length;
-      const [pending] = await first.pendingApprovals();
-      await first.approve(pending!.toolCallId);
-      await waitUntil(
-        async () => (await conversation.inputStatus(receipt.requestId))?.turnStatus === 'completed',
-      );
-      const status = (await conversation.inputStatus(receipt.requestId))!;
-      const answered = await side.kit.store.loadTurn(status.turnId!);
-      expect(answered.outputText).toBe('heard queued thought');
-      expectPaired(side, conversation.id, before + 1);
-      const seen = firstRequestOf(side, conversation.id, before + 1);
-      expect(seen.slice(-3).map((m) => m.role)).toEqual(['tool', 'assistant', 'user']);
-      expect(seen.at(-1)!.text).toBe('queued thought');
-    });
-
-    it(`audit: a turn whose workflow is terminated with a tool running: the next turn sees its repaired result, which says "terminated" (${label})`, async () => {
-      const side = sideOf();
-      const conversation = await opened(side);
-      const first = await conversation.ask('hold');
-      await running(first, 'running');
-      const before = side.requests(conversation.id).length;
-      // The same as `temporal workflow terminate`.
-      await side.kit.client.temporal.workflow
-        .getHandle(turnWorkflowId(first.turnId))
-        .terminate('operator (test)');
-      const second = await conversation.ask('are you there');
-      const answered = await second.result();
-      expect(answered.status).toBe('completed');
-      expect(answered.outputText).toBe('heard are you there');
-      const [failed] = [await side.kit.store.loadTurn(first.turnId)];
-      expect(failed!.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
-      const results = await oneResultPerCall(side.kit.store, conversation.id);
-      const repaired = resultText(results.at(-1)!);
-      expect(repaired).toContain('terminated');
-      expect(repaired).not.toContain('worker stopped');
-      const [execution] = await first.toolExecutions();
-      expect(execution!.error?.message).toContain('terminated');
-      expectPaired(side, conversation.id, before + 1);
-      const seen = firstRequestOf(side, conversation.id, before);
-      expect(seen.slice(-3).map((m) => m.role)).toEqual(['assistant', 'tool', 'user']);
-      expect(seen.at(-2)!.text).toContain('terminated');
-    });
-
-    it(`audit: a turn cancelled with a tool running while the next waits in the lane: the next turn sees the cancelled result, which says "cancelled" (${label})`, async () => {
-      const side = sideOf();
-      const conversation = await opened(side);
-      const first = await conversation.ask('hold');
-      await running(first, 'running');
-      const second = await conversation.ask('still there');
-      const before = side.requests(conversation.id).length;
-      await first.cancel();
-      expect((await first.result()).status).toBe('cancelled');
-      const answered = await second.result();
-      expect(answered.status).toBe('completed');
-      expect(answered.outputText).toBe('heard still there');
-      const results = await oneResultPerCall(side.kit.store, conversation.id);
-      expect(resultText(results.at(-1)!)).toContain('cancelled');
-      expect(resultText(results.at(-1)!)).not.toContain('worker stopped');
-      expectPaired(side, conversation.id, before + 1);
-      const seen = firstRequestOf(side, conversation.id, before);
-      expect(seen.slice(-3).map((m) => m.role)).toEqual(['assistant', 'tool', 'user']);
-    });
-  }
+  scenarios(() => sides[0]!, 'strict scripted model');
+  scenarios(() => sides[1]!, 'provider-shaped server');
 
   it('audit: a turn that times out with a child awaiting approval records "timed out" on every open call, its child\'s too; the conversation goes on', async () => {
     const side = sides[0]!;
@@ -335,6 +337,21 @@ describe('audit: what a turn sees (decision 52)', () => {
     const next = await conversation.ask('after the timeout');
     expect((await next.result()).outputText).toBe('heard after the timeout');
   });
+});
+
+describePostgres('audit: what a turn sees, on PostgreSQL', () => {
+  let side: Side;
+  let pg: Awaited<ReturnType<typeof openPgTestStore>>;
+  beforeAll(async () => {
+    pg = await openPgTestStore();
+    const kit = await startKit({ agents: [desk('desk', undefined)], model: scripted, store: pg.store });
+    side = { ...sides[0]!, name: 'PostgreSQL', kit };
+  });
+  afterAll(async () => {
+    await side?.kit.stop();
+    await pg?.drop();
+  });
+  scenarios(() => side, 'PostgreSQL, strict scripted model');
 });
 
 describe('audit: the strict scripted model and the provider-shaped server refuse what providers refuse', () => {
