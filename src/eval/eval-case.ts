@@ -5,7 +5,6 @@
 import { readFile } from 'node:fs/promises';
 import { ArgumentError, InputError } from '../errors.js';
 import type { Store, TurnRecord } from '../store/types.js';
-import { triggerOf } from '../engine/lane/build-turn.js';
 
 export interface EvalCase {
   id: string;
@@ -92,7 +91,10 @@ function timeOf(value: Date | string | undefined, what: string): number | null {
 
 /** The task text of a recorded turn: its trigger message, as the user wrote it. */
 async function taskOfTurn(store: Store, turn: TurnRecord): Promise<string | null> {
-  const trigger = await triggerOf(store, turn);
+  const through = turn.contextMessageSequence;
+  const trigger = (
+    await store.listMessages(turn.conversationId, { throughSequence: through, afterSequence: through - 1 })
+  ).at(-1);
   if (!trigger || trigger.role !== 'user') return null;
   const taskText = trigger.metadata['task_text'];
   if (typeof taskText === 'string') return taskText;

@@ -90,9 +90,6 @@ function assertKnownKeys(what: string, attrs: object, allowed: readonly string[]
 export function validateTurnUpdate(attrs: TurnUpdate): TurnUpdate {
   assertKnownKeys('turn', attrs, TURN_UPDATE_KEYS);
   if (attrs.status !== undefined) assertTurnStatus(attrs.status);
-  const sequence = attrs.contextMessageSequence;
-  if (sequence !== undefined && !(Number.isSafeInteger(sequence) && sequence >= 0))
-    throw new ArgumentError('contextMessageSequence must be a non-negative integer');
   return attrs;
 }
 

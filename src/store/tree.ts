@@ -48,16 +48,25 @@ async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolean> {
 }
 
 /**
- * A lane turn's snapshot moves to the conversation as it is when the turn starts work (decision
- * 52): what the turns ahead of it wrote after it was built (results, answers, repairs, cancels)
- * is then in its view, and no call it sees lacks its result. Only on the first claim: a turn
- * that has started keeps what it saw. An inline turn is in no lane and keeps its build-time view.
+ * A lane turn starts with every earlier turn's work in view (decision 52): the conversation's
+ * newest message sequence when it starts is kept as `options.earlier_turns_through`, and what
+ * the turns ahead of it wrote up to there (results, answers, repairs, cancels) joins its
+ * snapshot. The lane admits it only when no other turn of its conversation is busy, so those
+ * turns have written everything by then. Only on the first claim: a started turn keeps what
+ * it saw. An inline turn is in no lane and keeps its snapshot alone.
  */
-async function contextAtStart(store: Store, turn: TurnRecord): Promise<{ contextMessageSequence?: number }> {
+async function earlierTurnsAtStart(
+  store: Store,
+  turn: TurnRecord,
+): Promise<{ options?: TurnRecord['options'] }> {
   if (turn.submittedAt === null || turn.startedAt !== null) return {};
   const latest = await store.latestMessageSequence(turn.conversationId);
-  return latest > turn.contextMessageSequence ? { contextMessageSequence: latest } : {};
+  if (latest <= turn.contextMessageSequence) return {};
+  return { options: { ...turn.options, [EARLIER_TURNS_THROUGH]: latest } };
 }
+
+/** The turn option that holds how far a lane turn sees its earlier turns' messages. */
+export const EARLIER_TURNS_THROUGH = 'earlier_turns_through';
 
 /**
  * Claims a pending turn for `claimToken` (spec §5.3 steps 1, 3 and 5; waits and join input,
@@ -88,7 +97,7 @@ export async function claimInLane(
         claimToken,
         startedAt: turn.startedAt ?? now,
         heartbeatAt: now,
-        ...(await contextAtStart(store, turn)),
+        ...(await earlierTurnsAtStart(store, turn)),
       });
       return claimed
         ? { claimed: true, turn: claimed }

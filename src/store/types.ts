@@ -333,8 +333,6 @@ export const TURN_UPDATE_KEYS = [
   'startedAt',
   'heartbeatAt',
   'completedAt',
-  // Moved forward once, when a lane turn starts work (decision 52).
-  'contextMessageSequence',
 ] as const;
 export type TurnUpdate = Partial<Pick<TurnRecord, (typeof TURN_UPDATE_KEYS)[number]>>;
 

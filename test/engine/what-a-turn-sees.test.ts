@@ -314,6 +314,36 @@ describe('audit: what a turn sees (decision 52)', () => {
   scenarios(() => sides[0]!, 'strict scripted model');
   scenarios(() => sides[1]!, 'provider-shaped server');
 
+  it("audit: a post that arrives after a queued ask is not that ask's: the asked turn sees the earlier turn's work but not the post, and the lane answers the post with a turn of its own", async () => {
+    const side = sides[0]!;
+    const conversation = await opened(side);
+    const first = await conversation.ask('wire');
+    await waitUntil(async () => (await first.pendingApprovals()).length === 1);
+    const second = await conversation.ask('the asked one');
+    const receipt = await conversation.post('the posted one', { policy: 'queue' });
+    expect(receipt.disposition).toBe('queued');
+    const [pending] = await first.pendingApprovals();
+    await first.approve(pending!.toolCallId);
+    expect((await second.result()).outputText).toBe('heard the asked one');
+    const seenBySecond = side
+      .requests(conversation.id)
+      .filter(
+        (_, i) =>
+          scripted.calls.filter((c) => c.request.metadata.conversationId === conversation.id)[i]!.request
+            .metadata.turnId === second.turnId,
+      );
+    expect(seenBySecond.length).toBeGreaterThan(0);
+    for (const request of seenBySecond)
+      expect(request.messages.map((m) => m.text)).not.toContain('the posted one');
+    await waitUntil(
+      async () => (await conversation.inputStatus(receipt.requestId))?.turnStatus === 'completed',
+    );
+    const status = (await conversation.inputStatus(receipt.requestId))!;
+    expect(status.turnId).not.toBe(second.turnId);
+    expect((await side.kit.store.loadTurn(status.turnId!)).outputText).toBe('heard the posted one');
+    expectPaired(side, conversation.id, 4);
+  });
+
   it('audit: a turn that times out with a child awaiting approval records "timed out" on every open call, its child\'s too; the conversation goes on', async () => {
     const side = sides[0]!;
     const conversation = await opened(side, 'boss');

@@ -7,14 +7,7 @@ import type { ModelChoice } from '../../models/model-chain.js';
 import { modelChain } from '../../models/model-chain.js';
 import { TOOL_REPLAY_OPTION } from '../tools/tool-replay.js';
 import { jsonCopy, nowIso } from '../../store/records.js';
-import type {
-  Json,
-  JsonObject,
-  MessageRecord,
-  Store,
-  ToolExecutionRecord,
-  TurnRecord,
-} from '../../store/types.js';
+import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 
 export interface BuildTurnOptions {
   /** The turn's id, when the caller allocated it first (to authorize with it). */
@@ -136,28 +129,14 @@ function outputJsonSchema(schema: z.ZodType | JsonObject | undefined): JsonObjec
   throw new ArgumentError('outputSchema must be a zod schema or a JSON Schema object');
 }
 
-/**
- * A turn's trigger message: by its id; a turn built before the id was kept, the message at its
- * snapshot (which moves when a lane turn starts work, decision 52), read alone.
- */
-export async function triggerOf(store: Store, turn: TurnRecord): Promise<MessageRecord | null> {
-  const id = turn.options['trigger_message_id'];
-  if (typeof id === 'string') {
-    const message = await store.loadMessage(id).catch(() => null);
-    if (message && message.conversationId === turn.conversationId) return message;
-  }
+/** What a turn is about: the text of its trigger (the last message it sees), else its id. */
+export async function taskOf(store: Store, turn: TurnRecord): Promise<string> {
   const through = turn.contextMessageSequence;
-  return (
+  // Usually the message at the snapshot's sequence: read it alone, not the whole history.
+  const trigger =
     (
       await store.listMessages(turn.conversationId, { throughSequence: through, afterSequence: through - 1 })
-    ).at(-1) ??
-    (await store.listMessages(turn.conversationId, { throughSequence: through })).at(-1) ??
-    null
-  );
-}
-
-/** What a turn is about: the text of its trigger, else its id. */
-export async function taskOf(store: Store, turn: TurnRecord): Promise<string> {
-  const text = (await triggerOf(store, turn))?.content.find((part) => part.type === 'text');
+    ).at(-1) ?? (await store.listMessages(turn.conversationId, { throughSequence: through })).at(-1);
+  const text = trigger?.content.find((part) => part.type === 'text');
   return text && text.type === 'text' ? text.text : turn.id;
 }
