@@ -342,7 +342,8 @@ export class MemoryStore implements Store {
         (filter.parentTurnId === undefined || turn.parentTurnId === filter.parentTurnId) &&
         (filter.parentToolExecutionId === undefined ||
           turn.parentToolExecutionId === filter.parentToolExecutionId) &&
-        (statuses === undefined || statuses.includes(turn.status)),
+        (statuses === undefined || statuses.includes(turn.status)) &&
+        (filter.after === undefined || byCreated(turn, filter.after) > 0),
     );
     return jsonCopy(bounded(rows.sort(byCreated), filter.limit));
   }

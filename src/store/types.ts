@@ -398,6 +398,8 @@ export interface ListTurnsFilter {
   parentToolExecutionId?: string;
   status?: TurnStatus | readonly TurnStatus[];
   limit?: number;
+  /** Only turns after this one in the listing's order (createdAt, id): the next page's cursor. */
+  after?: { createdAt: string; id: string };
 }
 
 /**

@@ -657,6 +657,12 @@ export class SqlStore implements Store {
       where.push(`status IN (${marks(statuses)})`);
       params.push(...statuses);
     }
+    if (filter.after !== undefined) {
+      const at = this.#param(TURNS, 'createdAt');
+      where.push(`(created_at > ${at} OR (created_at = ${at} AND id > ?))`);
+      const createdAt = encode(TURNS.byField.get('createdAt')!, filter.after.createdAt);
+      params.push(createdAt, createdAt, filter.after.id);
+    }
     return this.#listTurns(where, params, 'created_at, id', filter.limit);
   }
 
