@@ -61,7 +61,7 @@ export interface RepairOptions {
   concurrency?: number;
 }
 
-export const PAGE_SIZE = 200;
+const PAGE_SIZE = 200;
 const CONCURRENCY = 8;
 
 /** What repair found about one turn, and what it did (or, in a dry run, would do). */
