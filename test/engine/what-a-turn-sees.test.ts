@@ -55,7 +55,7 @@ const boss = (model?: string) =>
     ...(model ? { model } : {}),
   });
 
-/** What both models answer: a `wire`/`hold`/`delegate` message calls that tool; a result is acknowledged; anything else is heard. */
+/** What both models answer: `wire`, `hold` or `delegate` calls that tool; a result is acknowledged; anything else is heard. */
 type Step = { text: string } | { call: string; args?: object };
 function respond(last: { role: string; text: string; toolName?: string } | undefined): Step {
   if (!last) return { text: 'nothing to answer' };
@@ -99,7 +99,7 @@ const providerAnswer = (body: Record<string, unknown>): Completion => {
 interface Side {
   name: string;
   kit: TestKit;
-  /** Every request the model got for `turnId`'s conversation, with the provider's refusal if any. */
+  /** Every request the model got for the conversation, with the provider's refusal if any. */
   requests(conversationId: string): { messages: Pairable[]; refused: string | null }[];
 }
 type Pairable = { role: string; callIds: string[]; resultId?: string; text: string };
@@ -206,9 +206,9 @@ async function oneResultPerCall(store: Store, conversationId: string): Promise<M
 const resultText = (message: MessageRecord) =>
   message.content.map((p) => (p.type === 'tool_result' ? p.text : '')).join('');
 
-/** The first request of `turnId`'s turn: what it saw when it started work. */
-function firstRequestOf(side: Side, conversationId: string, before: number): Pairable[] {
-  return side.requests(conversationId)[before]!.messages;
+/** The conversation's request at `index` (in the order the model got them). */
+function requestAt(side: Side, conversationId: string, index: number): Pairable[] {
+  return side.requests(conversationId)[index]!.messages;
 }
 
 const running = (run: RunHandle, status: string) =>
@@ -232,7 +232,7 @@ function scenarios(sideOf: () => Side, label: string): void {
     expectPaired(side, conversation.id, before + 1);
     // The second turn's request (after the first turn's last call): the first turn's call, its
     // result, its answer, then the new message.
-    const seen = firstRequestOf(side, conversation.id, before + 1);
+    const seen = requestAt(side, conversation.id, before + 1);
     expect(seen.slice(-4).map((m) => m.role)).toEqual(['assistant', 'tool', 'assistant', 'user']);
     expect(seen.at(-2)!.text).toContain('done with');
     expect(seen.at(-1)!.text).toBe('and one more thing');
@@ -256,7 +256,7 @@ function scenarios(sideOf: () => Side, label: string): void {
     const answered = await side.kit.store.loadTurn(status.turnId!);
     expect(answered.outputText).toBe('heard queued thought');
     expectPaired(side, conversation.id, before + 1);
-    const seen = firstRequestOf(side, conversation.id, before + 1);
+    const seen = requestAt(side, conversation.id, before + 1);
     expect(seen.slice(-3).map((m) => m.role)).toEqual(['tool', 'assistant', 'user']);
     expect(seen.at(-1)!.text).toBe('queued thought');
   });
@@ -275,8 +275,8 @@ function scenarios(sideOf: () => Side, label: string): void {
     const answered = await second.result();
     expect(answered.status).toBe('completed');
     expect(answered.outputText).toBe('heard are you there');
-    const [failed] = [await side.kit.store.loadTurn(first.turnId)];
-    expect(failed!.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
+    const failed = await side.kit.store.loadTurn(first.turnId);
+    expect(failed.error).toMatchObject({ class: 'TurnKit::WorkflowClosed', message: 'terminated' });
     const results = await oneResultPerCall(side.kit.store, conversation.id);
     const repaired = resultText(results.at(-1)!);
     expect(repaired).toContain('terminated');
@@ -284,7 +284,7 @@ function scenarios(sideOf: () => Side, label: string): void {
     const [execution] = await first.toolExecutions();
     expect(execution!.error?.message).toContain('terminated');
     expectPaired(side, conversation.id, before + 1);
-    const seen = firstRequestOf(side, conversation.id, before);
+    const seen = requestAt(side, conversation.id, before);
     expect(seen.slice(-3).map((m) => m.role)).toEqual(['assistant', 'tool', 'user']);
     expect(seen.at(-2)!.text).toContain('terminated');
   });
@@ -305,7 +305,7 @@ function scenarios(sideOf: () => Side, label: string): void {
     expect(resultText(results.at(-1)!)).toContain('cancelled');
     expect(resultText(results.at(-1)!)).not.toContain('worker stopped');
     expectPaired(side, conversation.id, before + 1);
-    const seen = firstRequestOf(side, conversation.id, before);
+    const seen = requestAt(side, conversation.id, before);
     expect(seen.slice(-3).map((m) => m.role)).toEqual(['assistant', 'tool', 'user']);
   });
 }
@@ -325,16 +325,10 @@ describe('audit: what a turn sees (decision 52)', () => {
     const [pending] = await first.pendingApprovals();
     await first.approve(pending!.toolCallId);
     expect((await second.result()).outputText).toBe('heard the asked one');
-    const seenBySecond = side
-      .requests(conversation.id)
-      .filter(
-        (_, i) =>
-          scripted.calls.filter((c) => c.request.metadata.conversationId === conversation.id)[i]!.request
-            .metadata.turnId === second.turnId,
-      );
+    const seenBySecond = scripted.calls.filter((call) => call.request.metadata.turnId === second.turnId);
     expect(seenBySecond.length).toBeGreaterThan(0);
-    for (const request of seenBySecond)
-      expect(request.messages.map((m) => m.text)).not.toContain('the posted one');
+    for (const { request } of seenBySecond)
+      expect(request.messages.map((m) => m.content)).not.toContain('the posted one');
     await waitUntil(
       async () => (await conversation.inputStatus(receipt.requestId))?.turnStatus === 'completed',
     );
