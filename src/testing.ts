@@ -3,6 +3,7 @@
 export { ScriptedModel, reply, toolCall } from './models/scripted-model.js';
 export type {
   Script,
+  ScriptedModelOptions,
   ScriptedStep,
   ScriptedStepObject,
   ScriptedToolCall,

@@ -31,7 +31,7 @@ import {
   WorkflowStartError,
 } from '../errors.js';
 import type { RepairFinding, RepairOptions } from '../engine/end/repair.js';
-import { repairTurns, unfinishedSubmittedTurns } from '../engine/end/repair.js';
+import { repairStore } from '../engine/end/repair.js';
 import { authorizeCancel, cancelTurn } from '../engine/end/cancel.js';
 import { newId } from '../ids.js';
 import { canonicalJson, jsonCopy, nowIso } from '../store/records.js';
@@ -540,7 +540,7 @@ export class TurnKitClient {
       taskQueue: this.taskQueue,
       settings: this.turnSettings,
     };
-    return repairTurns(context, await unfinishedSubmittedTurns(this.#runtime), options);
+    return repairStore(context, options);
   }
 
   /**

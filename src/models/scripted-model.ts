@@ -4,7 +4,14 @@
  */
 import { ModelError } from '../errors.js';
 import type { ContentPart, Json, JsonObject } from '../store/types.js';
-import type { ModelCallOptions, ModelClient, ModelRequest, ModelResult, ModelUsage } from './types.js';
+import type {
+  ModelCallOptions,
+  ModelClient,
+  ModelMessage,
+  ModelRequest,
+  ModelResult,
+  ModelUsage,
+} from './types.js';
 
 export interface ScriptedToolCall {
   id?: string;
@@ -107,16 +114,59 @@ async function streamDeltas(object: ScriptedStepObject, options: ModelCallOption
   }
 }
 
+export interface ScriptedModelOptions {
+  /**
+   * Refuse what providers refuse (default true): a request holding a tool call whose results do
+   * not all follow it before the next other message, or a result with no open call before it,
+   * fails with a non-retryable `ModelError` naming the call ids, as the AI SDK's
+   * `AI_MissingToolResultsError` and a provider's 400 do. `false` only for a test that feeds the
+   * model a malformed history on purpose.
+   */
+  strictToolPairing?: boolean;
+}
+
+/**
+ * The provider's pairing rule: every tool call of an assistant message is answered by a tool
+ * message before any other message (and before the request ends); a tool message answers a call
+ * still open. Returns the refusal, or null.
+ */
+export function toolPairingError(messages: readonly ModelMessage[]): ModelError | null {
+  const open = new Set<string>();
+  const refuse = (kind: 'missing_tool_results' | 'unexpected_tool_result', ids: string[]) => {
+    const many = ids.length > 1;
+    const message =
+      kind === 'missing_tool_results'
+        ? `Tool result${many ? 's are' : ' is'} missing for tool call${many ? 's' : ''} ${ids.join(', ')}.`
+        : `Tool result for tool call ${ids.join(', ')} has no open tool call before it.`;
+    return new ModelError(`scripted model: ${message}`, {
+      status: 400,
+      retryable: false,
+      details: { code: kind, toolCallIds: ids },
+    });
+  };
+  for (const message of messages) {
+    if (message.role === 'tool') {
+      if (!open.delete(message.toolCallId)) return refuse('unexpected_tool_result', [message.toolCallId]);
+      continue;
+    }
+    if (open.size > 0) return refuse('missing_tool_results', [...open]);
+    if (message.role === 'assistant') for (const call of message.toolCalls ?? []) open.add(call.id);
+  }
+  return open.size > 0 ? refuse('missing_tool_results', [...open]) : null;
+}
+
 export class ScriptedModel implements ModelClient {
   /** What turns it serves are named when the application names no model: never a real model's id. */
   readonly defaultModel = 'scripted';
   readonly calls: { agentName: string; request: ModelRequest }[] = [];
   readonly #scripts: Map<string, Script>;
   readonly #positions = new Map<string, number>();
+  readonly #strict: boolean;
 
   /** Scripts by agent name; `'*'` answers for agents without a script of their own. */
-  constructor(scripts: Record<string, Script>) {
+  constructor(scripts: Record<string, Script>, options: ScriptedModelOptions = {}) {
     this.#scripts = new Map(Object.entries(scripts));
+    this.#strict = options.strictToolPairing ?? true;
   }
 
   callsFor(agentName: string): { agentName: string; request: ModelRequest }[] {
@@ -127,6 +177,12 @@ export class ScriptedModel implements ModelClient {
     const agentName = request.metadata.agentName;
     const script = this.#scripts.get(agentName) ?? this.#scripts.get('*');
     if (!script) throw new ModelError(`scripted model: no script for agent ${agentName}`);
+    // Refused before the script is asked, as a provider (or the AI SDK) refuses before answering.
+    const refusal = this.#strict ? toolPairingError(request.messages) : null;
+    if (refusal) {
+      this.calls.push({ agentName, request: JSON.parse(JSON.stringify(request)) as ModelRequest });
+      throw refusal;
+    }
     const call = this.#positions.get(agentName) ?? 0;
     this.#positions.set(agentName, call + 1);
     this.calls.push({ agentName, request: JSON.parse(JSON.stringify(request)) as ModelRequest });

@@ -48,6 +48,27 @@ async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolean> {
 }
 
 /**
+ * A lane turn starts with every earlier turn's work in view (decision 52): the conversation's
+ * newest message sequence when it starts is kept as `options.earlier_turns_through`, and what
+ * the turns ahead of it wrote up to there (results, answers, repairs, cancels) joins its
+ * snapshot. The lane admits it only when no other turn of its conversation is busy, so those
+ * turns have written everything by then. Only on the first claim: a started turn keeps what
+ * it saw. An inline turn is in no lane and keeps its snapshot alone.
+ */
+async function earlierTurnsAtStart(
+  store: Store,
+  turn: TurnRecord,
+): Promise<{ options?: TurnRecord['options'] }> {
+  if (turn.submittedAt === null || turn.startedAt !== null) return {};
+  const latest = await store.latestMessageSequence(turn.conversationId);
+  if (latest <= turn.contextMessageSequence) return {};
+  return { options: { ...turn.options, [EARLIER_TURNS_THROUGH]: latest } };
+}
+
+/** The turn option that holds how far a lane turn sees its earlier turns' messages. */
+export const EARLIER_TURNS_THROUGH = 'earlier_turns_through';
+
+/**
  * Claims a pending turn for `claimToken` (spec §5.3 steps 1, 3 and 5; waits and join input,
  * steps 2 and 4, are the engine's). Under the root lock then the turn's conversation lock:
  * reload, refuse unless pending, refuse unless the lane admits it, then CAS pending → running
@@ -76,6 +97,7 @@ export async function claimInLane(
         claimToken,
         startedAt: turn.startedAt ?? now,
         heartbeatAt: now,
+        ...(await earlierTurnsAtStart(store, turn)),
       });
       return claimed
         ? { claimed: true, turn: claimed }

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { repairTranscript } from '../../src/engine/end/transcript-repair.js';
-import { OUTCOME_UNKNOWN } from '../../src/engine/tools/tool-results.js';
+import { outcomeUnknown } from '../../src/engine/tools/tool-results.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import { openStore } from '../../src/store/index.js';
@@ -125,7 +125,7 @@ describe('RC-02 repair pairs tool calls and results one-to-one', () => {
     const results = await resultsByTool(run.turnId);
     expect(JSON.parse(results['0:fast']!.text)).toEqual({ fast: true });
     expect(results['0:fast']!.error).toBe(false);
-    expect(JSON.parse(results['1:hang']!.text).message).toBe(OUTCOME_UNKNOWN);
+    expect(JSON.parse(results['1:hang']!.text).message).toBe(outcomeUnknown('turn was cancelled'));
     expect(results['1:hang']!.error).toBe(true);
     expect(JSON.parse(results['2:later']!.text).message).toMatch(/^not executed: /);
     const executions = await run.toolExecutions();
@@ -142,7 +142,7 @@ describe('RC-02 repair pairs tool calls and results one-to-one', () => {
     expect(turn.error?.message).toBe('turn timed out');
     const results = await resultsByTool(run.turnId);
     expect(results['0:fast']!.error).toBe(false);
-    expect(JSON.parse(results['1:hang']!.text).message).toBe(OUTCOME_UNKNOWN);
+    expect(JSON.parse(results['1:hang']!.text).message).toBe(outcomeUnknown('turn failed: turn timed out'));
     expect(JSON.parse(results['2:later']!.text).message).toMatch(/^not executed: turn failed/);
   });
 
@@ -276,7 +276,7 @@ describe('RC-03 repair never duplicates a result', () => {
       const byId = Object.fromEntries(results.map((r) => [r.tool_call_id, r]));
       expect(byId['c_failed']).toMatchObject({ error: true });
       expect(JSON.parse(byId['c_failed']!.text)).toEqual({ message: 'boom' });
-      expect(JSON.parse(byId['c_running']!.text)).toEqual({ message: OUTCOME_UNKNOWN });
+      expect(JSON.parse(byId['c_running']!.text)).toEqual({ message: outcomeUnknown('test repair') });
       expect(JSON.parse(byId['c_none']!.text)).toEqual({ message: 'not executed: test repair' });
       const repaired = messages.filter((m) => first.some((f) => f.id === m.id));
       expect(repaired.map((m) => m.metadata['interrupted'])).toEqual([false, true, false]);

@@ -11,7 +11,7 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { interruptOpen, OUTCOME_UNKNOWN } from '../../src/engine/tools/tool-results.js';
+import { interruptOpen, outcomeUnknown } from '../../src/engine/tools/tool-results.js';
 import { runToolCall } from '../../src/engine/tools/tool-call.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
@@ -74,7 +74,7 @@ describe('BG-42 an aborted tool attempt records no outcome of its own', () => {
 
     const interrupted = await interruptOpen(store, await store.loadTurn(turn.id));
     expect(interrupted.map((r) => [r.toolCallId, r.status, r.error])).toEqual([
-      ['call_1', 'interrupted', { message: OUTCOME_UNKNOWN }],
+      ['call_1', 'interrupted', { message: outcomeUnknown('turn was cancelled') }],
     ]);
   });
 

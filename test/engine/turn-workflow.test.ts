@@ -346,7 +346,7 @@ describe('turn workflow on the Temporal dev server', () => {
     ).toThrow(ArgumentError);
   });
 
-  it('CORE-11 a turn sees only its snapshot: not messages added later, nor another turn’s output', async () => {
+  it('CORE-11 a turn sees its snapshot, not messages added later; and (decision 52) what the turns ahead of it wrote before it started, its own message last', async () => {
     const conversation = await kit.client.conversation('snapshot');
     const first = await conversation.ask('one', { start: false });
     const second = await conversation.ask('two', { start: false });
@@ -354,7 +354,7 @@ describe('turn workflow on the Temporal dev server', () => {
     await first.start();
     expect(await first.result().then((t) => t.outputText)).toBe('saw 1: one');
     await second.start();
-    expect(await second.result().then((t) => t.outputText)).toBe('saw 2: one | two');
+    expect(await second.result().then((t) => t.outputText)).toBe('saw 3: one | saw 1: one | two');
   });
 
   it('CORE-16 a tool with an injected dependency works in a turn', async () => {

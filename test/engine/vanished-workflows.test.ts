@@ -12,7 +12,7 @@ import { AgentRegistry } from '../../src/agents/registry.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { applyFinding, diagnoseTurn } from '../../src/engine/end/repair.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { OUTCOME_UNKNOWN } from '../../src/engine/tools/tool-results.js';
+import { outcomeUnknown } from '../../src/engine/tools/tool-results.js';
 import { WorkflowStartError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
@@ -154,7 +154,7 @@ async function terminatedMidTool({ store, client, temporal }: Served): Promise<v
   expect(executions.map((e) => e.status)).toEqual(['interrupted']);
   const results = await store.listMessages(conversation.id, { toolExecutionId: executions[0]!.id });
   expect(results).toHaveLength(1);
-  expect(textOf(results[0]!.content)).toContain(OUTCOME_UNKNOWN);
+  expect(textOf(results[0]!.content)).toContain(outcomeUnknown('turn failed: its workflow terminated'));
   const events = await store.listEvents(first.turnId);
   expect(events.filter((e) => e.type === 'turn.failed')).toHaveLength(1);
   expect(events.filter((e) => e.type === 'tool_call.interrupted').map((e) => e.payload)).toEqual([

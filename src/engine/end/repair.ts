@@ -21,12 +21,13 @@
  */
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '../../store/types.js';
+import { LANE_TURN_STATUSES } from '../../store/types.js';
 import type { TurnRecord, TurnStatus } from '../../store/types.js';
 import type { TurnSettings } from '../../workflows/contract.js';
 import { turnWorkflowId } from '../../workflows/contract.js';
 import type { Runtime } from '../runtime.js';
 import { failVanished } from './fail-vanished.js';
+import { storeSeenHere, unfinishedSubmittedTurns } from './repair-scope.js';
 import { startOrNudgeTurn } from './workflow-start.js';
 
 /** Where repair runs: a worker's activity, the client, the CLI. */
@@ -54,7 +55,14 @@ export interface RepairOptions {
    * namespace runs the store's workflows (say, every workflow is past its retention).
    */
   failMissing?: boolean;
+  /** Turns read from the store at a time (`repairStore`; default 200). */
+  pageSize?: number;
+  /** Temporal describes (and repairs) in flight at once (default 8). */
+  concurrency?: number;
 }
+
+const PAGE_SIZE = 200;
+const CONCURRENCY = 8;
 
 /** What repair found about one turn, and what it did (or, in a dry run, would do). */
 export interface RepairFinding {
@@ -140,36 +148,114 @@ export async function applyFinding(
 /**
  * Diagnoses each turn and, unless `dryRun`, repairs it. Outside a worker, a `not found` is
  * acted on only when Temporal finds some workflow of the store in this namespace (one of
- * these turns', or a finished turn's of the same conversations); otherwise those turns are
- * held, and `failMissing` fails the held ones that ran.
+ * these turns', or another of the same conversations); otherwise those turns are held, and
+ * `failMissing` fails the held ones that ran.
  */
 export async function repairTurns(
   context: RepairContext,
   turns: readonly TurnRecord[],
   options: RepairOptions = {},
 ): Promise<RepairFinding[]> {
-  const diagnosed: { turn: TurnRecord; workflow: string }[] = [];
-  for (const turn of turns) {
-    if (repairable(turn))
-      diagnosed.push({ turn, workflow: await turnWorkflowFate(context.temporal, turn.id) });
+  const sweep = new RepairSweep(context, options);
+  await sweep.page(turns);
+  return sweep.finish();
+}
+
+/**
+ * `turnkit repair`: every unfinished submitted turn of the store, a page at a time, each
+ * page's describes and repairs run concurrently under a bound (audit finding 24). A turn held
+ * on one page is repaired once a later page confirms the namespace.
+ */
+export async function repairStore(
+  context: RepairContext,
+  options: RepairOptions = {},
+): Promise<RepairFinding[]> {
+  const sweep = new RepairSweep(context, options);
+  for await (const page of unfinishedSubmittedTurns(context.runtime, options.pageSize ?? PAGE_SIZE))
+    await sweep.page(page);
+  return sweep.finish();
+}
+
+/** One repair run over pages of turns: whether the namespace is confirmed carries across pages. */
+class RepairSweep {
+  readonly #findings: RepairFinding[] = [];
+  /** `not found` turns held while nothing confirmed the namespace, kept in case a later page does. */
+  readonly #unconfirmed: { index: number; turn: TurnRecord; finding: RepairFinding }[] = [];
+  #known: boolean;
+
+  constructor(
+    private readonly context: RepairContext,
+    private readonly options: RepairOptions,
+  ) {
+    this.#known = context.namespaceKnown === true;
   }
-  const missing = diagnosed.filter((d) => d.workflow === 'not found');
-  const known =
-    missing.length === 0 ||
-    context.namespaceKnown === true ||
-    missing.length < diagnosed.length ||
-    (await storeSeenHere(
-      context,
-      missing.map((d) => d.turn),
-    ));
-  const findings: RepairFinding[] = [];
-  for (const { turn, workflow } of diagnosed) {
-    let finding = findingFor(turn, workflow);
-    if (!finding) continue;
-    if (!known && workflow === 'not found') finding = held(finding, context, options);
-    findings.push(options.dryRun ? finding : await applyFinding(context, turn, finding));
+
+  async page(turns: readonly TurnRecord[]): Promise<void> {
+    const { context, options } = this;
+    const bound = options.concurrency ?? CONCURRENCY;
+    const diagnosed = await boundedMap(turns.filter(repairable), bound, async (turn) => ({
+      turn,
+      workflow: await turnWorkflowFate(context.temporal, turn.id),
+    }));
+    const missing = diagnosed.filter((d) => d.workflow === 'not found');
+    if (!this.#known && missing.length > 0)
+      this.#known =
+        missing.length < diagnosed.length ||
+        (await storeSeenHere(
+          context,
+          missing.map((d) => d.turn),
+        ));
+    const planned = diagnosed.flatMap(({ turn, workflow }) => {
+      const finding = findingFor(turn, workflow);
+      return finding ? [{ turn, finding }] : [];
+    });
+    const done = await boundedMap(planned, bound, ({ turn, finding }) =>
+      this.#apply(
+        turn,
+        this.#known || finding.workflow !== 'not found' ? finding : held(finding, context, options),
+      ),
+    );
+    planned.forEach(({ turn, finding }, i) => {
+      if (!this.#known && finding.workflow === 'not found' && done[i]!.action === 'hold')
+        this.#unconfirmed.push({ index: this.#findings.length + i, turn, finding });
+    });
+    this.#findings.push(...done);
   }
-  return findings;
+
+  /** The findings in the order the turns came; held ones repaired if the namespace was confirmed since. */
+  async finish(): Promise<RepairFinding[]> {
+    if (this.#known && this.#unconfirmed.length > 0) {
+      const bound = this.options.concurrency ?? CONCURRENCY;
+      const redone = await boundedMap(this.#unconfirmed, bound, ({ turn, finding }) =>
+        this.#apply(turn, finding),
+      );
+      this.#unconfirmed.forEach(({ index }, i) => (this.#findings[index] = redone[i]!));
+    }
+    return this.#findings;
+  }
+
+  #apply(turn: TurnRecord, finding: RepairFinding): Promise<RepairFinding> {
+    if (this.options.dryRun || finding.action === 'hold') return Promise.resolve(finding);
+    return applyFinding(this.context, turn, finding);
+  }
+}
+
+/** `fn` over `items` with at most `bound` calls in flight; results in the items' order. */
+async function boundedMap<T, R>(
+  items: readonly T[],
+  bound: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await fn(items[index]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(bound, items.length)) }, worker));
+  return results;
 }
 
 /** A `not found` finding where nothing confirms the namespace: held, unless `failMissing`. */
@@ -185,30 +271,4 @@ function held(finding: RepairFinding, context: RepairContext, options: RepairOpt
         ? '; --fail-missing fails it anyway'
         : '; start(turnId) starts it where its workers run'),
   };
-}
-
-/**
- * Whether Temporal knows some other workflow of the store: the newest finished submitted
- * turns (up to three) of the conversations of `missing`. Their workflows outlive them by the
- * namespace's retention, so a store in use is confirmed; the wrong namespace never is.
- */
-async function storeSeenHere(context: RepairContext, missing: readonly TurnRecord[]): Promise<boolean> {
-  const conversations = [...new Set(missing.map((turn) => turn.conversationId))];
-  for (const conversationId of conversations) {
-    const finished = await context.runtime.store.listTurns({
-      conversationId,
-      status: [...TERMINAL_TURN_STATUSES],
-    });
-    const newest = finished.filter((turn) => turn.submittedAt !== null).slice(-3);
-    for (const turn of newest) {
-      if ((await turnWorkflowFate(context.temporal, turn.id)) !== 'not found') return true;
-    }
-  }
-  return false;
-}
-
-/** Every submitted turn of the store that is not finished: `turnkit repair`'s scope. */
-export async function unfinishedSubmittedTurns(runtime: Runtime): Promise<TurnRecord[]> {
-  const rows = await runtime.store.listTurns({ status: [...LANE_TURN_STATUSES] });
-  return rows.filter((turn) => turn.submittedAt !== null);
 }

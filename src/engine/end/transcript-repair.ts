@@ -1,6 +1,6 @@
 import type { Json, MessageRecord, Store, TurnRecord } from '../../store/types.js';
 import { appendAfterResultsTo } from '../tools/after-results.js';
-import { appendToolResultOnce, OUTCOME_UNKNOWN } from '../tools/tool-results.js';
+import { appendToolResultOnce, outcomeUnknown } from '../tools/tool-results.js';
 import { toolCallParts } from '../step/turn-state.js';
 
 /**
@@ -37,7 +37,11 @@ export async function repairTranscript(
       } else if (execution && execution.status === 'failed') {
         payload = execution.error as unknown as Json;
       } else if (execution) {
-        payload = { message: OUTCOME_UNKNOWN };
+        // What stopped it, as its row records it (the interrupting write's reason).
+        payload =
+          execution.status === 'interrupted' && execution.error
+            ? (execution.error as unknown as Json)
+            : { message: outcomeUnknown(reason) };
         interrupted = true;
       } else {
         payload = { message: `not executed: ${reason}` };

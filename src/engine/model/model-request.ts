@@ -13,24 +13,37 @@ import { atCallBoundaries } from './call-boundaries.js';
 import { promptDataBlock, renderSystemPrompt, untrustedBlock } from './system-prompt.js';
 import type { Runtime } from '../runtime.js';
 import { contextOf } from '../step/turn-state.js';
+import { EARLIER_TURNS_THROUGH } from '../../store/tree.js';
 
 /** Snapshots up to this many messages are read in one query, summaries or not. */
 export const SHORT_HISTORY = 32;
 
 /**
- * The history a turn's next model call sees (spec §3.6, §3.7): its snapshot plus its own
- * outputs, with summaries applied. It reads only what that needs: the summaries first (by
- * kind, indexed), then only the sequence ranges no summary hides (indexed ranges), so a turn
- * reads as much after its conversation's 500th turn as after its 5th, once compaction ran.
+ * The history a turn's next model call sees (spec §3.6, §3.7): its snapshot, what earlier turns
+ * wrote before it started (decision 52), and its own outputs, with summaries applied.
  */
 export async function historyForTurn(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
+  const shown = await snapshotMessages(store, turn);
+  const earlier = await earlierTurnsMessages(store, turn);
+  if (earlier.length === 0) return activeHistory(shown);
+  const ids = new Set(shown.map((message) => message.id));
+  const merged = [...shown, ...earlier.filter((message) => !ids.has(message.id))];
+  return activeHistory(merged.sort((a, b) => a.sequence - b.sequence));
+}
+
+/**
+ * The snapshot and the turn's own messages, summaries not yet applied. It reads only what that
+ * needs: the summaries first (by kind, indexed), then only the sequence ranges no summary hides
+ * (indexed ranges), so a turn reads as much after its conversation's 500th turn as after its
+ * 5th, once compaction ran.
+ */
+async function snapshotMessages(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
   const visible = { throughSequence: turn.contextMessageSequence, turnId: turn.id };
   // A short conversation is read whole: one query rather than two.
-  if (turn.contextMessageSequence <= SHORT_HISTORY)
-    return activeHistory(await store.listMessages(turn.conversationId, visible));
+  if (turn.contextMessageSequence <= SHORT_HISTORY) return store.listMessages(turn.conversationId, visible);
   const summaries = await store.listMessages(turn.conversationId, { ...visible, kind: 'context_summary' });
   const hidden = hiddenRanges(summaries);
-  if (hidden.length === 0) return activeHistory(await store.listMessages(turn.conversationId, visible));
+  if (hidden.length === 0) return store.listMessages(turn.conversationId, visible);
   const shown: MessageRecord[] = [...summaries];
   const ids = new Set(summaries.map((message) => message.id));
   let after = 0;
@@ -45,7 +58,32 @@ export async function historyForTurn(store: Store, turn: TurnRecord): Promise<Me
     }
     after = range.through;
   }
-  return activeHistory(shown.sort((a, b) => a.sequence - b.sequence));
+  return shown.sort((a, b) => a.sequence - b.sequence);
+}
+
+/**
+ * What the turns ahead of a lane turn wrote between its snapshot and its start: their calls,
+ * results, answers, summaries, and the results a cancel or a repair wrote. Input nobody's turn
+ * wrote in that range (a later message, a post, a delivery) is not this turn's: a later turn
+ * answers it, as TurnKit's snapshot rule has it (CORE-11).
+ */
+async function earlierTurnsMessages(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
+  const through = turn.options[EARLIER_TURNS_THROUGH];
+  if (typeof through !== 'number' || through <= turn.contextMessageSequence) return [];
+  const range = await store.listMessages(turn.conversationId, {
+    afterSequence: turn.contextMessageSequence,
+    beforeSequence: through + 1,
+  });
+  return range.filter((message) => message.turnId !== null && message.turnId !== turn.id);
+}
+
+/** The history in the order the model reads it (compaction reads it as stored). */
+export async function modelHistory(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
+  const trigger = turn.options['trigger_message_id'];
+  return atCallBoundaries(await historyForTurn(store, turn), {
+    id: turn.id,
+    triggerMessageId: typeof trigger === 'string' ? trigger : null,
+  });
 }
 
 /** Text parts as they are; an image part as a short placeholder (never its bytes). */
@@ -227,8 +265,7 @@ export async function buildModelRequest(
     runtime.logger.warn(
       `turnkit: context contributor ${failure.index} of ${agent.name} failed: ${failure.message}`,
     );
-  // Compaction reads the history in stored order; the model reads it at call boundaries.
-  const messages = projectMessages(atCallBoundaries(await historyForTurn(store, turn)));
+  const messages = projectMessages(await modelHistory(store, turn));
   const thinking =
     'thinking' in turn.options ? (turn.options['thinking'] as ModelRequest['thinking']) : agent.thinking;
   const outputSchema =

@@ -4,14 +4,14 @@
  */
 import type { ModelMessage } from '../../models/types.js';
 import type { Store, TurnRecord } from '../../store/types.js';
-import { historyForTurn, projectMessages } from '../model/model-request.js';
+import { modelHistory, projectMessages } from '../model/model-request.js';
 
 export async function callHistory(
   store: Store,
   turn: TurnRecord,
   toolCallId: string,
 ): Promise<ModelMessage[]> {
-  const history = await historyForTurn(store, turn);
+  const history = await modelHistory(store, turn);
   const response = history.findIndex((message) =>
     message.content.some((part) => part.type === 'tool_call' && part.id === toolCallId),
   );

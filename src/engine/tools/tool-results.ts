@@ -16,8 +16,13 @@ import type {
   TurnRecord,
 } from '../../store/types.js';
 
-export const OUTCOME_UNKNOWN =
-  'interrupted: the worker stopped while this tool was running; its outcome is unknown, do not assume either way';
+/** An interrupted call's result: what stopped it, and that its outcome is unknown. */
+export function outcomeUnknown(cause: string): string {
+  return `interrupted (${cause}) while this tool was running; its outcome is unknown, do not assume either way`;
+}
+
+/** A call whose attempt died with its worker, found still running by the retry. */
+export const OUTCOME_UNKNOWN = outcomeUnknown('the worker running it was lost');
 
 interface Call {
   id: string;
@@ -134,7 +139,7 @@ export async function interruptOpen(
     const row = await store.claimToolExecution(execution.id, {
       from: ['pending', 'running'],
       to: 'interrupted',
-      error: { message: OUTCOME_UNKNOWN },
+      error: { message: outcomeUnknown(reason) },
       completedAt: nowIso(),
     });
     if (row) interrupted.push(row);
