@@ -1,5 +1,5 @@
 /**
- * Issue 45, the first hour: a store's identity (migration 8) is made on first open and kept,
+ * Issue 45, the first hour: a store's identity (migration 9) is made on first open and kept,
  * on SQLite and PostgreSQL; its default task queue is its own, except for a store that held
  * turns before it had an identity, which keeps the queue its turns are on (decision 67).
  */
@@ -24,18 +24,18 @@ describe('first hour: store identity', () => {
     await again.close();
   });
 
-  it('first hour: a store that held turns before migration 8 keeps the task queue turnkit', async () => {
+  it('first hour: a store that held turns before migration 9 keeps the task queue turnkit', async () => {
     const file = tempSqliteUrl('legacy');
     const store = await SqliteStore.open(file);
     const conversation = await store.createConversation({ agentName: 'a' });
     await store.createTurn({ conversationId: conversation.id, agentName: 'a' });
     await store.close();
-    // The database as a release before migration 8 left it.
+    // The database as a release before migration 9 left it.
     const db = new Database(file);
-    db.exec(`DROP TABLE turnkit_store; DELETE FROM turnkit_schema_migrations WHERE version = 8`);
+    db.exec(`DROP TABLE turnkit_store; DELETE FROM turnkit_schema_migrations WHERE version = 9`);
     db.close();
     const upgraded = await SqliteStore.open(file);
-    expect(upgraded.migrations.applied).toEqual([8]);
+    expect(upgraded.migrations.applied).toEqual([9]);
     expect(upgraded.identity.defaultTaskQueue).toBe('turnkit');
     await upgraded.close();
   });
