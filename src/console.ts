@@ -14,3 +14,4 @@ export type {
   ConsoleTurnPage,
   ConsoleTurnSummary,
 } from './console/data.js';
+export type { ConsoleWaitReason } from './store/console-reads.js';

@@ -1126,7 +1126,10 @@ export class SqlStore implements Store, ConsoleReadable {
     return (rootTurnId, wake) => watchers.watch(rootTurnId, wake);
   }
 
-  /** The web console's paged reads (console-queries.ts). */
+  /**
+   * The web console's paged reads (console-queries.ts).
+   * @internal
+   */
   consoleReads(): ConsoleReads {
     return new SqlConsoleReads(this.#driver, fromRow);
   }
