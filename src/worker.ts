@@ -1,7 +1,6 @@
 import type { WorkerOptions } from '@temporalio/worker';
-import { NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { ArgumentError } from './errors.js';
-import type { CancelDelivery } from './activities/heartbeat.js';
 import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
 import { createTurnActivities } from './activities/turn-activities.js';
 import { checkMcpManifests, holdMcpSessions } from './agents/mcp.js';
@@ -15,6 +14,7 @@ import { createModelWorkers, modelQueues, queueRoutes, runTogether } from './wor
 import { temporalConnectConfig } from './temporal-config.js';
 import { tracingWorkerOptions } from './worker-tracing.js';
 import { turnWorkflowBundle } from './worker-bundles.js';
+import { cancelDelivery } from './worker-cancel-delivery.js';
 import type { WorkerDeployment } from './worker-deployment.js';
 import { deploymentWorkerOptions } from './worker-deployment.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
@@ -27,6 +27,8 @@ export {
   writeTurnWorkflowBundles,
 } from './worker-bundles.js';
 export type { WorkerDeployment } from './worker-deployment.js';
+export { TurnKitPlugin, withTurnKitWorkflows } from './plugin.js';
+export type { TurnKitPluginOptions } from './plugin.js';
 
 export interface TurnKitWorkerOptions extends RuntimeOptions {
   /** An existing connection; otherwise one is opened to `address`. */
@@ -81,22 +83,6 @@ export interface TurnKitWorker {
    */
   run(until?: Promise<unknown>): Promise<void>;
   shutdown(): void;
-}
-
-/**
- * Whether the server pushes activity cancellations to this worker (Temporal's worker commands,
- * a namespace capability; the SDK polls for them only while worker heartbeating is on), or
- * a cancel can only ride on an activity heartbeat's reply (docs/decisions/024-cancel-and-heartbeats.md).
- */
-async function cancelDelivery(connection: NativeConnection, namespace: string): Promise<CancelDelivery> {
-  if (TemporalRuntime.instance().options.runtimeOptions.workerHeartbeatIntervalMillis == null)
-    return 'heartbeat';
-  try {
-    const described = await connection.workflowService.describeNamespace({ namespace });
-    return described.namespaceInfo?.capabilities?.workerCommands ? 'worker-command' : 'heartbeat';
-  } catch {
-    return 'heartbeat';
-  }
 }
 
 /**

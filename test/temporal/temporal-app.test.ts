@@ -1,0 +1,196 @@
+/**
+ * TurnKit inside an existing Temporal application (issue 47), on the real dev server: the
+ * application's own worker, workflows and activity, with TurnKitPlugin; its workflows call
+ * agents with `turnkit/workflow`. Only the model is scripted.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { WorkflowFailedError } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AgentRegistry } from '../../src/agents/registry.js';
+import { agentCallIds } from '../../src/engine/agent-call.js';
+import { openStore } from '../../src/store/index.js';
+import type { Store } from '../../src/store/types.js';
+import { TurnKitPlugin } from '../../src/worker.js';
+import { appAgents, appModel } from '../fixtures/apps/app-agents.js';
+import { connectClient, connectNative, requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
+import { waitUntil } from '../helpers/wait.js';
+import type { WorkerProcess } from '../helpers/worker-process.js';
+import { spawnWorker } from '../helpers/worker-process.js';
+
+const workflowsPath = fileURLToPath(new URL('../fixtures/apps/app-workflows.ts', import.meta.url));
+const appWorkerScript = fileURLToPath(new URL('../fixtures/apps/app-worker.ts', import.meta.url));
+const historyFile = fileURLToPath(
+  new URL('../fixtures/histories/apps/research-and-write.json', import.meta.url),
+);
+
+/** Turns in the store's SQLite file, read as any other process would. */
+function turnCount(path: string): number {
+  const db = new Database(path, { readonly: true });
+  try {
+    return (db.prepare('SELECT count(*) AS n FROM turns').get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+describe.skipIf(!(await requireTemporal()))('temporal app: TurnKitPlugin in an application worker', () => {
+  let dir: string;
+  let dbPath: string;
+  let store: Store;
+  let taskQueue: string;
+  let worker: Worker;
+  let running: Promise<void>;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'turnkit-app-'));
+    dbPath = join(dir, 'turnkit.sqlite');
+    store = await openStore(dbPath);
+    taskQueue = uniqueTaskQueue('turnkit-app');
+    worker = await Worker.create({
+      connection: await connectNative(),
+      namespace: 'default',
+      taskQueue,
+      workflowsPath,
+      activities: { recordOrder: async (order: string) => `recorded ${order}` },
+      plugins: [new TurnKitPlugin({ store, agents: new AgentRegistry(appAgents), model: appModel() })],
+    });
+    running = worker.run();
+  }, 120_000);
+  afterAll(async () => {
+    worker?.shutdown();
+    await running;
+    await store?.close();
+  });
+
+  it('temporal app: a workflow calls two agents in sequence, the second on the first output; its own workflow and activity run beside', async () => {
+    const client = await connectClient();
+    const workflowId = `app-research-${Date.now()}`;
+    const handle = await client.workflow.start('researchAndWrite', {
+      taskQueue,
+      workflowId,
+      args: ['the sky'],
+    });
+    const result = (await handle.result()) as {
+      facts: { turnId: string; status: string; outputText: string; usage: { total_tokens: number } | null };
+      article: { turnId: string; status: string; outputText: string; cost: number };
+    };
+    expect(result.facts.status).toBe('completed');
+    expect(result.facts.outputText).toBe('the sky is blue');
+    expect(result.article.status).toBe('completed');
+    expect(result.article.outputText).toBe('article on: Write a line from these facts: the sky is blue');
+    // The turns' ids derive from the calling run and the call's number.
+    const runId = handle.firstExecutionRunId;
+    expect(result.facts.turnId).toBe(agentCallIds(`${workflowId}/${runId}#0`).turnId);
+    expect(result.article.turnId).toBe(agentCallIds(`${workflowId}/${runId}#1`).turnId);
+    const facts = await store.loadTurn(result.facts.turnId);
+    expect(facts.options['principal']).toEqual({ id: 'app-user' });
+    expect((facts.options['budget_limits'] as { max_iterations: number }).max_iterations).toBe(4);
+    // Children of the application's workflow, as Temporal users see them.
+    const history = await handle.fetchHistory();
+    const children = history.events!.filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes);
+    expect(
+      children.map((e) => e.startChildWorkflowExecutionInitiatedEventAttributes!.workflowType!.name),
+    ).toEqual(['turnWorkflow', 'turnWorkflow']);
+    // Digests only: the transcript's messages never enter the parent's history.
+    const size = JSON.stringify(historyToJSON(history));
+    expect(size).not.toContain('Task:\\n');
+    if (process.env['TURNKIT_RECORD_APP_HISTORY'] || !existsSync(historyFile)) {
+      mkdirSync(join(historyFile, '..'), { recursive: true });
+      writeFileSync(historyFile, `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 2)}\n`);
+    }
+    // The application's own workflow and activity, on the same worker.
+    expect(
+      await client.workflow.execute('placeOrder', {
+        taskQueue,
+        workflowId: `app-order-${Date.now()}`,
+        args: ['o-1'],
+      }),
+    ).toBe('recorded o-1');
+  }, 120_000);
+
+  it('temporal app: cancelling the parent cancels the running turn, and the store says so', async () => {
+    const client = await connectClient();
+    const workflowId = `app-slow-${Date.now()}`;
+    const handle = await client.workflow.start('waitOnSlowAgent', {
+      taskQueue,
+      workflowId,
+      args: ['take your time'],
+    });
+    const turnId = agentCallIds(`${workflowId}/${handle.firstExecutionRunId}#0`).turnId;
+    await waitUntil(
+      async () => (await store.loadTurn(turnId).catch(() => null))?.status === 'running',
+      60_000,
+    );
+    await handle.cancel();
+    const failure = await handle.result().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    expect((await handle.describe()).status.name).toBe('CANCELLED');
+    const turn = await store.loadTurn(turnId);
+    expect(turn.status).toBe('cancelled');
+    const events = await store.listEvents(turnId);
+    expect(events.map((e) => e.type)).toContain('turn.cancelled');
+  }, 120_000);
+
+  it("temporal app: the parent's recorded history replays", async () => {
+    const history = historyFromJSON(JSON.parse(readFileSync(historyFile, 'utf8')));
+    await Worker.runReplayHistory(
+      {
+        workflowsPath,
+        plugins: [new TurnKitPlugin({ store, agents: new AgentRegistry(appAgents) })],
+      },
+      history,
+    );
+  }, 120_000);
+});
+
+describe.skipIf(!(await requireTemporal()))('temporal app: a killed application worker', () => {
+  const workers: WorkerProcess[] = [];
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+  });
+
+  it('temporal app: the parent, with its worker killed mid-turn, completes with exactly one turn per call', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'turnkit-app-kill-'));
+    const dbPath = join(dir, 'turnkit.sqlite');
+    const taskQueue = uniqueTaskQueue('turnkit-app-kill');
+    const env = {
+      TURNKIT_DATABASE_URL: dbPath,
+      TURNKIT_TEST_TASK_QUEUE: taskQueue,
+      TURNKIT_TEST_MODEL_DELAY_MS: '500',
+    };
+    const marker = join(dir, 'crashed');
+    const first = spawnWorker(
+      { ...env, TURNKIT_TEST_CRASH_ON: 'model.completed', TURNKIT_TEST_CRASH_MARKER: marker },
+      appWorkerScript,
+    );
+    workers.push(first);
+    await first.ready;
+    const client = await connectClient();
+    const workflowId = `app-kill-${Date.now()}`;
+    const handle = await client.workflow.start('researchAndWrite', {
+      taskQueue,
+      workflowId,
+      args: ['the sea'],
+    });
+    const exit = await first.exited;
+    expect(exit.signal, first.output()).toBe('SIGKILL');
+    const crashedTurn = readFileSync(marker, 'utf8');
+    expect(crashedTurn).toBe(agentCallIds(`${workflowId}/${handle.firstExecutionRunId}#0`).turnId);
+    const second = spawnWorker(env, appWorkerScript);
+    workers.push(second);
+    const result = (await handle.result()) as {
+      facts: { status: string; turnId: string };
+      article: { status: string };
+    };
+    expect(result.facts.status).toBe('completed');
+    expect(result.facts.turnId).toBe(crashedTurn);
+    expect(result.article.status).toBe('completed');
+    expect(turnCount(dbPath)).toBe(2);
+  }, 180_000);
+});
