@@ -17,7 +17,7 @@ import type {
   WorkerOptions,
   WorkerPlugin,
 } from '@temporalio/worker';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
 import { createAgentCallActivities } from './activities/agent-call-activities.js';
 import { createTurnActivities } from './activities/turn-activities.js';
@@ -82,7 +82,10 @@ async function ensureSearchAttributes(connection: NativeConnection, namespace: s
   await connection.operatorService.addSearchAttributes({
     namespace,
     searchAttributes: Object.fromEntries(
-      missing.map((key) => [key.name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD]),
+      missing.map((key) => [
+        key.name,
+        proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+      ]),
     ),
   });
 }

@@ -33,7 +33,7 @@ const historyFile = fileURLToPath(
 function turnCount(path: string): number {
   const db = new Database(path, { readonly: true });
   try {
-    return (db.prepare('SELECT count(*) AS n FROM turns').get() as { n: number }).n;
+    return (db.prepare('SELECT count(*) AS n FROM turnkit_turns').get() as { n: number }).n;
   } finally {
     db.close();
   }
