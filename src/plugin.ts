@@ -28,6 +28,8 @@ import { ArgumentError } from './errors.js';
 import type { ProviderMap } from './models/provider-registry.js';
 import { registryModelFor } from './models/provider-registry.js';
 import { turnWorkflowsPath } from './worker-bundles.js';
+import type { TurnKitNexusOptions } from './nexus.js';
+import { turnkitNexusHandler } from './nexus.js';
 import { cancelDelivery } from './worker-cancel-delivery.js';
 import type { ModelQueueLimits } from './worker-models.js';
 import { createModelWorkers, modelQueues, queueRoutes, runTogether } from './worker-models.js';
@@ -53,6 +55,11 @@ export interface TurnKitPluginOptions extends RuntimeOptions {
    * are missing (default true; the worker's connection must be allowed to).
    */
   searchAttributes?: boolean;
+  /**
+   * Serves TurnKit's Nexus service (`turnkit`, operation `runTurn`) on the worker's task queue,
+   * for a Nexus endpoint that targets it (docs/temporal-apps.md).
+   */
+  nexus?: boolean | TurnKitNexusOptions;
 }
 
 /** What one worker of the plugin runs with: its task queue's runtime, activities and model queues. */
@@ -194,6 +201,9 @@ export class TurnKitPlugin implements WorkerPlugin, BundlerPlugin, ClientPlugin 
     const configured = new SimplePlugin({
       name: 'turnkit',
       activities: setup.activities,
+      ...(this.#options.nexus
+        ? { nexusServices: [turnkitNexusHandler(this.#options.nexus === true ? {} : this.#options.nexus)] }
+        : {}),
       // A prebuilt bundle must have been built with this plugin (`bundleWorkflowCode({ plugins })`).
       ...(options.workflowBundle ? {} : { workflowsPath: withTurnKitWorkflows }),
       ...(tracing?.interceptors ? { workerInterceptors: tracing.interceptors } : {}),

@@ -29,6 +29,8 @@ export {
 export type { WorkerDeployment } from './worker-deployment.js';
 export { TurnKitPlugin, withTurnKitWorkflows } from './plugin.js';
 export type { TurnKitPluginOptions } from './plugin.js';
+export { nexusCallWorkflowId, turnkitNexusHandler } from './nexus.js';
+export type { TurnKitNexusOptions } from './nexus.js';
 
 export interface TurnKitWorkerOptions extends RuntimeOptions {
   /** An existing connection; otherwise one is opened to `address`. */

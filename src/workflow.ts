@@ -5,3 +5,5 @@
 export { runAgent, startAgent } from './workflows/agent-call.js';
 export type { AgentRun } from './workflows/agent-call.js';
 export type { AgentCallBudget, AgentCallOptions, AgentTurnDigest } from './contract/agent-call.js';
+export { turnkitNexusService } from './contract/nexus-service.js';
+export type { RunTurnInput } from './contract/nexus-service.js';

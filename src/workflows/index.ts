@@ -2,3 +2,4 @@
 export { turnWorkflow } from './turn-workflow.js';
 export { laneWorkflow } from './lane-workflow.js';
 export { scheduledTurnWorkflow } from './scheduled-turn-workflow.js';
+export { agentCallWorkflow } from './agent-call-workflow.js';

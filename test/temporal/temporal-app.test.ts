@@ -3,13 +3,15 @@
  * application's own worker, workflows and activity, with TurnKitPlugin; its workflows call
  * agents with `turnkit/workflow`. Only the model is scripted.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
-import { WorkflowFailedError } from '@temporalio/client';
+import { Client, WorkflowFailedError } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRegistry } from '../../src/agents/registry.js';
@@ -18,11 +20,19 @@ import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import { TurnKitPlugin } from '../../src/worker.js';
 import { appAgents, appModel } from '../fixtures/apps/app-agents.js';
-import { connectClient, connectNative, requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
+import {
+  connectClient,
+  connectNative,
+  requireTemporal,
+  temporalAddress,
+  temporalNamespace,
+  uniqueTaskQueue,
+} from '../helpers/temporal.js';
 import { waitUntil } from '../helpers/wait.js';
 import type { WorkerProcess } from '../helpers/worker-process.js';
 import { spawnWorker } from '../helpers/worker-process.js';
 
+const execFileAsync = promisify(execFile);
 const workflowsPath = fileURLToPath(new URL('../fixtures/apps/app-workflows.ts', import.meta.url));
 const appWorkerScript = fileURLToPath(new URL('../fixtures/apps/app-worker.ts', import.meta.url));
 const historyFile = fileURLToPath(
@@ -194,3 +204,133 @@ describe.skipIf(!(await requireTemporal()))('temporal app: a killed application 
     expect(turnCount(dbPath)).toBe(2);
   }, 180_000);
 });
+
+/** The Temporal CLI this checkout's dev server uses (temporal-dev.sh records where). */
+function temporalCli(): string {
+  const recorded = join(process.cwd(), '.temporal', 'venv', 'turnkit-cli-path');
+  return existsSync(recorded) ? readFileSync(recorded, 'utf8').trim() : 'temporal';
+}
+
+async function cli(...args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync(temporalCli(), [...args, '--address', temporalAddress()]);
+  return stdout;
+}
+
+const CALLER_NAMESPACE = 'turnkit-app-callers';
+
+describe.skipIf(!(await requireTemporal()))(
+  'temporal app: agents offered to another namespace through Nexus',
+  () => {
+    let store: Store;
+    let dbPath: string;
+    let endpoint: string;
+    let handler: Worker;
+    let caller: Worker;
+    let callerClient: Client;
+    let callerQueue: string;
+    const running: Promise<void>[] = [];
+
+    beforeAll(async () => {
+      dbPath = join(mkdtempSync(join(tmpdir(), 'turnkit-app-nexus-')), 'turnkit.sqlite');
+      store = await openStore(dbPath);
+      const handlerQueue = uniqueTaskQueue('turnkit-nexus-handler');
+      callerQueue = uniqueTaskQueue('turnkit-nexus-caller');
+      // The other team's namespace, and the endpoint that routes its calls to TurnKit's queue.
+      await cli('operator', 'namespace', 'create', '--namespace', CALLER_NAMESPACE).catch((error: Error) => {
+        if (!/already/i.test(error.message)) throw error;
+      });
+      endpoint = `turnkit-${handlerQueue.replace(/[^a-zA-Z0-9]/g, '-')}`;
+      await cli(
+        'operator',
+        'nexus',
+        'endpoint',
+        'create',
+        '--name',
+        endpoint,
+        '--target-namespace',
+        temporalNamespace(),
+        '--target-task-queue',
+        handlerQueue,
+      );
+      const connection = await connectNative();
+      handler = await Worker.create({
+        connection,
+        namespace: temporalNamespace(),
+        taskQueue: handlerQueue,
+        plugins: [
+          new TurnKitPlugin({ store, agents: new AgentRegistry(appAgents), model: appModel(), nexus: true }),
+        ],
+      });
+      // A namespace just created takes a moment to be served everywhere: the worker retries.
+      await waitUntil(async () => {
+        caller = await Worker.create({
+          connection,
+          namespace: CALLER_NAMESPACE,
+          taskQueue: callerQueue,
+          workflowsPath: fileURLToPath(new URL('../fixtures/apps/caller-workflows.ts', import.meta.url)),
+        }).catch(() => undefined as unknown as Worker);
+        return caller !== undefined;
+      }, 60_000);
+      running.push(handler.run(), caller.run());
+      const base = await connectClient();
+      callerClient = new Client({ connection: base.connection, namespace: CALLER_NAMESPACE });
+    }, 180_000);
+    afterAll(async () => {
+      handler?.shutdown();
+      caller?.shutdown();
+      await Promise.all(running);
+      if (endpoint) {
+        const listed = await cli(
+          'operator',
+          'nexus',
+          'endpoint',
+          'get',
+          '--name',
+          endpoint,
+          '--output',
+          'json',
+        ).catch(() => '');
+        if (listed) await cli('operator', 'nexus', 'endpoint', 'delete', '--name', endpoint).catch(() => '');
+      }
+      await store?.close();
+    });
+
+    it('temporal app: a caller workflow in a second namespace runs an agent through a Nexus endpoint made with the CLI, and gets the digest', async () => {
+      const digest = (await callerClient.workflow.execute('askThroughNexus', {
+        taskQueue: callerQueue,
+        workflowId: `nexus-ask-${Date.now()}`,
+        args: [
+          endpoint,
+          { agent: 'researcher', task: 'Find facts about the sea', principal: { id: 'team-b' } },
+        ],
+      })) as { status: string; outputText: string; turnId: string };
+      expect(digest.status).toBe('completed');
+      expect(digest.outputText).toBe('the sky is blue');
+      const turn = await store.loadTurn(digest.turnId);
+      expect(turn.options['principal']).toEqual({ id: 'team-b' });
+    }, 180_000);
+
+    it('temporal app: a cancel from the Nexus caller ends the turn', async () => {
+      const handle = await callerClient.workflow.start('askThroughNexus', {
+        taskQueue: callerQueue,
+        workflowId: `nexus-cancel-${Date.now()}`,
+        args: [endpoint, { agent: 'slow', task: 'Take your time', principal: { id: 'team-b' } }],
+      });
+      const slowTurn = () => {
+        const db = new Database(dbPath, { readonly: true });
+        try {
+          return db.prepare("SELECT id, status FROM turnkit_turns WHERE agent_name = 'slow'").get() as
+            { id: string; status: string } | undefined;
+        } finally {
+          db.close();
+        }
+      };
+      await waitUntil(async () => slowTurn()?.status === 'running', 90_000);
+      await handle.cancel();
+      await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+      await waitUntil(async () => slowTurn()?.status === 'cancelled', 60_000);
+      const events = await store.listEvents(slowTurn()!.id);
+      expect(events.map((e) => e.type)).toContain('turn.cancelled');
+    }, 180_000);
+  },
+);
