@@ -2,6 +2,7 @@ import type { WorkerOptions } from '@temporalio/worker';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { ArgumentError } from './errors.js';
 import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
+import { createAgentCallActivities } from './activities/agent-call-activities.js';
 import { createTurnActivities } from './activities/turn-activities.js';
 import { checkMcpManifests, holdMcpSessions } from './agents/mcp.js';
 import type { RuntimeOptions } from './engine/runtime.js';
@@ -120,7 +121,8 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
       traced: runtime.telemetry.enabled,
       dir: options.workflowBundles,
     }).catch(closeOwned),
-    activities: createTurnActivities(runtime, heartbeats),
+    // An agent call's activities too (agentCallWorkflow, workflows of other apps on this queue).
+    activities: { ...createTurnActivities(runtime, heartbeats), ...createAgentCallActivities(runtime) },
     // OpenTelemetry, only when a tracer provider was passed (options.tracing).
     ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
     // The SDK sends each heartbeat the pacer makes (it paces them at 100–500 ms itself).

@@ -7,3 +7,4 @@ export type { AgentRun } from './workflows/agent-call.js';
 export type { AgentCallBudget, AgentCallOptions, AgentTurnDigest } from './contract/agent-call.js';
 export { turnkitNexusService } from './contract/nexus-service.js';
 export type { RunTurnInput } from './contract/nexus-service.js';
+export type { ControlAction } from './contract/control-request.js';
