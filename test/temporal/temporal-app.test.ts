@@ -12,6 +12,9 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Client, WorkflowFailedError } from '@temporalio/client';
+import type { Payload, PayloadCodec } from '@temporalio/common';
+import { SimplePlugin } from '@temporalio/plugin';
+import proto from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRegistry } from '../../src/agents/registry.js';
@@ -331,6 +334,119 @@ describe.skipIf(!(await requireTemporal()))(
       await waitUntil(async () => slowTurn()?.status === 'cancelled', 60_000);
       const events = await store.listEvents(slowTurn()!.id);
       expect(events.map((e) => e.type)).toContain('turn.cancelled');
+    }, 180_000);
+  },
+);
+
+const XOR_ENCODING = 'binary/app-xor';
+
+/**
+ * The encodings of every payload in a history's JSON, but those the SDK writes for itself and
+ * never encodes: search attributes, and a marker's bookkeeping (its patch id, a local
+ * activity's identity) beside its `result`.
+ */
+function payloadEncodings(node: unknown): string[] {
+  if (!node || typeof node !== 'object') return [];
+  if (Array.isArray(node)) return node.flatMap(payloadEncodings);
+  const object = node as Record<string, unknown>;
+  if ('markerName' in object)
+    return payloadEncodings((object['details'] as Record<string, unknown> | undefined)?.['result']);
+  const metadata = object['metadata'] as Record<string, string> | undefined;
+  const own =
+    metadata?.['encoding'] && 'data' in object
+      ? [Buffer.from(metadata['encoding'], 'base64').toString()]
+      : [];
+  return [
+    ...own,
+    ...Object.entries(object)
+      .filter(([key]) => key !== 'searchAttributes' && key !== 'metadata')
+      .flatMap(([, value]) => payloadEncodings(value)),
+  ];
+}
+
+/** An application's own payload codec (a stand-in for its encryption): every payload scrambled. */
+class AppCodec implements PayloadCodec {
+  async encode(payloads: Payload[]): Promise<Payload[]> {
+    return payloads.map((payload) => ({
+      metadata: { encoding: new TextEncoder().encode(XOR_ENCODING) },
+      data: proto.temporal.api.common.v1.Payload.encode(payload)
+        .finish()
+        .map((byte) => byte ^ 0x5a),
+    }));
+  }
+  async decode(payloads: Payload[]): Promise<Payload[]> {
+    return payloads.map((payload) =>
+      new TextDecoder().decode(payload.metadata?.['encoding'] ?? new Uint8Array()) === XOR_ENCODING
+        ? (proto.temporal.api.common.v1.Payload.decode(payload.data!.map((byte) => byte ^ 0x5a)) as Payload)
+        : payload,
+    );
+  }
+}
+
+describe.skipIf(!(await requireTemporal()))(
+  'temporal app: TurnKitPlugin beside other plugins and a codec',
+  () => {
+    it('temporal app: one worker with an application codec, another SimplePlugin and TurnKitPlugin runs the parent; every payload in history is encoded', async () => {
+      const store = await openStore(
+        join(mkdtempSync(join(tmpdir(), 'turnkit-app-codec-')), 'turnkit.sqlite'),
+      );
+      const taskQueue = uniqueTaskQueue('turnkit-app-codec');
+      const dataConverter = { payloadCodecs: [new AppCodec()] };
+      const audited: string[] = [];
+      // Another team's plugin: an activity of its own, merged by SimplePlugin's rules.
+      const audit = new SimplePlugin({
+        name: 'app-audit',
+        activities: { recordOrder: async (order: string) => (audited.push(order), `audited ${order}`) },
+      });
+      const worker = await Worker.create({
+        connection: await connectNative(),
+        namespace: temporalNamespace(),
+        taskQueue,
+        workflowsPath,
+        dataConverter,
+        plugins: [
+          audit,
+          new TurnKitPlugin({ store, agents: new AgentRegistry(appAgents), model: appModel() }),
+        ],
+      });
+      const running = worker.run();
+      try {
+        const base = await connectClient();
+        const client = new Client({
+          connection: base.connection,
+          namespace: temporalNamespace(),
+          dataConverter,
+        });
+        const workflowId = `app-codec-${Date.now()}`;
+        const result = (await client.workflow.execute('researchAndWrite', {
+          taskQueue,
+          workflowId,
+          args: ['the moon'],
+        })) as { facts: { status: string; turnId: string }; article: { status: string; outputText: string } };
+        expect(result.facts.status).toBe('completed');
+        expect(result.article.outputText).toBe('article on: Write a line from these facts: the sky is blue');
+        expect(
+          await client.workflow.execute('placeOrder', {
+            taskQueue,
+            workflowId: `${workflowId}-order`,
+            args: ['o-2'],
+          }),
+        ).toBe('audited o-2');
+        expect(audited).toEqual(['o-2']);
+        // The parent's and the turn's histories, as the server holds them: only encoded payloads.
+        for (const id of [workflowId, `turnkit-turn-${result.facts.turnId}`]) {
+          const events = JSON.parse(
+            historyToJSON(await base.workflow.getHandle(id).fetchHistory()),
+          ) as unknown;
+          const encodings = payloadEncodings(events);
+          expect(encodings.length, id).toBeGreaterThan(0);
+          expect(new Set(encodings), id).toEqual(new Set([XOR_ENCODING]));
+        }
+      } finally {
+        worker.shutdown();
+        await running;
+        await store.close();
+      }
     }, 180_000);
   },
 );
