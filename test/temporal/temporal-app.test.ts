@@ -13,7 +13,10 @@ import Database from 'better-sqlite3';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Client, WorkflowFailedError } from '@temporalio/client';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import { AiSdkPlugin } from '@temporalio/ai-sdk';
 import { SimplePlugin } from '@temporalio/plugin';
+import { customProvider } from 'ai';
+import { MockLanguageModelV4 } from 'ai/test';
 import proto from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -450,3 +453,63 @@ describe.skipIf(!(await requireTemporal()))(
     }, 180_000);
   },
 );
+
+describe.skipIf(!(await requireTemporal()))('temporal app: TurnKitPlugin beside @temporalio/ai-sdk', () => {
+  it("temporal app: one worker with @temporalio/ai-sdk's plugin, TurnKitPlugin and an application codec runs a workflow that uses both", async () => {
+    const store = await openStore(join(mkdtempSync(join(tmpdir(), 'turnkit-app-ai-')), 'turnkit.sqlite'));
+    const taskQueue = uniqueTaskQueue('turnkit-app-ai');
+    const dataConverter = { payloadCodecs: [new AppCodec()] };
+    const prompts: string[] = [];
+    const mock = new MockLanguageModelV4({
+      doGenerate: async (options) => {
+        prompts.push(JSON.stringify(options.prompt));
+        return {
+          content: [{ type: 'text', text: 'summary: blue' }],
+          finishReason: { unified: 'stop', raw: 'stop' },
+          usage: {
+            inputTokens: { total: 5, noCache: 5, cacheRead: 0, cacheWrite: 0 },
+            outputTokens: { total: 2, text: 2, reasoning: 0 },
+          },
+          warnings: [],
+        };
+      },
+    });
+    const worker = await Worker.create({
+      connection: await connectNative(),
+      namespace: temporalNamespace(),
+      taskQueue,
+      workflowsPath: fileURLToPath(new URL('../fixtures/apps/ai-workflows.ts', import.meta.url)),
+      dataConverter,
+      plugins: [
+        new AiSdkPlugin({ modelProvider: customProvider({ languageModels: { mock } }) }),
+        new TurnKitPlugin({ store, agents: new AgentRegistry(appAgents), model: appModel() }),
+      ],
+    });
+    const running = worker.run();
+    try {
+      const base = await connectClient();
+      const client = new Client({
+        connection: base.connection,
+        namespace: temporalNamespace(),
+        dataConverter,
+      });
+      const workflowId = `app-ai-${Date.now()}`;
+      const result = await client.workflow.execute('researchThenSummarize', {
+        taskQueue,
+        workflowId,
+        args: ['the sky'],
+      });
+      expect(result).toEqual({ facts: 'the sky is blue', status: 'completed', summary: 'summary: blue' });
+      expect(prompts).toHaveLength(1);
+      expect(prompts[0]).toContain('Summarize: the sky is blue');
+      const history = JSON.parse(
+        historyToJSON(await base.workflow.getHandle(workflowId).fetchHistory()),
+      ) as unknown;
+      expect(new Set(payloadEncodings(history))).toEqual(new Set([XOR_ENCODING]));
+    } finally {
+      worker.shutdown();
+      await running;
+      await store.close();
+    }
+  }, 180_000);
+});
