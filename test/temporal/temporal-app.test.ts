@@ -235,6 +235,7 @@ describe.skipIf(!(await requireTemporal()))(
     let callerClient: Client;
     let callerQueue: string;
     const running: Promise<void>[] = [];
+    const asked: { action: string; principal: unknown }[] = [];
 
     beforeAll(async () => {
       dbPath = join(mkdtempSync(join(tmpdir(), 'turnkit-app-nexus-')), 'turnkit.sqlite');
@@ -264,7 +265,17 @@ describe.skipIf(!(await requireTemporal()))(
         namespace: temporalNamespace(),
         taskQueue: handlerQueue,
         plugins: [
-          new TurnKitPlugin({ store, agents: new AgentRegistry(appAgents), model: appModel(), nexus: true }),
+          new TurnKitPlugin({
+            store,
+            agents: new AgentRegistry(appAgents),
+            model: appModel(),
+            nexus: true,
+            // What the policy is asked, and as whom: every request allowed.
+            authorization: (request) => (
+              asked.push({ action: request.action, principal: request.principal }),
+              true
+            ),
+          }),
         ],
       });
       // A namespace just created takes a moment to be served everywhere: the worker retries.
@@ -316,7 +327,7 @@ describe.skipIf(!(await requireTemporal()))(
       expect(turn.options['principal']).toEqual({ id: 'team-b' });
     }, 180_000);
 
-    it('temporal app: a cancel from the Nexus caller ends the turn', async () => {
+    it("temporal app: a cancel from the Nexus caller ends the turn, authorized as the caller's principal", async () => {
       const handle = await callerClient.workflow.start('askThroughNexus', {
         taskQueue: callerQueue,
         workflowId: `nexus-cancel-${Date.now()}`,
@@ -335,6 +346,8 @@ describe.skipIf(!(await requireTemporal()))(
       await handle.cancel();
       await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError);
       await waitUntil(async () => slowTurn()?.status === 'cancelled', 60_000);
+      // The cancel reached the policy as the caller's principal.
+      expect(asked).toContainEqual({ action: 'cancel', principal: { id: 'team-b' } });
       const events = await store.listEvents(slowTurn()!.id);
       expect(events.map((e) => e.type)).toContain('turn.cancelled');
     }, 180_000);
