@@ -158,11 +158,6 @@ export class TurnKitPlugin implements WorkerPlugin, BundlerPlugin, ClientPlugin 
     this.#options = options;
   }
 
-  /** The runtime of the worker on `taskQueue` (after `Worker.create`), for tests and tools. */
-  runtimeOf(taskQueue: string): Runtime | undefined {
-    return [...this.#setups.entries()].find(([key]) => key.endsWith(`/${taskQueue}`))?.[1].runtime;
-  }
-
   async #setup(options: WorkerOptions): Promise<WorkerSetup> {
     const namespace = options.namespace ?? 'default';
     const key = `${namespace}/${options.taskQueue}`;
