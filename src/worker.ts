@@ -1,8 +1,8 @@
 import type { WorkerOptions } from '@temporalio/worker';
-import { NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { ArgumentError } from './errors.js';
-import type { CancelDelivery } from './activities/heartbeat.js';
 import { CANCEL_INTERVAL_MS, HeartbeatPacer } from './activities/heartbeat.js';
+import { createAgentCallActivities } from './activities/agent-call-activities.js';
 import { createTurnActivities } from './activities/turn-activities.js';
 import { checkMcpManifests, holdMcpSessions } from './agents/mcp.js';
 import type { RuntimeOptions } from './engine/runtime.js';
@@ -15,6 +15,7 @@ import { createModelWorkers, modelQueues, queueRoutes, runTogether } from './wor
 import { temporalConnectConfig } from './temporal-config.js';
 import { tracingWorkerOptions } from './worker-tracing.js';
 import { turnWorkflowBundle } from './worker-bundles.js';
+import { cancelDelivery } from './worker-cancel-delivery.js';
 import type { WorkerDeployment } from './worker-deployment.js';
 import { deploymentWorkerOptions } from './worker-deployment.js';
 import { resolveTaskQueue } from './store/store-identity.js';
@@ -28,6 +29,10 @@ export {
 } from './worker-bundles.js';
 export type { WorkerDeployment } from './worker-deployment.js';
 export { conciseWorkerLogger } from './worker-logger.js';
+export { TurnKitPlugin, withTurnKitWorkflows } from './plugin.js';
+export type { TurnKitPluginOptions } from './plugin.js';
+export { nexusCallWorkflowId, turnkitNexusHandler } from './nexus.js';
+export type { TurnKitNexusOptions } from './nexus.js';
 
 export interface TurnKitWorkerOptions extends RuntimeOptions {
   /** An existing connection; otherwise one is opened to `address`. */
@@ -85,22 +90,6 @@ export interface TurnKitWorker {
 }
 
 /**
- * Whether the server pushes activity cancellations to this worker (Temporal's worker commands,
- * a namespace capability; the SDK polls for them only while worker heartbeating is on), or
- * a cancel can only ride on an activity heartbeat's reply (docs/decisions/024-cancel-and-heartbeats.md).
- */
-async function cancelDelivery(connection: NativeConnection, namespace: string): Promise<CancelDelivery> {
-  if (TemporalRuntime.instance().options.runtimeOptions.workerHeartbeatIntervalMillis == null)
-    return 'heartbeat';
-  try {
-    const described = await connection.workflowService.describeNamespace({ namespace });
-    return described.namespaceInfo?.capabilities?.workerCommands ? 'worker-command' : 'heartbeat';
-  } catch {
-    return 'heartbeat';
-  }
-}
-
-/**
  * A worker that runs TurnKit turns: the bundled workflows plus activities bound to this
  * process's store, agents and model clients. Add more of these to scale out.
  */
@@ -133,7 +122,8 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
       traced: runtime.telemetry.enabled,
       dir: options.workflowBundles,
     }).catch(closeOwned),
-    activities: createTurnActivities(runtime, heartbeats),
+    // An agent call's activities too (agentCallWorkflow, workflows of other apps on this queue).
+    activities: { ...createTurnActivities(runtime, heartbeats), ...createAgentCallActivities(runtime) },
     // OpenTelemetry, only when a tracer provider was passed (options.tracing).
     ...(options.tracing && runtime.telemetry.enabled ? tracingWorkerOptions(runtime, options.tracing) : {}),
     // The SDK sends each heartbeat the pacer makes (it paces them at 100–500 ms itself).

@@ -4,7 +4,8 @@
  */
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import type { CancelRequest } from '../contract/cancel-request.js';
+import type { CancelDescendants, CancelRequest } from '../contract/cancel-request.js';
+import type { Json } from '../store/types.js';
 import { signedCancelParams } from '../contract/cancel-request.js';
 import { asSent, signPrincipal } from '../engine/controls/principal-signature.js';
 import type { Runtime } from '../engine/runtime.js';
@@ -22,26 +23,33 @@ export function scheduleActivities(
     prepareScheduledTurn: (input) =>
       mappingFailures(() => prepareScheduledTurn(runtime, Context.current().client, input)),
 
-    // The `cancel` signal a client would send, signed with this worker's key when it holds
-    // one: the turn's own handler authorizes it with the policy, as any cancel.
     cancelScheduledTurn: (input) =>
-      mappingFailures(async () => {
-        const request: CancelRequest = { descendants: 'retain', principal: asSent(input.principal ?? null) };
-        if (runtime.signingKey !== undefined)
-          request.signature = signPrincipal(runtime.signingKey, {
-            turnId: input.turnId,
-            action: 'cancel',
-            principal: request.principal,
-            params: signedCancelParams(request),
-          });
-        try {
-          await Context.current()
-            .client.workflow.getHandle(turnWorkflowId(input.turnId))
-            .signal(cancelSignal, request);
-        } catch (error) {
-          // Its workflow ended meanwhile: nothing to cancel.
-          if (!(error instanceof WorkflowNotFoundError)) throw error;
-        }
-      }),
+      mappingFailures(() => sendCancel(runtime, input.turnId, input.principal ?? null, 'retain')),
   };
+}
+
+/**
+ * The `cancel` signal a client would send, signed with this worker's key when it holds one:
+ * the turn's own handler authorizes it with the policy, as any cancel.
+ */
+export async function sendCancel(
+  runtime: Runtime,
+  turnId: string,
+  principal: Json,
+  descendants: CancelDescendants,
+): Promise<void> {
+  const request: CancelRequest = { descendants, principal: asSent(principal) };
+  if (runtime.signingKey !== undefined)
+    request.signature = signPrincipal(runtime.signingKey, {
+      turnId,
+      action: 'cancel',
+      principal: request.principal,
+      params: signedCancelParams(request),
+    });
+  try {
+    await Context.current().client.workflow.getHandle(turnWorkflowId(turnId)).signal(cancelSignal, request);
+  } catch (error) {
+    // Its workflow ended meanwhile: nothing to cancel.
+    if (!(error instanceof WorkflowNotFoundError)) throw error;
+  }
 }

@@ -52,7 +52,7 @@ function toFailure(error: unknown): unknown {
 }
 
 /** Runs an activity body so that whatever it throws reaches Temporal through `toFailure`. */
-async function mappingFailures<T>(fn: () => Promise<T>): Promise<T> {
+export async function mappingFailures<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (error) {

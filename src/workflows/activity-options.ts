@@ -11,7 +11,7 @@ import type { ActivitySettings, TurnActivities, TurnSettings } from './contract.
 import { DEFAULT_TURN_SETTINGS } from './contract.js';
 
 /** Store steps wait out a store outage of about five minutes (a restart or failover). */
-const STORE_OUTAGE_RETRY = {
+export const STORE_OUTAGE_RETRY = {
   maximumAttempts: 40,
   initialInterval: '200 milliseconds',
   maximumInterval: '10 seconds',

@@ -57,6 +57,7 @@ describe('the public API', () => {
     expect(Object.keys(surface)).toEqual([
       'turnkit',
       'turnkit/worker',
+      'turnkit/workflow',
       'turnkit/store',
       'turnkit/testing',
       'turnkit/ui',

@@ -30,10 +30,10 @@ function readmeExample(): string {
   return match[1]!;
 }
 
-/** Runs `node example.ts` in the app; resolves with its output once it exits by itself. */
-function runExample(app: string, node: string, args: string[], queue: string) {
+/** Runs `node <script>` in the app (default example.ts); resolves with its output once it exits by itself. */
+function runExample(app: string, node: string, args: string[], queue: string, script = 'example.ts') {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
-    const child = spawn(node, [...args, 'example.ts'], {
+    const child = spawn(node, [...args, script], {
       cwd: app,
       env: {
         ...process.env,
@@ -89,11 +89,12 @@ describe.skipIf(!(await requireTemporal()))('the published package', () => {
           allowImportingTsExtensions: true,
           types: ['node'],
         },
-        include: ['example.ts', 'public-api.ts'],
+        include: ['example.ts', 'public-api.ts', 'plugin-worker.ts', 'plugin-workflows.ts'],
       }),
     );
     writeFileSync(join(app, 'example.ts'), readmeExample());
-    copyFileSync(join(import.meta.dirname, 'fixtures/public-api.ts'), join(app, 'public-api.ts'));
+    for (const file of ['public-api.ts', 'plugin-worker.ts', 'plugin-workflows.ts'])
+      copyFileSync(join(import.meta.dirname, 'fixtures', file), join(app, file));
     await run(
       'npm',
       [
@@ -146,6 +147,19 @@ describe.skipIf(!(await requireTemporal()))('the published package', () => {
     expect(result.stderr).not.toMatch(/Error/);
     expect(result.code).toBe(0);
     expect(result.stdout.trim()).toBe('completed Durable: lasting. 0 4');
+  });
+
+  it('temporal app: an application worker built from the packed tarball, with TurnKitPlugin, runs its own workflow that calls an agent', async () => {
+    const result = await runExample(
+      app,
+      process.execPath,
+      [],
+      `plugin-24-${process.pid}-${Date.now()}`,
+      'plugin-worker.ts',
+    );
+    expect(result.stderr).not.toMatch(/Error/);
+    expect(result.code).toBe(0);
+    expect(result.stdout.trim().split('\n').pop()).toBe('completed Durable: lasting.');
   });
 
   it(`on Node ${TOO_OLD_FOR_SQLITE} the SQLite store is a ConfigError that says what to do, not a crash`, async () => {
