@@ -1,3 +1,4 @@
+import type { PayloadCodec } from '@temporalio/common';
 import type { WorkerOptions } from '@temporalio/worker';
 import { NativeConnection, Runtime as TemporalRuntime, Worker } from '@temporalio/worker';
 import { ArgumentError } from './errors.js';
@@ -64,6 +65,12 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
    * `concurrent` caps this process's calls in flight to the provider.
    */
   models?: Readonly<Record<string, ModelQueueLimits>>;
+  /**
+   * Temporal payload codecs for everything this worker's workflows and activities send through
+   * Temporal, e.g. `[appCodec, new EncryptionCodec(keys)]` (decision 75, docs/data-lifecycle.md);
+   * the clients need the same list. Not with `worker.dataConverter`.
+   */
+  payloadCodecs?: PayloadCodec[];
   /** Extra Worker options (concurrency limits, identity, …). */
   worker?: Partial<
     Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
@@ -106,6 +113,11 @@ async function cancelDelivery(connection: NativeConnection, namespace: string): 
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
   if (options.deployment && options.worker?.workerDeploymentOptions)
     throw new ArgumentError('pass deployment or worker.workerDeploymentOptions, not both');
+  if (options.payloadCodecs && options.worker?.dataConverter)
+    throw new ArgumentError('pass payloadCodecs or worker.dataConverter, not both');
+  const dataConverter = options.payloadCodecs
+    ? { payloadCodecs: options.payloadCodecs }
+    : options.worker?.dataConverter;
   const deployment = options.deployment ? deploymentWorkerOptions(options.deployment) : {};
   // Temporal's env config, read first: a missing profile fails before anything opens.
   const config =
@@ -152,11 +164,13 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
       : { workflowTaskPollerBehavior: { type: 'autoscaling' as const } }),
     ...deployment,
     ...options.worker,
+    ...(dataConverter ? { dataConverter } : {}),
   }).catch(closeOwned);
   const modelWorkers = await createModelWorkers(queues, {
     connection,
     namespace,
     activities: createTurnActivities(runtime, heartbeats),
+    ...(dataConverter ? { dataConverter } : {}),
     ...(options.worker?.identity ? { identity: options.worker.identity } : {}),
   }).catch(closeOwned);
   return {
