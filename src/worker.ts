@@ -106,6 +106,13 @@ async function cancelDelivery(connection: NativeConnection, namespace: string): 
   }
 }
 
+/** The data converter of the worker and its model workers: `payloadCodecs`, else the app's own. */
+function dataConverterOf(options: TurnKitWorkerOptions): WorkerOptions['dataConverter'] {
+  if (options.payloadCodecs && options.worker?.dataConverter)
+    throw new ArgumentError('pass payloadCodecs or worker.dataConverter, not both');
+  return options.payloadCodecs ? { payloadCodecs: options.payloadCodecs } : options.worker?.dataConverter;
+}
+
 /**
  * A worker that runs TurnKit turns: the bundled workflows plus activities bound to this
  * process's store, agents and model clients. Add more of these to scale out.
@@ -113,11 +120,7 @@ async function cancelDelivery(connection: NativeConnection, namespace: string): 
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
   if (options.deployment && options.worker?.workerDeploymentOptions)
     throw new ArgumentError('pass deployment or worker.workerDeploymentOptions, not both');
-  if (options.payloadCodecs && options.worker?.dataConverter)
-    throw new ArgumentError('pass payloadCodecs or worker.dataConverter, not both');
-  const dataConverter = options.payloadCodecs
-    ? { payloadCodecs: options.payloadCodecs }
-    : options.worker?.dataConverter;
+  const dataConverter = dataConverterOf(options);
   const deployment = options.deployment ? deploymentWorkerOptions(options.deployment) : {};
   // Temporal's env config, read first: a missing profile fails before anything opens.
   const config =
