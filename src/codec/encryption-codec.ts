@@ -64,12 +64,15 @@ export class EncryptionCodec implements PayloadCodec {
     return [...this.#keys.keys()];
   }
 
-  encode(payloads: Payload[]): Promise<Payload[]> {
-    return Promise.resolve(payloads.map((payload) => this.#seal(payload)));
+  // Async, so that a payload that does not open is a rejection, never a synchronous throw.
+  async encode(payloads: Payload[]): Promise<Payload[]> {
+    await Promise.resolve();
+    return payloads.map((payload) => this.#seal(payload));
   }
 
-  decode(payloads: Payload[]): Promise<Payload[]> {
-    return Promise.resolve(payloads.map((payload) => this.#open(payload)));
+  async decode(payloads: Payload[]): Promise<Payload[]> {
+    await Promise.resolve();
+    return payloads.map((payload) => this.#open(payload));
   }
 
   #seal(payload: Payload): Payload {
