@@ -6,7 +6,7 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Payload, PayloadCodec } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 import { ArgumentError, CodecKeyError } from '../errors.js';
 
 /** One AES-256 key and the id the payloads it sealed carry. */
@@ -19,6 +19,8 @@ export interface CodecKey {
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
 export const KEY_ID_METADATA = 'encryption-key-id';
 
+// A CommonJS module: its namespace is the default export under Node's ESM loader.
+const ProtoPayload = proto.temporal.api.common.v1.Payload;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -82,7 +84,7 @@ export class EncryptionCodec implements PayloadCodec {
     const cipher = createCipheriv('aes-256-gcm', this.#keys.get(this.currentKeyId)!, iv);
     // The key id is authenticated too: a payload relabelled with another id does not open.
     cipher.setAAD(textEncoder.encode(this.currentKeyId));
-    const plain = temporal.api.common.v1.Payload.encode(payload).finish();
+    const plain = ProtoPayload.encode(payload).finish();
     const sealed = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
     return {
       metadata: {
@@ -129,6 +131,6 @@ export class EncryptionCodec implements PayloadCodec {
         { keyId, cause: error },
       );
     }
-    return temporal.api.common.v1.Payload.decode(plain);
+    return ProtoPayload.decode(plain);
   }
 }

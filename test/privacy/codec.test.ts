@@ -10,7 +10,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@temporalio/client';
 import type { Payload, PayloadCodec } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
@@ -100,7 +100,7 @@ async function finishSecretTurn(run: Awaited<ReturnType<typeof startSecretTurn>>
 /** The turn's whole history as the server serializes it. */
 async function historyBytes(turnId: string): Promise<Buffer> {
   const history = await plainTemporal.workflow.getHandle(turnWorkflowId(turnId)).fetchHistory();
-  return Buffer.from(temporal.api.history.v1.History.encode(history).finish());
+  return Buffer.from(proto.temporal.api.history.v1.History.encode(history).finish());
 }
 
 /**
