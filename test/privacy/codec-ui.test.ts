@@ -2,12 +2,14 @@
  * Issue 49, part 2, in a real browser: the stock Temporal Web UI, given TurnKit's codec
  * server as its codec endpoint (the UI's own per-browser setting), shows a turn whose payloads
  * are encrypted decoded: its input and its summary. The codec server accepts the browser by a
- * cookie the UI sends with "include cross-origin credentials". Screenshot: docs/images/codec-ui.png.
+ * cookie the UI sends with "include cross-origin credentials". Screenshot: test-results/ui/codec-ui.png (a copy is docs/images/codec-ui.png).
  */
 import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { Browser } from 'playwright-core';
@@ -124,7 +126,8 @@ describe.skipIf(!chromiumAvailable('the codec UI suite'))(
       await page.goto(`${UI}/namespaces/${temporalNamespace()}/workflows/${turnWorkflowId(turnId)}`);
       // The input is `{turnId}`, sealed in the history: shown as JSON only once the UI decoded it.
       await expect.poll(text, { timeout: 45_000 }).toContain(`"turnId": "${turnId}"`);
-      await page.screenshot({ path: 'docs/images/codec-ui.png' });
+      mkdirSync(join('test-results', 'ui'), { recursive: true });
+      await page.screenshot({ path: join('test-results', 'ui', 'codec-ui.png') });
       // The summary holds the task's head, sealed too.
       await page.getByText('User Metadata', { exact: true }).first().click();
       await expect.poll(text, { timeout: 45_000 }).toContain(`codec_ui_agent: Summarise ${MARKER}`);
