@@ -22,6 +22,7 @@ npx tsx bench/stream-bench.ts
 npx tsx bench/gateway-bench.ts
 npx tsx bench/prompt-cache-bench.ts
 npx tsx bench/failover-bench.ts
+npx tsx bench/codec-bench.ts
 # The comparison with @temporalio/ai-sdk: its own package (it pins @temporalio/* 1.23.0).
 if [[ ! -d bench/peer-ai-sdk/node_modules || bench/peer-ai-sdk/package-lock.json -nt bench/peer-ai-sdk/node_modules/.package-lock.json ]]; then
   (cd bench/peer-ai-sdk && npm ci --no-audit --no-fund)

@@ -5,6 +5,8 @@
 export type { ConsoleAuthHook, ConsoleHandler, ConsoleHandlerOptions } from './console/handler.js';
 export { CONSOLE_REQUEST_HEADER, createConsoleHandler } from './console/handler.js';
 export { defaultConsoleAssetsDir } from './console/assets.js';
+export type { CodecHandler, CodecHandlerOptions } from './codec/codec-server.js';
+export { createCodecHandler, DEFAULT_CODEC_ORIGINS } from './codec/codec-server.js';
 export type {
   ConsoleApproval,
   ConsoleConversationSummary,

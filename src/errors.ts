@@ -25,6 +25,17 @@ export class TurnKitError extends Error {
 export class ArgumentError extends TurnKitError {}
 /** Misconfiguration: an unregistered agent, a store that cannot do what was asked. */
 export class ConfigError extends TurnKitError {}
+/**
+ * A payload the encryption codec cannot open: its key id (`keyId`; undefined when the payload
+ * names none) is not among the codec's keys, or it does not decrypt under that key.
+ */
+export class CodecKeyError extends ConfigError {
+  readonly keyId: string | undefined;
+  constructor(message: string, options: { keyId: string | undefined; cause?: unknown }) {
+    super(message, { details: { keyId: options.keyId }, cause: options.cause });
+    this.keyId = options.keyId;
+  }
+}
 /** A model that cannot be used with the configured client. */
 export class ModelAccessError extends ConfigError {}
 /** A run's input failed the agent's `inputSchema`; nothing was written. */

@@ -118,6 +118,7 @@ export {
   ArgumentError,
   AuthorizationError,
   BudgetError,
+  CodecKeyError,
   CompactionError,
   ConfigError,
   ControlError,
@@ -137,6 +138,9 @@ export {
   WorkflowClosed,
   WorkflowStartError,
 } from './errors.js';
+export { EncryptionCodec, ENCRYPTED_ENCODING, KEY_ID_METADATA } from './codec/encryption-codec.js';
+export type { CodecKey } from './codec/encryption-codec.js';
+export { CODEC_KEYS_ENV, parseCodecKeys, payloadCodecsFromEnv } from './codec/codec-keys.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';
 export type {
   ModelCallOptions,

@@ -4,7 +4,7 @@
  * server enforces it for every worker of the queue) and this process's cap; the worker polls
  * each with an activity-only Temporal worker.
  */
-import type { NativeConnection } from '@temporalio/worker';
+import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
 import { Worker } from '@temporalio/worker';
 import { ArgumentError } from './errors.js';
 import { CANCEL_INTERVAL_MS } from './activities/heartbeat.js';
@@ -45,7 +45,13 @@ export function modelQueues(
 /** One activity-only Temporal worker per model queue. */
 export function createModelWorkers(
   queues: ReturnType<typeof modelQueues>,
-  options: { connection: NativeConnection; namespace: string; activities: object; identity?: string },
+  options: {
+    connection: NativeConnection;
+    namespace: string;
+    activities: object;
+    identity?: string;
+    dataConverter?: WorkerOptions['dataConverter'];
+  },
 ): Promise<Worker[]> {
   return Promise.all(
     queues.map((queue) =>
@@ -59,6 +65,7 @@ export function createModelWorkers(
         ...(queue.perSecond !== undefined ? { maxTaskQueueActivitiesPerSecond: queue.perSecond } : {}),
         ...(queue.concurrent !== undefined ? { maxConcurrentActivityTaskExecutions: queue.concurrent } : {}),
         ...(options.identity ? { identity: options.identity } : {}),
+        ...(options.dataConverter ? { dataConverter: options.dataConverter } : {}),
       }),
     ),
   );

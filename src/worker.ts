@@ -1,3 +1,4 @@
+import type { PayloadCodec } from '@temporalio/common';
 import type { WorkerOptions } from '@temporalio/worker';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { ArgumentError } from './errors.js';
@@ -70,6 +71,12 @@ export interface TurnKitWorkerOptions extends RuntimeOptions {
    * `concurrent` caps this process's calls in flight to the provider.
    */
   models?: Readonly<Record<string, ModelQueueLimits>>;
+  /**
+   * Temporal payload codecs for everything this worker's workflows and activities send through
+   * Temporal, e.g. `[appCodec, new EncryptionCodec(keys)]` (decision 75, docs/data-lifecycle.md);
+   * the clients need the same list. Not with `worker.dataConverter`.
+   */
+  payloadCodecs?: PayloadCodec[];
   /** Extra Worker options (concurrency limits, identity, …). */
   worker?: Partial<
     Omit<WorkerOptions, 'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowBundle'>
@@ -89,6 +96,13 @@ export interface TurnKitWorker {
   shutdown(): void;
 }
 
+/** The data converter of the worker and its model workers: `payloadCodecs`, else the app's own. */
+function dataConverterOf(options: TurnKitWorkerOptions): WorkerOptions['dataConverter'] {
+  if (options.payloadCodecs && options.worker?.dataConverter)
+    throw new ArgumentError('pass payloadCodecs or worker.dataConverter, not both');
+  return options.payloadCodecs ? { payloadCodecs: options.payloadCodecs } : options.worker?.dataConverter;
+}
+
 /**
  * A worker that runs TurnKit turns: the bundled workflows plus activities bound to this
  * process's store, agents and model clients. Add more of these to scale out.
@@ -96,6 +110,7 @@ export interface TurnKitWorker {
 export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnKitWorker> {
   if (options.deployment && options.worker?.workerDeploymentOptions)
     throw new ArgumentError('pass deployment or worker.workerDeploymentOptions, not both');
+  const dataConverter = dataConverterOf(options);
   const deployment = options.deployment ? deploymentWorkerOptions(options.deployment) : {};
   // Temporal's env config, read first: a missing profile fails before anything opens.
   const config =
@@ -143,11 +158,13 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
       : { workflowTaskPollerBehavior: { type: 'autoscaling' as const } }),
     ...deployment,
     ...options.worker,
+    ...(dataConverter ? { dataConverter } : {}),
   }).catch(closeOwned);
   const modelWorkers = await createModelWorkers(queues, {
     connection,
     namespace,
     activities: createTurnActivities(runtime, heartbeats),
+    ...(dataConverter ? { dataConverter } : {}),
     ...(options.worker?.identity ? { identity: options.worker.identity } : {}),
   }).catch(closeOwned);
   return {

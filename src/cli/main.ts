@@ -30,6 +30,7 @@ import {
 import type { AgentsModule, GlobalOptions } from './project.js';
 import {
   CliError,
+  cliPayloadCodecs,
   connectTemporal,
   loadAgentsModule,
   openProjectStore,
@@ -56,6 +57,7 @@ import {
 } from './render.js';
 import { addConsoleCommand } from './console-command.js';
 import { addServeCommand } from './serve-command.js';
+import { addCodecServerCommand } from './codec-server-command.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
 import { addScheduleCommands } from './schedule-commands.js';
 import { addForkCommands, forkSummary, showConversation } from './fork-commands.js';
@@ -409,6 +411,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
           ...(module.defaultModel ? { defaultModel: module.defaultModel } : {}),
           ...signingKey(),
           ...deployment,
+          payloadCodecs: cliPayloadCodecs(),
         }).catch((error: unknown) => {
           const reason = error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
           const unreachable = /transport|connect|refused|deadline|unavailable/i.test(reason);
@@ -834,6 +837,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
   addForkCommands(program, commands);
   addEvalCommand(program, commands);
   addConsoleCommand(program, commands);
+  addCodecServerCommand(program, io, globals);
   addPruneCommand(program, commands, (fn) =>
     action(async (session, ...args) => fn(await session.readStore(), ...args)),
   );

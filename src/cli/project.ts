@@ -7,11 +7,13 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
+import type { PayloadCodec } from '@temporalio/common';
 import type { Agent } from '../agents/agent.js';
 import { AgentRegistry } from '../agents/registry.js';
 import type { EvalVariant } from '../eval/evaluate.js';
 import type { ScorerInput } from '../eval/scorers.js';
 import type { ConsoleAuthHook } from '../console/handler.js';
+import { payloadCodecsFromEnv } from '../codec/codec-keys.js';
 import type { AuthorizationPolicy } from '../engine/runtime.js';
 import { TurnKitError } from '../errors.js';
 import type { ModelClient } from '../models/types.js';
@@ -181,15 +183,25 @@ export async function openProjectStore(
   }
 }
 
+/** TurnKit's encryption codec when TURNKIT_CODEC_KEYS is set (decision 75); a bad value is a usage error. */
+export function cliPayloadCodecs(): PayloadCodec[] {
+  try {
+    return payloadCodecsFromEnv();
+  } catch (error) {
+    throw new CliError(error instanceof Error ? error.message : String(error), EXIT_CODES.usage);
+  }
+}
+
 /** Connects to Temporal, failing within a few seconds with one line when nothing answers. */
 export async function connectTemporal(
   options: GlobalOptions,
 ): Promise<{ client: Client; connection: Connection }> {
   const { connectionOptions, namespace } = temporalConfig(options);
   const address = connectionOptions.address;
+  const payloadCodecs = cliPayloadCodecs();
   try {
     const connection = await Connection.connect({ ...connectionOptions, connectTimeout: '5 seconds' });
-    return { connection, client: new Client({ connection, namespace }) };
+    return { connection, client: new Client({ connection, namespace, dataConverter: { payloadCodecs } }) };
   } catch (error) {
     const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new CliError(`the Temporal server at ${address} does not answer: ${reason}`);

@@ -13,6 +13,7 @@ import type { ManualCompactionOptions } from '../engine/model/compaction.js';
 import { compactConversation } from '../engine/model/compaction.js';
 import type { MediaInput, MediaPart } from '../models/media.js';
 import { mediaPart } from '../models/media.js';
+import type { PayloadCodec } from '@temporalio/common';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import type { AgentRegistry } from '../agents/registry.js';
 import { checkApprovalFits } from '../agents/approval-fit.js';
@@ -116,6 +117,11 @@ export interface TurnKitClientOptions {
    * cancels and controls it sends reach the policy with `verified: true`.
    */
   signingKey?: string | Buffer;
+  /**
+   * Temporal payload codecs for `connect`'s client, the workers' list (decision 75); with
+   * `temporal`, configure that client's `dataConverter` instead.
+   */
+  payloadCodecs?: PayloadCodec[];
 }
 
 /**
@@ -274,6 +280,7 @@ export class TurnKitClient {
       ? new Client({
           connection: options.temporal.connection,
           namespace: options.temporal.options.namespace,
+          dataConverter: options.temporal.options.loadedDataConverter,
           interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor({ tracer })] },
         })
       : options.temporal;
@@ -292,7 +299,11 @@ export class TurnKitClient {
     const connection = await Connection.connect(connectionOptions);
     let client: TurnKitClient;
     try {
-      client = new TurnKitClient({ ...options, temporal: new Client({ connection, namespace }) });
+      const dataConverter = options.payloadCodecs ? { payloadCodecs: options.payloadCodecs } : undefined;
+      client = new TurnKitClient({
+        ...options,
+        temporal: new Client({ connection, namespace, ...(dataConverter ? { dataConverter } : {}) }),
+      });
     } catch (error) {
       // A client that fails to build (a bad signing key) closes the connection it opened.
       await connection.close().catch(() => undefined);

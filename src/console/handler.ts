@@ -105,7 +105,7 @@ export function isLoopbackAddress(address: string | undefined): boolean {
   return plain === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(plain);
 }
 
-function isLoopbackHost(host: string | undefined): boolean {
+export function isLoopbackHost(host: string | undefined): boolean {
   if (!host) return false;
   const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '');
   return name === 'localhost' || isLoopbackAddress(name);
