@@ -4,19 +4,16 @@
  * The agents module's `consoleAuth` export is its auth hook, as for the console; without one
  * it listens on loopback only.
  */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
 import { CODEC_KEYS_ENV } from '../codec/codec-keys.js';
 import { createCodecHandler, DEFAULT_CODEC_ORIGINS } from '../codec/codec-server.js';
-import { isLoopbackAddress } from '../console/handler.js';
 import type { GlobalOptions } from './project.js';
 import { CliError, cliPayloadCodecs, loadAgentsModule } from './project.js';
-import { EXIT_CODES, write } from './render.js';
+import { listenAddress, serveUntilStopped } from './http-door.js';
+import type { HttpDoorFlags } from './http-door.js';
+import { EXIT_CODES } from './render.js';
 
-interface CodecServerFlags {
-  port: string;
-  host?: string;
+interface CodecServerFlags extends HttpDoorFlags {
   origin?: string[];
 }
 
@@ -35,21 +32,13 @@ export function addCodecServerCommand(
       `browser origins allowed (the Temporal Web UI's; default ${DEFAULT_CODEC_ORIGINS.join(' ')})`,
     )
     .action(async (flags: CodecServerFlags) => {
-      const port = Number(flags.port);
-      if (!Number.isInteger(port) || port < 0 || port > 65_535)
-        throw new CliError(`--port must be a port number, got ${flags.port}`, EXIT_CODES.usage);
       const codecs = cliPayloadCodecs();
       if (codecs.length === 0)
         throw new CliError(`${CODEC_KEYS_ENV} is not set: the codec server has no keys`, EXIT_CODES.usage);
       const { agents, namespace } = globals();
       const path = agents ?? process.env['TURNKIT_AGENTS'];
       const authenticate = path ? (await loadAgentsModule(path)).consoleAuth : undefined;
-      const host = flags.host ?? '127.0.0.1';
-      if (!authenticate && !(isLoopbackAddress(host) || host === 'localhost'))
-        throw new CliError(
-          `--host ${host}: without an auth hook (the agents module's \`consoleAuth\`) the codec server listens on loopback only`,
-          EXIT_CODES.usage,
-        );
+      const address = listenAddress(flags, 'the codec server', authenticate !== undefined);
       let handler: ReturnType<typeof createCodecHandler>;
       try {
         handler = createCodecHandler({
@@ -62,27 +51,14 @@ export function addCodecServerCommand(
       } catch (error) {
         throw new CliError(error instanceof Error ? error.message : String(error), EXIT_CODES.usage);
       }
-      const server = createServer((request, response) => void handler(request, response));
-      await new Promise<void>((listening, failed) => {
-        server.once('error', (error) =>
-          failed(new CliError(`the codec server cannot listen on ${host}:${port}: ${error.message}`)),
-        );
-        server.listen(port, host, listening);
-      });
-      const address = server.address() as AddressInfo;
-      const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-      write(
+      await serveUntilStopped(
+        (request, response) => void handler(request, response),
+        address,
+        'the codec server',
         io.err,
-        `turnkit codec-server: http://${shown}:${address.port} (keys ${codecs.length}; ` +
+        (url) =>
+          `turnkit codec-server: ${url} (keys ${codecs.length}; ` +
           (authenticate ? 'auth hook: consoleAuth)\n' : 'no auth hook: loopback only)\n'),
       );
-      await new Promise<void>((stopped) => {
-        const stop = () => {
-          server.close(() => stopped());
-          server.closeAllConnections();
-        };
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-      });
     });
 }

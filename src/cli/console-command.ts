@@ -3,19 +3,17 @@
  * docs/console.md) until interrupted. The agents module's `consoleAuth` export is its auth
  * hook; without one it listens on loopback only, and says so.
  */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
 import { consoleAssets } from '../console/assets.js';
-import { createConsoleHandler, isLoopbackAddress } from '../console/handler.js';
+import { createConsoleHandler } from '../console/handler.js';
 import { ConfigError } from '../errors.js';
+import { listenAddress, serveUntilStopped } from './http-door.js';
+import type { HttpDoorFlags } from './http-door.js';
 import { CliError } from './project.js';
-import { EXIT_CODES, write } from './render.js';
+import { write } from './render.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
 
-interface ConsoleFlags {
-  port: string;
-  host?: string;
+interface ConsoleFlags extends HttpDoorFlags {
   temporalUiUrl?: string;
   assets?: string;
 }
@@ -36,17 +34,8 @@ export function addConsoleCommand(program: Command, ctx: ScheduleCommandContext)
     )
     .action(
       ctx.run(false, async (client, module, flags: ConsoleFlags) => {
-        const port = Number(flags.port);
-        if (!Number.isInteger(port) || port < 0 || port > 65_535)
-          throw new CliError(`--port must be a port number, got ${flags.port}`, EXIT_CODES.usage);
         const authenticate = module?.consoleAuth;
-        const host = flags.host ?? '127.0.0.1';
-        const loopback = isLoopbackAddress(host) || host === 'localhost';
-        if (!authenticate && !loopback)
-          throw new CliError(
-            `--host ${host}: without an auth hook (the agents module's \`consoleAuth\`) the console listens on loopback only`,
-            EXIT_CODES.usage,
-          );
+        const address = listenAddress(flags, 'the console', authenticate !== undefined);
         let assetsDir: string;
         try {
           assetsDir = await consoleAssets({
@@ -63,29 +52,15 @@ export function addConsoleCommand(program: Command, ctx: ScheduleCommandContext)
           ...(authenticate ? { authenticate } : {}),
           assetsDir,
         });
-        const server = createServer((request, response) => void handler(request, response));
-        await new Promise<void>((listening, failed) => {
-          server.once('error', (error) =>
-            failed(new CliError(`the console cannot listen on ${host}:${port}: ${error.message}`)),
-          );
-          server.listen(port, host, listening);
-        });
-        const address = server.address() as AddressInfo;
-        const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-        write(
+        await serveUntilStopped(
+          (request, response) => void handler(request, response),
+          address,
+          'the console',
           ctx.err,
-          `turnkit console: http://${shown}:${address.port}/` +
+          (url) =>
+            `turnkit console: ${url}/` +
             (authenticate ? ' (auth hook: consoleAuth)\n' : ' (no auth hook: loopback only)\n'),
         );
-        await new Promise<void>((stopped) => {
-          const stop = () => {
-            server.close(() => stopped());
-            // Live streams and keep-alive sockets would hold the server open.
-            server.closeAllConnections();
-          };
-          process.once('SIGINT', stop);
-          process.once('SIGTERM', stop);
-        });
       }),
     );
 }

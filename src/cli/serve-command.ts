@@ -4,21 +4,18 @@
  * agents module's `consoleAuth` export is the auth hook of every door (it maps a request to a
  * principal); without one the server listens on loopback only, and says so.
  */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
-import { isLoopbackAddress } from '../console/handler.js';
 import { createA2AHandler } from '../protocols/a2a-server.js';
 import { createAgUiHandler } from '../protocols/ag-ui-endpoint.js';
 import type { ProtocolDoorOptions, ProtocolHandler } from '../protocols/door.js';
 import { createMcpHandler } from '../protocols/mcp-server.js';
+import { listenAddress, serveUntilStopped } from './http-door.js';
+import type { HttpDoorFlags } from './http-door.js';
 import { CliError } from './project.js';
-import { EXIT_CODES, write } from './render.js';
+import { EXIT_CODES } from './render.js';
 import type { ScheduleCommandContext } from './schedule-commands.js';
 
-interface ServeFlags {
-  port: string;
-  host?: string;
+interface ServeFlags extends HttpDoorFlags {
   serve?: string;
   publicUrl?: string;
 }
@@ -38,16 +35,8 @@ export function addServeCommand(program: Command, ctx: ScheduleCommandContext): 
     )
     .action(
       ctx.run(true, async (client, module, flags: ServeFlags) => {
-        const port = Number(flags.port);
-        if (!Number.isInteger(port) || port < 0 || port > 65_535)
-          throw new CliError(`--port must be a port number, got ${flags.port}`, EXIT_CODES.usage);
         const authenticate = module?.consoleAuth;
-        const host = flags.host ?? '127.0.0.1';
-        if (!authenticate && !isLoopbackAddress(host) && host !== 'localhost')
-          throw new CliError(
-            `--host ${host}: without an auth hook (the agents module's \`consoleAuth\`) the server listens on loopback only`,
-            EXIT_CODES.usage,
-          );
+        const address = listenAddress(flags, 'the server', authenticate !== undefined);
         const agents = flags.serve?.split(',').map((name) => name.trim());
         for (const name of agents ?? []) {
           if (!client.agents.names.includes(name))
@@ -64,34 +53,21 @@ export function addServeCommand(program: Command, ctx: ScheduleCommandContext): 
           ['/a2a', createA2AHandler({ ...door, ...(publicUrl ? { publicUrl: `${publicUrl}/a2a` } : {}) })],
           ['/agui', createAgUiHandler(door)],
         ];
-        const server = createServer((request, response) => {
-          const path = new URL(request.url ?? '/', 'http://serve.invalid').pathname;
-          const route = routes.find(([prefix]) => path === prefix || path.startsWith(`${prefix}/`));
-          if (!route)
-            return void response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
-          void route[1](request, response);
-        });
-        await new Promise<void>((listening, failed) => {
-          server.once('error', (error) =>
-            failed(new CliError(`turnkit serve cannot listen on ${host}:${port}: ${error.message}`)),
-          );
-          server.listen(port, host, listening);
-        });
-        const address = server.address() as AddressInfo;
-        const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-        write(
+        await serveUntilStopped(
+          (request, response) => {
+            const path = new URL(request.url ?? '/', 'http://serve.invalid').pathname;
+            const route = routes.find(([prefix]) => path === prefix || path.startsWith(`${prefix}/`));
+            if (!route)
+              return void response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+            void route[1](request, response);
+          },
+          address,
+          'turnkit serve',
           ctx.err,
-          `turnkit serve: http://${shown}:${address.port}/ (mcp, a2a/<agent>, agui/<agent>)` +
+          (url) =>
+            `turnkit serve: ${url}/ (mcp, a2a/<agent>, agui/<agent>)` +
             (authenticate ? ' (auth hook: consoleAuth)\n' : ' (no auth hook: loopback only)\n'),
         );
-        await new Promise<void>((stopped) => {
-          const stop = () => {
-            server.close(() => stopped());
-            server.closeAllConnections();
-          };
-          process.once('SIGINT', stop);
-          process.once('SIGTERM', stop);
-        });
       }),
     );
 }
