@@ -5,7 +5,12 @@
  * keyset cursor, and only rows the `Scope` lets this principal read are shown. Plain JSON for
  * the browser; nothing of Temporal.
  */
-import type { ConsoleKey, ConsoleReads, ConsoleWaitReason } from '../store/console-reads.js';
+import type {
+  ConsoleKey,
+  ConsoleReads,
+  ConsoleTurnQuery,
+  ConsoleWaitReason,
+} from '../store/console-reads.js';
 import type {
   EventRecord,
   Json,
@@ -39,24 +44,11 @@ export interface ConsoleTurnSummary {
   completedAt: string | null;
 }
 
-/** The list's filters, from the query string. */
-export interface TurnListFilter {
-  agent?: string;
-  status?: TurnStatus;
-  /** A principal that is this string, or has a top-level field equal to it (an id, a tenant). */
-  principal?: string;
-  conversation?: string;
-  /** ISO times: created at or after `since`, before `until`. */
-  since?: string;
-  until?: string;
-  /** Only turns no other turn started (default false: all). */
-  roots?: boolean;
-  /** Newest first (default) or oldest first. */
-  order?: 'desc' | 'asc';
-  /** The page after this one (`nextCursor` of the previous page). */
+/** The list's filters, from the query string: the store's query, paged by `cursor` (the previous page's `nextCursor`). */
+export type TurnListFilter = Omit<ConsoleTurnQuery, 'after' | 'limit'> & {
   cursor?: ConsoleKey;
   limit?: number;
-}
+};
 
 /** Whether the principal asking may read this turn (the `read_control` or `read_messages` action). */
 export type Scope = (action: 'read_control' | 'read_messages', turn: TurnRecord) => Promise<boolean>;
