@@ -67,11 +67,13 @@ export class EncryptionCodec implements PayloadCodec {
   }
 
   // Async, so that a payload that does not open is a rejection, never a synchronous throw.
+  /** Seals each payload with the current key; one already encrypted passes as it is. */
   async encode(payloads: Payload[]): Promise<Payload[]> {
     await Promise.resolve();
     return payloads.map((payload) => this.#seal(payload));
   }
 
+  /** Opens each sealed payload with the key its metadata names; an unsealed one passes as it is. */
   async decode(payloads: Payload[]): Promise<Payload[]> {
     await Promise.resolve();
     return payloads.map((payload) => this.#open(payload));
