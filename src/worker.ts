@@ -148,11 +148,10 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     // any worker may take it (Temporal's default is 10 s); a busy live worker that misses it
     // only costs a replay from history on another worker (docs/decisions/020-worker-loss.md).
     stickyQueueScheduleToStartTimeout: '3 seconds',
-    // Workflow-task pollers scale with the server's backlog instead of a fixed 10 (2 of them on
-    // the shared queue). After a worker dies, every workflow it cached waits on the shared queue
-    // for a replay; a fixed poller count drained it too slowly (issue 27's chaos bench on
-    // SQLite: 300/300 roots with autoscaling, against 204–212 of 300 without; decision 51).
-    // An app that sets either poller option keeps what it set (and the SDK's handling of it).
+    // Workflow-task pollers scale with the server's backlog instead of a fixed 10: after a worker
+    // dies, a fixed count drained the shared queue's replays too slowly (issue 27's chaos bench on
+    // SQLite: 300/300 roots with autoscaling, 204–212 without; decision 51). An app that sets
+    // either poller option keeps what it set (and the SDK's handling of it).
     ...(options.worker?.workflowTaskPollerBehavior || options.worker?.maxConcurrentWorkflowTaskPolls
       ? {}
       : { workflowTaskPollerBehavior: { type: 'autoscaling' as const } }),
@@ -171,8 +170,7 @@ export async function createWorker(options: TurnKitWorkerOptions): Promise<TurnK
     worker,
     runtime,
     heartbeats,
-    // A connection this worker opened, and the MCP sessions only it used, close with it, so a
-    // process can end once the worker has.
+    // What this worker opened (a connection, MCP sessions only it used) closes with it.
     run: async (until) => {
       const release = holdMcpSessions(runtime.agents, runtime.logger);
       try {
