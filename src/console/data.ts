@@ -428,7 +428,9 @@ export async function turnPage(
   if (!(await options.scope('read_messages', turn))) throw new ScopeError();
   const since = options.since?.match(/^(.+)\/(\d+)$/);
   // A turn waiting on sub-agents changes through them: its page is read whole (it is bounded).
-  if (since && since[1] === turn.updatedAt && turn.status !== 'waiting') {
+  const onChildren = async () =>
+    turn.status === 'waiting' && (await store.listWaits({ turnId: turn.id })).length > 0;
+  if (since && since[1] === turn.updatedAt && !(await onChildren())) {
     const seen = Number(since[2]);
     const newer = await store.listEvents(turn.id, { afterSequence: seen, limit: 1 });
     if (newer.length === 0) return { unchanged: true, version: versionOf(turn, seen) };

@@ -140,7 +140,15 @@ describe('audit: #2 console controls and reads scoped to the turn owner', () => 
       `turns/${runB.turnId}/stream`,
     ])
       expect((await asTenant('A', path)).status, path).toBe(404);
-    const pageA = (await (await asTenant('A', `turns/${runA.turnId}`)).json()) as { version: string };
+    // The turn settles into its wait (its last events land just after the approval shows):
+    // read its page until two reads in a row have the same version.
+    const versionOf = async () =>
+      ((await (await asTenant('A', `turns/${runA.turnId}`)).json()) as { version: string }).version;
+    let settled = await versionOf();
+    await expect
+      .poll(async () => settled === (settled = await versionOf()), { timeout: 10_000, interval: 200 })
+      .toBe(true);
+    const pageA = { version: settled };
     // While nothing happens, a poll with the page's version reads one turn row and one event.
     expect(
       await (await asTenant('A', `turns/${runA.turnId}?since=${encodeURIComponent(pageA.version)}`)).json(),

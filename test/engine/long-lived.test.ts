@@ -70,7 +70,17 @@ async function turnkitLs(args: string[]): Promise<string> {
   const bin = fileURLToPath(new URL('../../src/cli/bin.ts', import.meta.url));
   const { stdout } = await exec(
     process.execPath,
-    ['--import', import.meta.resolve('tsx'), bin, '--json', 'ls', ...args],
+    // The test's own store: `ls` marks the turns it holds, and never creates one.
+    [
+      '--import',
+      import.meta.resolve('tsx'),
+      bin,
+      '--json',
+      '--store',
+      kit.store.identity.location,
+      'ls',
+      ...args,
+    ],
     {
       env: { ...process.env, TEMPORAL_ADDRESS: temporalAddress() },
     },

@@ -222,16 +222,22 @@ describe.skipIf(!(await requireTemporal()))('the published package', () => {
       'console',
     ])
       expect(help.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
-    const missing = await run(
-      bin,
-      ['--store', join(app, 'cli.sqlite'), 'show', 'turn_000000000000000000000000'],
-      {
-        cwd: app,
-      },
-    ).catch((error: { code: number; stderr: string }) => error);
+    // A read-only command never creates a store: this one is made first, by the package itself.
+    const storeFile = join(app, 'cli.sqlite');
+    await run(
+      process.execPath,
+      [
+        '-e',
+        `import('turnkit/store').then(async (m) => (await m.openStore(${JSON.stringify(storeFile)})).close())`,
+      ],
+      { cwd: app },
+    );
+    const missing = await run(bin, ['--store', storeFile, 'show', 'turn_000000000000000000000000'], {
+      cwd: app,
+    }).catch((error: { code: number; stderr: string }) => error);
     expect(missing).toMatchObject({
       code: 1,
-      stderr: 'turnkit: no turn turn_000000000000000000000000 in the store\n',
+      stderr: `turnkit: no turn turn_000000000000000000000000 in the store ${storeFile} (another store? pass --store or set TURNKIT_DATABASE_URL)\n`,
     });
   });
 });
