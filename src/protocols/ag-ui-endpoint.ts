@@ -242,6 +242,20 @@ class TextMessages {
     this.send({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.#open, delta });
   }
 
+  readonly #steps = new Set<string>();
+
+  /** Whether `name` opens a step: a step re-run after its worker died is already open. */
+  openStep(name: string): boolean {
+    if (this.#steps.has(name)) return false;
+    this.#steps.add(name);
+    return true;
+  }
+
+  /** Whether `name` closes an open step. */
+  closeStep(name: string): boolean {
+    return this.#steps.delete(name);
+  }
+
   /** The step's streamed text is void (an attempt died): its message ends, the retry opens another. */
   restart(): void {
     this.close();
@@ -259,13 +273,17 @@ function eventsOf(part: RunStreamPart, text: TextMessages, send: (event: BaseEve
   switch (part.type) {
     case 'text.delta':
       return text.delta(part.step, part.text);
-    case 'step.started':
-      return send({ type: EventType.STEP_STARTED, stepName: `model step ${part.step ?? ''}`.trim() });
+    case 'step.started': {
+      const stepName = `model step ${part.step ?? ''}`.trim();
+      return text.openStep(stepName) ? send({ type: EventType.STEP_STARTED, stepName }) : undefined;
+    }
     case 'step.restarted':
       return text.restart();
-    case 'step.finished':
+    case 'step.finished': {
       text.close();
-      return send({ type: EventType.STEP_FINISHED, stepName: `model step ${part.step ?? ''}`.trim() });
+      const stepName = `model step ${part.step ?? ''}`.trim();
+      return text.closeStep(stepName) ? send({ type: EventType.STEP_FINISHED, stepName }) : undefined;
+    }
     case 'tool.call':
       text.close();
       send({ type: EventType.TOOL_CALL_START, toolCallId: part.toolCallId, toolCallName: part.toolName });
