@@ -23,6 +23,12 @@ const server = providerServer((body, res) => {
   const model = String(body['model']);
   arrivals.push({ model, at: Date.now() });
   if (model === 'flaky') return sendError(res, 429, 'rate limited');
+  // A 'limited' call is held 3 s: at two calls a second a process with four slots cannot hold
+  // them all, so both processes take calls however the server hands out the first ones.
+  setTimeout(() => reply(res, body, model), model === 'limited' ? 3_000 : 0);
+});
+
+function reply(res: Parameters<typeof sendReply>[0], body: Record<string, unknown>, model: string) {
   sendReply(res, body, 200, {
     id: 'chatcmpl-q',
     object: 'chat.completion',
@@ -33,7 +39,7 @@ const server = providerServer((body, res) => {
     ],
     usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
   });
-});
+}
 
 // The client's view of the agents the worker processes run (the client never calls a model).
 const agents = new AgentRegistry([
