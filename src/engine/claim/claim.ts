@@ -1,7 +1,7 @@
 import { nowIso } from '../../store/records.js';
 import { claimInLane, rootConversationId } from '../../store/tree.js';
 import { waitsReady } from '../../store/wait-graph.js';
-import { isFinished, subAgentResult } from '../tools/delegation.js';
+import { isFinished, subAgentResult } from '../step/sub-agents.js';
 import { checkTaskMark } from '../step/fence.js';
 import type { Store, TurnRecord, TurnStatus } from '../../store/types.js';
 import { Budget } from '../step/budget.js';

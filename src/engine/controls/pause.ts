@@ -1,11 +1,8 @@
-/** Pausing a turn at a control boundary and taking it back (spec Appendix A). */
-import { LostClaim } from '../../errors.js';
-import { retakeClaim } from '../claim/claim.js';
-import { turnDigest } from '../step/digest.js';
+/** Pausing a turn at a control boundary (spec Appendix A); `claim/resume.ts` takes it back. */
 import { turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
 import type { Runtime } from '../runtime.js';
-import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
+import type { OwnerInput } from '../../contract/digests.js';
 
 /**
  * Stops the turn at a control boundary: `paused`, claim cleared, no worker held. Run again
@@ -19,15 +16,4 @@ export async function pauseTurn(runtime: Runtime, input: OwnerInput): Promise<vo
     tx.set({ status: 'paused', claimToken: null });
     tx.emit(turnEvent('turn.paused'));
   });
-}
-
-/** Takes the paused turn back; LostClaim when it was cancelled (or timed out) meanwhile. */
-export async function resumePausedTurn(runtime: Runtime, input: OwnerInput): Promise<TurnDigest> {
-  const resumed = await retakeClaim(runtime, input, ['paused']);
-  if (!resumed) {
-    const { status } = await runtime.store.loadTurn(input.turnId);
-    throw new LostClaim(`turn ${input.turnId} is ${status}: it can no longer resume`);
-  }
-  await runtime.emit(resumed, 'turn.resumed', {});
-  return turnDigest(runtime.agents.resolve(resumed.agentName), resumed);
 }

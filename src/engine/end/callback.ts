@@ -9,7 +9,7 @@ import type { Runtime } from '../runtime.js';
 import type { TurnEvent } from '../step/events.js';
 import { turnEvent } from '../step/events.js';
 import { principalOf } from '../step/turn-state.js';
-import { subAgentResult } from '../tools/delegation.js';
+import { subAgentResult } from '../step/sub-agents.js';
 
 /** The policy's word on a turn's completion callback, and what it decided on. */
 export interface CallbackVerdict {

@@ -7,7 +7,7 @@ import { ArgumentError } from '../../errors.js';
 import { modelMediaOf } from '../../models/media.js';
 import type { ModelMessage, ModelRequest, ModelToolSpec } from '../../models/types.js';
 import type { ConversationRecord, MessageRecord, Store, TurnRecord } from '../../store/types.js';
-import { loadedSkillsOf } from '../tools/skills.js';
+import { loadedSkillsOf } from './skills.js';
 import { activeHistory, hiddenRanges, projectSummary } from './summaries.js';
 import { atCallBoundaries } from './call-boundaries.js';
 import { promptDataBlock, renderSystemPrompt, untrustedBlock } from './system-prompt.js';

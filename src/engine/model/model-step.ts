@@ -13,7 +13,7 @@ import { buildModelRequest } from './model-request.js';
 import { DeltaWriter, stepFinishedParts, stepStartedParts } from './live-stream.js';
 import { countProviderError, handingOver, HandedOver, modelFailure, servingModel } from './model-failure.js';
 import { uniqueCalls } from './tool-call-ids.js';
-import { checkNoModelCall, enterAfterModelSpend } from '../tools/budget-completion.js';
+import { checkNoModelCall, enterAfterModelSpend } from './budget-save.js';
 import type { Runtime } from '../runtime.js';
 import type { TurnState } from '../step/turn-state.js';
 import { depthOf, iterationsOf, toolCallParts } from '../step/turn-state.js';

@@ -11,10 +11,10 @@ import type { OutputPolicy, OutputViolation } from '../../agents/output-policy.j
 import { StoreError, TurnKitError } from '../../errors.js';
 import type { JsonObject } from '../../store/types.js';
 import { DEFAULT_TURN_SETTINGS } from '../../workflows/contract.js';
-import { loadedSkillsOf } from '../tools/skills.js';
+import { loadedSkillsOf } from '../model/skills.js';
 import type { Runtime } from '../runtime.js';
 import { chargeCall, checkStepSpend } from '../step/charge.js';
-import { checkNoModelCall } from '../tools/budget-completion.js';
+import { checkNoModelCall } from '../model/budget-save.js';
 import { turnEvent } from '../step/events.js';
 import { retryDelayMs } from '../step/retry-delay.js';
 import { TurnStep } from '../step/turn-step.js';

@@ -13,7 +13,7 @@ import { turnEvent } from '../step/events.js';
 import { contextOf, principalOf } from '../step/turn-state.js';
 import type { ToolExecution } from './tool-execution.js';
 import { errorDetails } from './tool-execution.js';
-import { callHistory } from './call-history.js';
+import { callHistory } from '../model/call-history.js';
 
 /**
  * Asks the tool's `needsApproval` about this call, once, when it is first dispatched: with

@@ -4,65 +4,26 @@
  * run, once. Every other call of the response is closed "not executed: spend limit reached",
  * the save ends the turn as any terminal tool does, and the turn never calls a model again.
  */
-import type { Agent } from '../../agents/agent.js';
-import { BudgetError } from '../../errors.js';
-import type { Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
+import type { BudgetError } from '../../errors.js';
+import type { ToolExecutionRecord } from '../../store/types.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
-import type { Budget } from '../step/budget.js';
 import { COST_LIMIT_REACHED, exhaustsAtLimit } from '../step/budget.js';
-import type { TurnEvent } from '../step/events.js';
 import { messageCreated, turnEvent } from '../step/events.js';
-import type { TurnTx } from '../step/turn-step.js';
 import type { TurnState } from '../step/turn-state.js';
 import { toolCallParts } from '../step/turn-state.js';
+import { saveCallOf } from '../model/budget-save.js';
 import { findToolExecution } from './execution-lookup.js';
-import { toolForTurn } from './skills.js';
-import type { ToolCall, ToolExecution } from './tool-execution.js';
+import type { ToolExecution } from './tool-execution.js';
 import { errorDetails } from './tool-execution.js';
 import { closeUnrun } from './tool-results.js';
 
 export const SPEND_LIMIT_SKIP = 'not executed: spend limit reached';
-
-/** The first of `calls` that names a budget-completion tool this turn may call. */
-async function saveCallOf(
-  store: Store,
-  agent: Agent,
-  turn: TurnRecord,
-  calls: readonly ToolCall[],
-): Promise<ToolCall | undefined> {
-  for (const call of calls) {
-    const tool = agent.effectiveTools.find((candidate) => candidate.name === call.name);
-    if (tool?.budgetCompletion && (await toolForTurn(store, agent, turn, call.name))) return call;
-  }
-  return undefined;
-}
 
 /** The turn is in its budget completion and this call is not the save: it is closed unrun. */
 export function closedBySpend(state: TurnState, callId: string, existing?: ToolExecutionRecord): boolean {
   const save = state.budget_completion_call_id;
   if (save === undefined || save === callId) return false;
   return !existing || existing.status === 'pending' || existing.status === 'awaiting_approval';
-}
-
-/**
- * In the block that stores a response whose cost exhausts the spend (`Budget#spendExhausted`):
- * if it proposes a save, the save becomes the one call left to run. Its event, to publish
- * after the response's own; undefined when the turn fails on its spend as before.
- */
-export async function enterAfterModelSpend(
-  tx: TurnTx,
-  agent: Agent,
-  budget: Budget,
-  cost: number | null,
-): Promise<TurnEvent | undefined> {
-  if (!exhaustsAtLimit(agent)) return undefined;
-  const spent = budget.cost + (cost ?? 0);
-  if (!budget.spendExhausted(spent)) return undefined;
-  const save = await saveCallOf(tx.store, agent, tx.turn, toolCallParts(tx.state.parts));
-  if (!save) return undefined;
-  tx.patchState({ budget_completion_call_id: save.id });
-  const reached = { reached_by: 'model', cost: spent, max_spend: budget.limits.maxSpend };
-  return turnEvent('budget_completion.started', { id: save.id, name: save.name, ...reached });
 }
 
 /**
@@ -110,9 +71,4 @@ export async function closeForSpend(
   });
   // Null: another attempt got to the row first; it reports the row as it left it.
   return run.outcome(closed ?? (await run.findExecution())!);
-}
-
-/** A turn in its budget completion makes no model call: the save ran (or failed) its once. */
-export function checkNoModelCall(state: TurnState): void {
-  if (state.budget_completion_call_id !== undefined) throw new BudgetError(COST_LIMIT_REACHED);
 }

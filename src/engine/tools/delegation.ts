@@ -3,26 +3,11 @@ import type { ToolDefinition } from '../../agents/tool.js';
 import { validateToolArguments } from '../../agents/tool.js';
 import { newId } from '../../ids.js';
 import { rootConversationId } from '../../store/tree.js';
-import { TERMINAL_TURN_STATUSES } from '../../store/types.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { addWaits } from '../../store/wait-graph.js';
 import { buildTurn } from '../lane/build-turn.js';
 import type { Runtime } from '../runtime.js';
 import { principalOf } from '../step/turn-state.js';
-
-/** What a parent reads of a child turn (TurnKit's SubAgentTool.result): nil keys dropped. */
-export function subAgentResult(child: TurnRecord): JsonObject {
-  const result: JsonObject = {
-    conversation_id: child.conversationId,
-    turn_id: child.id,
-    status: child.status,
-    result: child.outputText,
-  };
-  if (child.outputData !== null && child.outputData !== undefined) result['output_data'] = child.outputData;
-  if (child.error) result['error'] = child.error;
-  if (result['result'] === null) delete result['result'];
-  return result;
-}
 
 /**
  * Creates (or finds, on re-dispatch) the child turn of a sub-agent call, in its own
@@ -108,8 +93,4 @@ export async function childTurn(
       lineage: { parent, execution },
     });
   });
-}
-
-export function isFinished(turn: TurnRecord): boolean {
-  return TERMINAL_TURN_STATUSES.includes(turn.status);
 }

@@ -11,7 +11,8 @@ import { TERMINAL_TURN_STATUSES } from '../../contract/turn-statuses.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { CoordinationOutcome } from './coordination.js';
 import { launchAgent, sendMessageCall, waitForCall } from './coordination.js';
-import { delegate, isFinished, subAgentResult } from './delegation.js';
+import { delegate } from './delegation.js';
+import { isFinished, subAgentResult } from '../step/sub-agents.js';
 import type { ToolExecution } from './tool-execution.js';
 
 /** Tool kinds the engine runs itself. */

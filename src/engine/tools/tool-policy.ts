@@ -8,7 +8,7 @@ import type { ToolExecutionRecord } from '../../store/types.js';
 import { turnEvent } from '../step/events.js';
 import type { TurnTx } from '../step/turn-step.js';
 import { contextOf, principalOf } from '../step/turn-state.js';
-import { callHistory } from './call-history.js';
+import { callHistory } from '../model/call-history.js';
 import type { ToolExecution } from './tool-execution.js';
 
 /** The policy's answer as the runner acts on it: a block carries what the model will read. */

@@ -2,10 +2,9 @@
  * The store side of the tools phase around the calls themselves (spec §4): closing it (skip
  * after a terminal tool, completion message), suspending while children run, resuming.
  */
-import { LostClaim, StaleTask } from '../../errors.js';
+import { StaleTask } from '../../errors.js';
 import { isOpenToolExecution } from '../../store/types.js';
 import type { ToolExecutionRecord } from '../../store/types.js';
-import { retakeClaim } from '../claim/claim.js';
 import { turnDigest } from '../step/digest.js';
 import { messageCreated, turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
@@ -115,16 +114,6 @@ async function executionsOf(
 export async function suspendTurn(runtime: Runtime, input: OwnerInput): Promise<void> {
   const step = await TurnStep.open(runtime, input);
   await step.write(async (tx) => tx.set({ status: 'waiting', claimToken: null }));
-}
-
-/** Takes the turn back after its children resolved; fails with LostClaim if it was cancelled meanwhile. */
-export async function resumeTurn(runtime: Runtime, input: OwnerInput): Promise<TurnDigest> {
-  const resumed = await retakeClaim(runtime, input, ['waiting']);
-  if (!resumed) {
-    const { status } = await runtime.store.loadTurn(input.turnId);
-    throw new LostClaim(`turn ${input.turnId} is ${status}: it can no longer resume`);
-  }
-  return turnDigest(runtime.agents.resolve(resumed.agentName), resumed);
 }
 
 /** A turn's status, for a workflow waiting on a child it could not start itself. */

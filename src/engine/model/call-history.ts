@@ -4,7 +4,7 @@
  */
 import type { ModelMessage } from '../../models/types.js';
 import type { Store, TurnRecord } from '../../store/types.js';
-import { modelHistory, projectMessages } from '../model/model-request.js';
+import { modelHistory, projectMessages } from './model-request.js';
 
 export async function callHistory(
   store: Store,
