@@ -77,3 +77,38 @@ describe('architecture: the engine imports in one direction', () => {
     ).toEqual([]);
   });
 });
+
+/** The modules that decide what a call comes to (decision 85). */
+const DECISIONS = ['approval', 'tool-policy', 'budget-completion', 'tool-replay', 'tool-failure', 'verdict'];
+
+/**
+ * What a decision may not import: the store (its record types and pure builders aside), the
+ * execution writer, the step's writes, the pipeline and the effects it runs.
+ */
+function writerImports(file: string): string[] {
+  const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, false);
+  const source = readFileSync(file, 'utf8');
+  const names = importedFiles.map((imported) => imported.fileName);
+  const writers = names.filter(
+    (name) =>
+      (/\/store\//.test(name) && !/\/store\/(types|records)\.js$/.test(name)) ||
+      /(^|\/)(tool-execution|tool-call|tool-results|execution-lookup|engine-run-call|coordination|delegation|run-tool|tools-phase)\.js$/.test(
+        name,
+      ) ||
+      /\/step\/(turn-step|charge|store-outage|fence)\.js$/.test(name),
+  );
+  // The store's interface itself, even as a type: a decision is handed what it reads.
+  const storeType = /import type \{[^}]*\bStore\b[^}]*\}/.test(source) ? ['the Store type'] : [];
+  return [...writers, ...storeType];
+}
+
+describe("architecture: a tool call's decisions write nothing", () => {
+  it('finds a writer when one is imported (the check can fail)', () => {
+    const execution = join(ENGINE, 'tools', 'tool-execution.ts');
+    expect(writerImports(execution).length).toBeGreaterThan(0);
+  });
+
+  it.each(DECISIONS)('issue 46: tools/%s.ts imports no store and no execution writer', (name) => {
+    expect(writerImports(join(ENGINE, 'tools', `${name}.ts`))).toEqual([]);
+  });
+});

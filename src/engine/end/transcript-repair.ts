@@ -1,6 +1,7 @@
 import type { Json, MessageRecord, Store, TurnRecord } from '../../store/types.js';
 import { appendAfterResultsTo } from '../tools/after-results.js';
-import { appendToolResultOnce, outcomeUnknown } from '../tools/tool-results.js';
+import { appendToolResultOnce } from '../tools/tool-results.js';
+import { outcomeUnknown } from '../tools/verdict.js';
 import { toolCallParts } from '../step/turn-state.js';
 
 /**

@@ -5,7 +5,7 @@
  */
 import type { Agent } from '../../agents/agent.js';
 import { BudgetError } from '../../errors.js';
-import type { Store, TurnRecord } from '../../store/types.js';
+import type { ToolDefinition } from '../../agents/tool.js';
 import type { Budget } from '../step/budget.js';
 import { COST_LIMIT_REACHED, exhaustsAtLimit } from '../step/budget.js';
 import type { TurnEvent } from '../step/events.js';
@@ -17,16 +17,18 @@ import { toolForTurn } from './skills.js';
 
 type ToolCall = ReturnType<typeof toolCallParts>[number];
 
-/** The first of `calls` that names a budget-completion tool this turn may call. */
+/**
+ * The first of `calls` that names a budget-completion tool this turn may call (`toolFor`
+ * answers which tool of a name the turn may call).
+ */
 export async function saveCallOf(
-  store: Store,
   agent: Agent,
-  turn: TurnRecord,
   calls: readonly ToolCall[],
+  toolFor: (name: string) => Promise<ToolDefinition | undefined>,
 ): Promise<ToolCall | undefined> {
   for (const call of calls) {
     const tool = agent.effectiveTools.find((candidate) => candidate.name === call.name);
-    if (tool?.budgetCompletion && (await toolForTurn(store, agent, turn, call.name))) return call;
+    if (tool?.budgetCompletion && (await toolFor(call.name))) return call;
   }
   return undefined;
 }
@@ -45,7 +47,8 @@ export async function enterAfterModelSpend(
   if (!exhaustsAtLimit(agent)) return undefined;
   const spent = budget.cost + (cost ?? 0);
   if (!budget.spendExhausted(spent)) return undefined;
-  const save = await saveCallOf(tx.store, agent, tx.turn, toolCallParts(tx.state.parts));
+  const mayCall = (name: string) => toolForTurn(tx.store, agent, tx.turn, name);
+  const save = await saveCallOf(agent, toolCallParts(tx.state.parts), mayCall);
   if (!save) return undefined;
   tx.patchState({ budget_completion_call_id: save.id });
   const reached = { reached_by: 'model', cost: spent, max_spend: budget.limits.maxSpend };

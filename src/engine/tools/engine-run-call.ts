@@ -18,40 +18,41 @@ import type { ToolExecution } from './tool-execution.js';
 /** Tool kinds the engine runs itself. */
 export const ENGINE_RUN_KINDS = new Set(['subAgent', 'launchAgent', 'waitFor', 'sendMessage']);
 
+/**
+ * What an engine-run call came to: the result that closes it (none while the workflow awaits
+ * a child or a wait), and what the workflow must do next.
+ */
+export interface EngineRun {
+  result?: JsonObject;
+  report: Partial<ToolCallOutcome>;
+}
+
 /** A sub-agent call: its child turn is created (or found); the workflow runs and awaits it. */
 export async function delegateCall(
   run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
-): Promise<ToolCallOutcome> {
+): Promise<EngineRun> {
   const child = await delegate(run.runtime, run.store, run.turn, tool, execution, run.call.arguments);
-  if (isFinished(child)) return run.outcome(await run.finish(execution, 'completed', subAgentResult(child)));
-  return {
-    ...run.outcome(execution),
-    waiting: true,
-    childTurnId: child.id,
-    childConversationId: child.conversationId,
-  };
+  if (isFinished(child)) return { result: subAgentResult(child), report: {} };
+  return { report: { waiting: true, childTurnId: child.id, childConversationId: child.conversationId } };
 }
 
 /** launch_agent, send_message, wait_for. */
 export async function coordinationCall(
   run: ToolExecution,
   execution: ToolExecutionRecord,
-): Promise<ToolCallOutcome> {
+): Promise<EngineRun> {
   const outcome = await coordinate(run, execution);
-  if (outcome.kind === 'waiting')
-    return { ...run.outcome(execution), waiting: true, waitTargets: outcome.targets };
-  const row = await run.finish(execution, 'completed', outcome.payload);
+  if (outcome.kind === 'waiting') return { report: { waiting: true, waitTargets: outcome.targets } };
   if (outcome.kind === 'launched') {
     const { child } = outcome;
-    return {
-      ...run.outcome(row),
-      launched: { turnId: child.id, agent: child.agentName, conversationId: child.conversationId },
-    };
+    const launched = { turnId: child.id, agent: child.agentName, conversationId: child.conversationId };
+    return { result: outcome.payload, report: { launched } };
   }
-  if (outcome.kind === 'sent') return { ...run.outcome(row), wakeLanes: [outcome.destinationConversationId] };
-  return run.outcome(row);
+  if (outcome.kind === 'sent')
+    return { result: outcome.payload, report: { wakeLanes: [outcome.destinationConversationId] } };
+  return { result: outcome.payload, report: {} };
 }
 
 /** Runs a coordination tool (launch_agent, send_message, wait_for) for this execution. */

@@ -1,35 +1,36 @@
+/**
+ * The pipeline of one tool call (decision 85): the only place that orders a call. The
+ * decisions (approval, tool policy, budget completion, replay, failure) answer verdicts and
+ * write nothing; `ToolExecution` makes every write of the row; the call's one result is
+ * recorded once, at the end (`conclude`).
+ */
 import type { Agent } from '../../agents/agent.js';
-import type { ToolContext, ToolDefinition } from '../../agents/tool.js';
-import { normalizeToolPayload, validateToolArguments } from '../../agents/tool.js';
-import { BudgetError, LostClaim, TurnKitError } from '../../errors.js';
-import { nowIso } from '../../store/records.js';
+import type { ToolDefinition } from '../../agents/tool.js';
+import { LostClaim, TurnKitError } from '../../errors.js';
 import { isOpenToolExecution } from '../../store/types.js';
-import type { Json, JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
-import { Budget, exhaustsAtLimit } from '../step/budget.js';
-import { toolSpanAttributes } from '../telemetry/genai-spans.js';
+import type { JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { toolForTurn } from '../model/skills.js';
 import { findToolExecution } from './execution-lookup.js';
 import { retryWhileStoreDown } from '../step/store-outage.js';
-import { newId } from '../../ids.js';
-import { chargeCall, checkTreeSpend } from '../step/charge.js';
 import { closeToolsPhase } from './tools-phase.js';
 import { TurnStep } from '../step/turn-step.js';
-import { contextOf, phaseOf, principalOf, toolCallParts, turnState } from '../step/turn-state.js';
+import { phaseOf, principalOf, toolCallParts, turnState } from '../step/turn-state.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { ToolCallInput } from '../../contract/activities.js';
-import { askApproval, awaitingOutcome, decideApproval } from './approval.js';
+import { askApproval, decideApproval } from './approval.js';
+import type { EngineRun } from './engine-run-call.js';
 import { coordinationCall, delegateCall, ENGINE_RUN_KINDS, reportedAgain } from './engine-run-call.js';
-import { failedOutcome } from './tool-failure.js';
-import { callHistory } from '../model/call-history.js';
+import { failureVerdict, leftRunning, retryVerdict, unrunnable } from './tool-failure.js';
 import type { ToolCallHooks } from './tool-execution.js';
-import { errorDetails, ToolExecution } from './tool-execution.js';
-import { OUTCOME_UNKNOWN, resultOf } from './tool-results.js';
-import { closeForSpend, closedBySpend } from './budget-completion.js';
-import type { PolicyVerdict } from './tool-policy.js';
-import { ALLOWED, askToolPolicy, closeBlocked } from './tool-policy.js';
-import { replayToolCall, toolReplaySource } from './tool-replay.js';
+import { ToolExecution } from './tool-execution.js';
+import { spendVerdict } from './budget-completion.js';
+import { askToolPolicy } from './tool-policy.js';
+import { replayVerdict, toolReplaySource } from './tool-replay.js';
+import { runTool } from './run-tool.js';
+import type { Closing, Decided, Verdict } from './verdict.js';
+import { RUN } from './verdict.js';
 
 /**
  * Runs one tool call of the persisted response, in TurnKit's exact order (spec §4.2). Every
@@ -89,9 +90,19 @@ async function toolExecutionFor(step: TurnStep, input: ToolCallInput): Promise<T
 }
 
 /**
- * TurnKit's `ToolRunner#run`: each step decides one thing, in this order. A call that needs
- * approval is created `awaiting_approval` and returned as such (the workflow waits, holding
- * nothing); dispatched again with the person's decision, it runs or gets its one rejection.
+ * TurnKit's `ToolRunner#run` (spec §4.2), in this order; each step asks one decision, and the
+ * first verdict that is not `run` decides the call:
+ *  1. budget completion: a sibling of the save that has not run is skipped;
+ *  2. a finished call is never run again: its result is reported again;
+ *  3. a call awaiting approval: the person's decision (none yet, it keeps waiting);
+ *  4. a row an attempt that died left running: only a replay-safe tool runs again;
+ *  5. whether it can run at all (its tool, its arguments), then, on its first dispatch only,
+ *     the tool policy and approval (a replayed call runs no tool code, so neither is asked);
+ *  6. the row: created and reserved (closed in the same transaction when 5 closed it), or
+ *     started (pending or approved: running);
+ *  7. the effect: authorized, the claim observed, then replay, the engine's own call or the tool;
+ *  8. what it threw: stop, count and retry, or close;
+ *  9. the one result (`conclude`).
  */
 async function dispatchCall(
   run: ToolExecution,
@@ -99,125 +110,92 @@ async function dispatchCall(
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
   const existing = await run.findExecution();
-  if (closedBySpend(run.step.state, run.call.id, existing)) return closeForSpend(run, existing);
-  if (existing?.status === 'awaiting_approval') return runDecided(run, existing, input.approval, hooks);
-  if (existing && !isOpenToolExecution(existing)) return redispatchFinished(run, existing);
-  if (existing?.status === 'running' && !mayRunAgain(run.tool))
-    return run.outcome(await run.finish(existing, 'interrupted', { message: OUTCOME_UNKNOWN }));
-  // Asked only while the call has no row: the row records the decision, a retry finds it. A
-  // replayed call runs no tool code, so neither is asked (decision 48, issue 43 #11).
-  const asks = !existing && toolReplaySource(run.turn) === null;
-  const verdict = asks ? await askToolPolicy(run) : ALLOWED;
-  const approval = !asks || verdict.block ? 'run' : await askApproval(run);
-  const held = approval === 'hold' && input.approvals !== false;
-  const execution = await createAndReserve(run, existing, { held, verdict });
-  if (run.closedRow) return run.outcome(run.closedRow);
-  if (!run.tool) return run.outcome(await run.fail(execution, `unknown tool: ${run.call.name}`));
-  if (run.call.arguments_error) return run.outcome(await run.fail(execution, run.call.arguments_error));
-  if (typeof approval === 'object')
-    return run.outcome(await run.fail(execution, approval.error, approval.details));
-  if (approval === 'hold' && input.approvals === false)
-    return run.outcome(
-      await run.fail(execution, 'not executed: this call needs approval, which this turn cannot wait for'),
-    );
-  if (execution.status === 'awaiting_approval') return awaitingOutcome(run, execution);
-  return crossEffectBoundary(run, run.tool, await claimForRun(run, run.tool, execution), hooks);
+  const spend = spendVerdict(run, existing);
+  if (spend.kind !== 'run') return conclude(run, existing, spend);
+  if (existing && !isOpenToolExecution(existing)) return reportAgain(run, existing);
+  if (existing?.status === 'awaiting_approval') return runDecided(run, existing, input, hooks);
+  const recovery = existing?.status === 'running' ? leftRunning(run.tool) : RUN;
+  if (recovery.kind !== 'run') return conclude(run, existing, recovery);
+  const verdict = existing ? unrunnable(run) : await firstDispatch(run, input);
+  const { row, created } = existing
+    ? { row: existing, created: false }
+    : await run.create({ status: rowStatus(run, verdict), ...closingOf(verdict) });
+  // Closed as it was created (a block, a call that cannot run). A row another attempt created
+  // meanwhile is decided here like any row found.
+  if (created && verdict.kind === 'close') return run.outcome(row);
+  if (row.status === 'awaiting_approval') return conclude(run, row, { kind: 'hold' });
+  if (verdict.kind !== 'run') return conclude(run, row, verdict);
+  return runEffect(run, run.tool!, await startForRun(run, run.tool!, row), hooks);
 }
 
-/** A call awaiting approval, dispatched again: it runs once approved (see `decideApproval`). */
+/** Step 3: a call awaiting approval, dispatched again with the person's decision (if any). */
 async function runDecided(
   run: ToolExecution,
-  execution: ToolExecutionRecord,
-  decision: ToolCallInput['approval'],
+  existing: ToolExecutionRecord,
+  input: ToolCallInput,
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
-  const step = await decideApproval(run, execution, decision);
-  if ('outcome' in step) return step.outcome;
+  const decided = decideApproval(run, input.approval);
+  if (decided.kind !== 'run') return conclude(run, existing, decided);
+  const approved = await run.start(existing, decided.events);
   // Closed meanwhile (steering superseded it, a cancel): it keeps the result it got.
-  if ('closed' in step) return redispatchFinished(run, step.closed);
-  if (!run.tool) return run.outcome(await run.fail(step.approved, `unknown tool: ${run.call.name}`));
-  return crossEffectBoundary(run, run.tool, step.approved, hooks);
-}
-
-/** A row left running by an attempt that died: only a replay-safe ordinary tool may run again. */
-const mayRunAgain = (tool: ToolDefinition | undefined) =>
-  tool?.recovery === 'replaySafe' && tool.kind === 'ordinary';
-
-/** Re-dispatch never re-runs a finished execution; it only makes sure its result exists. */
-async function redispatchFinished(
-  run: ToolExecution,
-  existing: ToolExecutionRecord,
-): Promise<ToolCallOutcome> {
-  const { payload, error } = resultOf(existing);
-  if (!run.deferResult) await run.step.write((tx) => run.appendResult(tx, existing, payload, error));
-  return { ...run.outcome(existing), ...(await reportedAgain(run, existing)) };
+  if (!approved) return reportAgain(run, await run.step.store.loadToolExecution(existing.id));
+  const runnable = unrunnable(run);
+  if (runnable.kind !== 'run') return conclude(run, approved, runnable);
+  return runEffect(run, run.tool!, approved, hooks);
 }
 
 /**
- * Creates the execution row and reserves it in the root's budget, in one transaction; a
- * denial fails the row and raises the BudgetError (the turn fails); a call the tool policy
- * blocked is closed in the same transaction. An existing row is kept.
+ * Step 5 on a call's first dispatch: whether it can run, then the policy, then approval. Asked
+ * only while the call has no row: the row records the decision, a retry finds it.
  */
-async function createAndReserve(
-  run: ToolExecution,
-  existing: ToolExecutionRecord | undefined,
-  { held, verdict }: { held: boolean; verdict: PolicyVerdict },
-): Promise<ToolExecutionRecord> {
-  const { turn, call } = run;
-  let denied: BudgetError | undefined;
-  const execution = await run.step.write(async (tx) => {
-    const again = existing ?? (await run.findExecution(tx.store));
-    if (again) return again;
-    const background = ENGINE_RUN_KINDS.has(run.tool?.kind ?? 'ordinary');
-    const row = await tx.store.createToolExecution({
-      turnId: turn.id,
-      toolCallId: call.id,
-      toolName: call.name,
-      arguments: call.arguments,
-      status: held ? 'awaiting_approval' : background ? 'pending' : 'running',
-      startedAt: background || held ? null : nowIso(),
-    });
-    // The block's store answers a root's own row from the block's read.
-    const budget = await Budget.load(tx.store, turn.rootTurnId, run.agent.limits, { excluding: row });
-    try {
-      budget.reserveToolExecution(call.name);
-    } catch (error) {
-      if (!(error instanceof BudgetError)) throw error;
-      denied = error;
-      const failed = { message: error.message, details: errorDetails(error, { budget_denied: true }) };
-      return (await run.close(tx, row, 'failed', failed)) ?? row;
-    }
-    return verdict.block ? closeBlocked(tx, run, row, verdict) : row;
-  });
-  if (denied) throw denied;
-  return execution;
+async function firstDispatch(run: ToolExecution, input: ToolCallInput): Promise<Verdict> {
+  const runnable = unrunnable(run);
+  if (runnable.kind !== 'run' || toolReplaySource(run.turn) !== null) return runnable;
+  const policy = await askToolPolicy(run);
+  return policy.kind !== 'run' ? policy : askApproval(run, input.approvals);
 }
 
+/** The status a new row starts in: held, left to the engine (pending), or running. */
+function rowStatus(run: ToolExecution, verdict: Verdict): 'awaiting_approval' | 'pending' | 'running' {
+  if (verdict.kind === 'hold') return 'awaiting_approval';
+  return ENGINE_RUN_KINDS.has(run.tool?.kind ?? 'ordinary') ? 'pending' : 'running';
+}
+
+const closingOf = (verdict: Verdict): { closing?: Closing } =>
+  verdict.kind === 'close' ? { closing: verdict.closing } : {};
+
 /** An ordinary tool's pending row (left by a retried dispatch) becomes running before it runs. */
-async function claimForRun(
+async function startForRun(
   run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
 ): Promise<ToolExecutionRecord> {
   if (execution.status !== 'pending' || tool.kind !== 'ordinary') return execution;
-  const claimed = await run.step.write((tx) =>
-    tx.store.claimToolExecution(execution.id, { from: 'pending', to: 'running', startedAt: nowIso() }),
-  );
-  if (!claimed) throw new LostClaim('tool execution claim was revoked');
-  return claimed;
+  const started = await run.start(execution);
+  if (!started) throw new LostClaim('tool execution claim was revoked');
+  return started;
+}
+
+/** Step 2: a finished call is never run again; its one result is made sure of. */
+async function reportAgain(run: ToolExecution, existing: ToolExecutionRecord): Promise<ToolCallOutcome> {
+  await run.reportAgain(existing);
+  return { ...run.outcome(existing), ...(await reportedAgain(run, existing)) };
 }
 
 /**
- * Authorizes the call and runs it (a sub-agent, a coordination tool, or the tool itself);
- * whatever it throws is classified by `failedOutcome`.
+ * Steps 7 and 8: authorizes the call and runs it (replayed, a sub-agent, a coordination tool,
+ * or the tool itself); what it threw is classified by `failureVerdict`. Then step 9.
  */
-async function crossEffectBoundary(
+async function runEffect(
   run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
   hooks: ToolCallHooks,
 ): Promise<ToolCallOutcome> {
-  let payload: JsonObject;
+  let verdict: Decided;
+  let report: Partial<ToolCallOutcome> = {};
+  let outageWait: AbortSignal | undefined;
   try {
     const principal = principalOf(run.turn);
     await run.runtime.authorize('tool', principal, {
@@ -228,55 +206,60 @@ async function crossEffectBoundary(
     // Observe cancellation or a lost claim immediately before crossing the external-effect boundary.
     await run.step.observeClaim();
     const replaySource = toolReplaySource(run.turn);
-    if (replaySource) return await replayToolCall(run, tool, execution, replaySource);
-    if (tool.kind === 'subAgent') return await delegateCall(run, tool, execution);
-    if (tool.kind !== 'ordinary') return await coordinationCall(run, execution);
-    const telemetry = run.runtime.telemetry;
-    const attributes = toolSpanAttributes(telemetry, run.turn, tool, execution, run.call.arguments);
-    payload = await telemetry.span(`execute_tool ${tool.name}`, attributes, async (span) => {
-      const result = await executeTool(run, tool, execution, principal, hooks);
-      if (telemetry.recordContent) span.set({ 'gen_ai.tool.call.result': JSON.stringify(result) });
-      return result;
-    });
+    if (replaySource) verdict = await replayVerdict(run, tool, execution, replaySource);
+    else if (tool.kind !== 'ordinary') {
+      const engine = await engineRun(run, tool, execution);
+      // A child or a wait the workflow awaits: the call stays open.
+      if (!engine.result) return { ...run.outcome(execution), ...engine.report };
+      ({ report } = engine);
+      verdict = completed(engine.result);
+    } else verdict = completed(await runTool(run, tool, execution, principal, hooks));
+    // The call ran and its outcome is in hand: while the store is down, wait to commit it
+    // rather than leave it to a retry, which could only re-run the tool or record its outcome
+    // as unknown. The compare-and-set makes a retry after a commit that did land a no-op.
+    outageWait = hooks.signal;
   } catch (error) {
-    return failedOutcome(run, tool, execution, error, hooks);
+    verdict = await failureVerdict(run, tool, error, hooks.signal.aborted);
+    if (verdict.kind === 'delegate' && verdict.retry)
+      verdict = retryVerdict(verdict.error, await run.countRun(execution), hooks.maxAttempts);
   }
-  // The tool ran and its outcome is in hand: while the store is down, wait to commit it rather
-  // than leave it to a retry, which could only re-run the tool or record its outcome as unknown.
-  // The compare-and-set makes a retry after a commit that did land a no-op.
-  return run.outcome(
-    await retryWhileStoreDown(() => run.finish(execution, 'completed', payload), { signal: hooks.signal }),
-  );
+  return { ...(await conclude(run, execution, verdict, outageWait)), ...report };
 }
 
-async function executeTool(
+/** The engine runs the call itself: a sub-agent's child turn, or a coordination tool. */
+const engineRun = (
   run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
-  principal: Json,
-  hooks: ToolCallHooks,
-): Promise<JsonObject> {
-  const args = await validateToolArguments(tool, run.call.arguments);
-  const context: ToolContext = {
-    idempotencyKey: `turnkit:tool:${execution.id}`,
-    signal: hooks.signal,
-    principal,
-    context: contextOf(run.turn),
-    turn: run.turn,
-    execution,
-    store: run.store,
-    heartbeat: hooks.heartbeat,
-    // Charged in a fenced block of the step: a tool of a turn whose claim moved on charges nothing.
-    recordUsage: async (usage, model) =>
-      (await run.step.write(async (tx) => chargeCall(tx, run.runtime, usage, model))).total,
-    checkSpend: () => checkTreeSpend(run.store, run.turn.id, run.agent.limits, exhaustsAtLimit(run.agent)),
-    appendAfterResults: async (message) => {
-      const id = newId('msg');
-      run.afterResults.push({ ...(JSON.parse(JSON.stringify(message)) as JsonObject), id });
-      return id;
-    },
-    emit: (type, payload) => run.runtime.emit(run.turn, type, payload),
-    history: () => callHistory(run.store, run.turn, run.call.id),
-  };
-  return normalizeToolPayload(await tool.execute(args, context));
+): Promise<EngineRun> =>
+  tool.kind === 'subAgent' ? delegateCall(run, tool, execution) : coordinationCall(run, execution);
+
+const completed = (payload: JsonObject): Decided => ({
+  kind: 'close',
+  closing: { status: 'completed', payload },
+});
+
+/**
+ * Step 9, where every path that decides the call ends: `hold` reports it awaiting approval,
+ * `close` records its one result (and raises what the closing raises), `delegate` ends the
+ * attempt on its error. Given `whileStoreDown`, the close waits out a store outage.
+ */
+async function conclude(
+  run: ToolExecution,
+  execution: ToolExecutionRecord | undefined,
+  verdict: Decided,
+  whileStoreDown?: AbortSignal,
+): Promise<ToolCallOutcome> {
+  if (verdict.kind === 'delegate') throw verdict.error;
+  if (verdict.kind === 'hold')
+    return {
+      ...run.outcome(execution!),
+      awaitingApproval: true,
+      approvalTimeoutMs: run.tool?.approvalTimeoutMs ?? null,
+    };
+  const { closing } = verdict;
+  const settle = () => run.settle(execution, closing);
+  const row = whileStoreDown ? await retryWhileStoreDown(settle, { signal: whileStoreDown }) : await settle();
+  if (closing.raise) throw closing.raise;
+  return run.outcome(row);
 }

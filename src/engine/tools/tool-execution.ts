@@ -1,18 +1,28 @@
+/**
+ * One tool call of the turn being run, in its activity's `TurnStep`: the `CallView` its
+ * decisions read, and the one writer of its execution row. Every write of the row the
+ * pipeline makes (create and reserve, start, close, skip, the result reported again) is a
+ * method here, each one block (one transaction).
+ */
 import type { Agent } from '../../agents/agent.js';
 import type { ToolDefinition } from '../../agents/tool.js';
-import { storedErrorClass } from '../../errors.js';
+import { BudgetError } from '../../errors.js';
+import type { ModelMessage } from '../../models/types.js';
 import { nowIso } from '../../store/records.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { Runtime } from '../runtime.js';
-import type { toolCallParts } from '../step/turn-state.js';
+import { Budget } from '../step/budget.js';
 import type { TurnEvent } from '../step/events.js';
 import { messageCreated, turnEvent } from '../step/events.js';
 import type { TurnStep, TurnTx } from '../step/turn-step.js';
+import type { TurnState } from '../step/turn-state.js';
+import { callHistory } from '../model/call-history.js';
+import { toolForTurn } from '../model/skills.js';
 import { findToolExecution } from './execution-lookup.js';
-import { appendToolResultOnce } from './tool-results.js';
-
-export type ToolCall = ReturnType<typeof toolCallParts>[number];
+import { appendToolResultOnce, closeUnrun, resultOf } from './tool-results.js';
+import type { CallView, Closing, ToolCall } from './verdict.js';
+import { errorDetails } from './verdict.js';
 
 export interface ToolCallHooks {
   signal: AbortSignal;
@@ -21,16 +31,7 @@ export interface ToolCallHooks {
   maxAttempts: number;
 }
 
-/** The stored class of what a call threw, with the details its failure records. */
-export function errorDetails(error: unknown, extra: JsonObject = {}): JsonObject {
-  return { class: storedErrorClass(error instanceof Error ? error.name : 'Error'), ...extra };
-}
-
-/**
- * One tool call of the turn being run, in its activity's `TurnStep`: what it runs against, and
- * how its execution row is finished (compare-and-set, then its one result, in one block).
- */
-export class ToolExecution {
+export class ToolExecution implements CallView {
   /** Messages the tool asked for after the results; stored with its completion. */
   readonly afterResults: JsonObject[] = [];
   /** The row as this call's own block closed it, if it did. */
@@ -55,9 +56,33 @@ export class ToolExecution {
     return this.step.agent;
   }
 
+  get state(): TurnState {
+    return this.step.state;
+  }
+
   /** Fenced: the coordination tools and `ToolContext.store` write through it. */
   get store(): Store {
     return this.step.fencedStore();
+  }
+
+  history(): Promise<ModelMessage[]> {
+    return callHistory(this.store, this.turn, this.call.id);
+  }
+
+  toolFor(name: string): Promise<ToolDefinition | undefined> {
+    return toolForTurn(this.step.store, this.agent, this.turn, name);
+  }
+
+  executionOf(callId: string): Promise<ToolExecutionRecord | undefined> {
+    return findToolExecution(this.step.store, this.turn.id, callId);
+  }
+
+  executionsOf(turnId: string, toolName: string): Promise<ToolExecutionRecord[]> {
+    return this.step.store.listToolExecutions({ turnId, toolName });
+  }
+
+  warn(message: string): void {
+    this.runtime.logger.warn(message);
   }
 
   findExecution(store: Store = this.step.store): Promise<ToolExecutionRecord | undefined> {
@@ -74,8 +99,127 @@ export class ToolExecution {
     };
   }
 
+  /**
+   * Creates the row and reserves it in the root's budget, in one transaction, closed there
+   * already when `closing` says how the call ends before it runs (a policy block, a call that
+   * cannot run); a denial fails the row and raises the BudgetError (the turn fails). A row
+   * another attempt created meanwhile is returned as it is.
+   */
+  async create({
+    status,
+    closing,
+  }: {
+    status: 'awaiting_approval' | 'pending' | 'running';
+    closing?: Closing;
+  }) {
+    const { turn, call } = this;
+    let denied: BudgetError | undefined;
+    const execution = await this.step.write(async (tx) => {
+      const again = await this.findExecution(tx.store);
+      if (again) return { row: again, created: false };
+      const row = await tx.store.createToolExecution({
+        turnId: turn.id,
+        toolCallId: call.id,
+        toolName: call.name,
+        arguments: call.arguments,
+        status,
+        startedAt: status === 'running' ? nowIso() : null,
+      });
+      // The block's store answers a root's own row from the block's read.
+      const budget = await Budget.load(tx.store, turn.rootTurnId, this.agent.limits, { excluding: row });
+      try {
+        budget.reserveToolExecution(call.name);
+      } catch (error) {
+        if (!(error instanceof BudgetError)) throw error;
+        denied = error;
+        const failed = { message: error.message, details: errorDetails(error, { budget_denied: true }) };
+        return { row: (await this.close(tx, row, 'failed', failed)) ?? row, created: true };
+      }
+      return { row: closing ? ((await this.closeIn(tx, row, closing)) ?? row) : row, created: true };
+    });
+    if (denied) throw denied;
+    return execution;
+  }
+
+  /**
+   * The row becomes running (from pending, or awaiting approval once approved), `events`
+   * with it. Null when someone else (cancel, steering) closed it meanwhile.
+   */
+  start(
+    execution: ToolExecutionRecord,
+    events: readonly TurnEvent[] = [],
+  ): Promise<ToolExecutionRecord | null> {
+    return this.step.write(async (tx) => {
+      const from = execution.status as 'pending' | 'awaiting_approval';
+      const row = await tx.store.claimToolExecution(execution.id, {
+        from,
+        to: 'running',
+        startedAt: nowIso(),
+      });
+      if (row) tx.emit(...events);
+      return row;
+    });
+  }
+
+  /**
+   * Closes the call as `closing` says, in a block of its own: the row's compare-and-set, its
+   * one result, and what commits with them. The row as it stands when someone else (cancel,
+   * recovery) closed it meanwhile: the late outcome is dropped.
+   */
+  async settle(execution: ToolExecutionRecord | undefined, closing: Closing): Promise<ToolExecutionRecord> {
+    const row = await this.step.write((tx) => this.closeIn(tx, execution, closing));
+    if (row) return row;
+    return execution ? this.step.store.loadToolExecution(execution.id) : (await this.findExecution())!;
+  }
+
+  /** A finished row, dispatched again: it is never re-run; its one result is made sure of. */
+  async reportAgain(existing: ToolExecutionRecord): Promise<void> {
+    const { payload, error } = resultOf(existing);
+    if (!this.deferResult) await this.step.write((tx) => this.appendResult(tx, existing, payload, error));
+  }
+
+  /** One more run of this execution threw: the count lives in the turn's state. */
+  countRun(execution: ToolExecutionRecord): Promise<number> {
+    return this.step.write(async (tx) => {
+      const errors = tx.state.tool_errors ?? {};
+      const runs = (errors[execution.id] ?? 0) + 1;
+      tx.patchState({ tool_errors: { ...errors, [execution.id]: runs } });
+      return runs;
+    });
+  }
+
+  /** `closing` in the caller's block; a call that never ran (`cancelled`) may have no row yet. */
+  private async closeIn(
+    tx: TurnTx,
+    execution: ToolExecutionRecord | undefined,
+    closing: Closing,
+  ): Promise<ToolExecutionRecord | null> {
+    if (closing.patch) tx.patchState(closing.patch);
+    tx.record(...(closing.recorded ?? []));
+    tx.emit(...(closing.before ?? []));
+    if (closing.status === 'cancelled') return this.skip(tx, execution, String(closing.payload['message']));
+    return this.close(tx, execution!, closing.status, closing.payload);
+  }
+
+  /** Closes a call that has not run with its skipped result (see `closeUnrun`). */
+  private async skip(
+    tx: TurnTx,
+    execution: ToolExecutionRecord | undefined,
+    message: string,
+  ): Promise<ToolExecutionRecord | null> {
+    const row = execution ?? (await this.findExecution(tx.store));
+    const done = await closeUnrun(tx.store, tx.turn, this.call, row, message, this.deferResult);
+    if (!done) return null;
+    const { id, name } = this.call;
+    tx.emit(
+      ...(done.message ? [messageCreated(done.message)] : []),
+      turnEvent('tool_call.skipped', { id, name }),
+    );
+    return done.row;
+  }
+
   /** The call's one result, in the block's transaction (none while deferred). */
-  async appendResult(
+  private async appendResult(
     tx: TurnTx,
     execution: ToolExecutionRecord,
     payload: Json,
@@ -90,7 +234,7 @@ export class ToolExecution {
    * CAS from the row's current status, and only then append its result (spec §4.4), in the
    * caller's block. Null when someone else (cancel, recovery) closed the row meanwhile.
    */
-  async close(
+  private async close(
     tx: TurnTx,
     execution: ToolExecutionRecord,
     status: 'completed' | 'failed' | 'interrupted',
@@ -115,28 +259,5 @@ export class ToolExecution {
         : turnEvent('tool_call.failed', { id, name, error: payload, result_chars }),
     );
     return row;
-  }
-
-  /** `close` in a block of its own; the late outcome of a row closed meanwhile is dropped. */
-  async finish(
-    execution: ToolExecutionRecord,
-    status: 'completed' | 'failed' | 'interrupted',
-    payload: JsonObject,
-    before: readonly TurnEvent[] = [],
-  ): Promise<ToolExecutionRecord> {
-    const row = await this.step.write(async (tx) => {
-      tx.emit(...before);
-      return this.close(tx, execution, status, payload);
-    });
-    return row ?? this.step.store.loadToolExecution(execution.id);
-  }
-
-  fail(
-    execution: ToolExecutionRecord,
-    message: string,
-    details?: JsonObject,
-    before: readonly TurnEvent[] = [],
-  ): Promise<ToolExecutionRecord> {
-    return this.finish(execution, 'failed', details ? { message, details } : { message }, before);
   }
 }

@@ -1,15 +1,15 @@
 /**
- * What a tool call that threw comes to (spec §4.5): stop, fail the row, or run again under
- * the same idempotency key while a replay-safe tool has attempts left.
+ * What ends a call other than its result (spec §4.5), as decisions: a call that cannot run,
+ * a row a dead attempt left running, and what the call threw (stop, fail the row, or run
+ * again under the same idempotency key while a replay-safe tool has attempts left). The
+ * pipeline (`tool-call.ts`) writes what they answer.
  */
 import type { ToolDefinition } from '../../agents/tool.js';
 import { AuthorizationError, BudgetError, LostClaim, ToolError, TurnKitError } from '../../errors.js';
-import type { ToolExecutionRecord } from '../../store/types.js';
-import type { ToolCallOutcome } from '../../contract/digests.js';
 import { retryDelayMs } from '../step/retry-delay.js';
-import type { ToolCallHooks, ToolExecution } from './tool-execution.js';
-import { errorDetails } from './tool-execution.js';
-import { enterAfterToolSpend } from './budget-completion.js';
+import { afterToolSpend } from './budget-completion.js';
+import type { CallView, Decided, Verdict } from './verdict.js';
+import { errorDetails, failWith, OUTCOME_UNKNOWN, RUN } from './verdict.js';
 
 /**
  * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again
@@ -19,51 +19,59 @@ class ToolRetry extends TurnKitError {
   override readonly retryable = true;
 }
 
+/** A call that names no tool this turn may call, or whose arguments did not parse, fails unrun. */
+export function unrunnable(view: CallView): Verdict {
+  if (!view.tool) return failWith(`unknown tool: ${view.call.name}`);
+  if (view.call.arguments_error) return failWith(view.call.arguments_error);
+  return RUN;
+}
+
+/**
+ * A row left running by an attempt that died: only a replay-safe ordinary tool may run again;
+ * any other call's outcome is unknown, and its row says so.
+ */
+export function leftRunning(tool: ToolDefinition | undefined): Verdict {
+  if (tool?.recovery === 'replaySafe' && tool.kind === 'ordinary') return RUN;
+  return { kind: 'close', closing: { status: 'interrupted', payload: { message: OUTCOME_UNKNOWN } } };
+}
+
 /**
  * Classifies what the call threw: a lost claim or an aborted attempt stops; a budget denial
- * fails the row and the turn; an authorization denial or any other error fails the row, which
- * the model reads.
+ * fails the row and the turn (unless a save can still run); an authorization denial or any
+ * other error fails the row, which the model reads; a replay-safe tool's unexpected error is
+ * counted and retried (`retryVerdict`).
  */
-export async function failedOutcome(
-  run: ToolExecution,
+export async function failureVerdict(
+  view: CallView,
   tool: ToolDefinition,
-  execution: ToolExecutionRecord,
   error: unknown,
-  hooks: ToolCallHooks,
-): Promise<ToolCallOutcome> {
-  if (error instanceof LostClaim) throw error;
+  aborted: boolean,
+): Promise<Decided> {
+  if (error instanceof LostClaim) return { kind: 'delegate', error };
   // Thrown after the attempt was aborted (a cancel, the turn's timeout, a worker going away):
   // what the tool did is not known, so no outcome is recorded here. The row stays running for
   // whoever aborted it: the turn's end marks it interrupted, a retry applies its recovery.
-  if (hooks.signal.aborted) throw error;
-  if (error instanceof BudgetError) {
-    const saving = await enterAfterToolSpend(run, execution, error);
-    if (saving) return saving;
-    await run.fail(execution, error.message, errorDetails(error, { budget_denied: true }));
-    throw error;
-  }
-  if (error instanceof AuthorizationError) {
-    return run.outcome(
-      await run.fail(execution, error.message, errorDetails(error, { authorization_denied: true })),
-    );
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  // A replay-safe tool's unexpected error is retried by Temporal under the same idempotency key,
-  // until it has thrown `maxAttempts` times (a run lost with its worker is not counted).
-  if (!(error instanceof ToolError) && tool.recovery === 'replaySafe') {
-    const runs = await countToolError(run, execution);
-    if (runs < hooks.maxAttempts)
-      throw new ToolRetry(message, { cause: error, retryDelayMs: retryDelayMs(runs) });
-  }
-  return run.outcome(await run.fail(execution, message, errorDetails(error)));
+  if (aborted) return { kind: 'delegate', error };
+  if (error instanceof BudgetError) return afterToolSpend(view, error);
+  if (error instanceof AuthorizationError)
+    return failWith(error.message, errorDetails(error, { authorization_denied: true }));
+  if (!(error instanceof ToolError) && tool.recovery === 'replaySafe')
+    return { kind: 'delegate', error, retry: true };
+  return failWith(messageOf(error), errorDetails(error));
 }
 
-/** One more run of this execution threw: the count lives in the turn's state. */
-function countToolError(run: ToolExecution, execution: ToolExecutionRecord): Promise<number> {
-  return run.step.write(async (tx) => {
-    const errors = tx.state.tool_errors ?? {};
-    const runs = (errors[execution.id] ?? 0) + 1;
-    tx.patchState({ tool_errors: { ...errors, [execution.id]: runs } });
-    return runs;
-  });
+/**
+ * A replay-safe tool's unexpected error, counted: Temporal runs it again under the same
+ * idempotency key until it has thrown `maxAttempts` times (a run lost with its worker is not
+ * counted); then the call fails.
+ */
+export function retryVerdict(error: unknown, runs: number, maxAttempts: number): Decided {
+  if (runs < maxAttempts)
+    return {
+      kind: 'delegate',
+      error: new ToolRetry(messageOf(error), { cause: error, retryDelayMs: retryDelayMs(runs) }),
+    };
+  return failWith(messageOf(error), errorDetails(error));
 }
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));

@@ -7,8 +7,8 @@
 import { canonicalJson } from '../../store/records.js';
 import type { JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import type { ToolDefinition } from '../../agents/tool.js';
-import type { ToolCallOutcome } from '../../contract/digests.js';
-import type { ToolExecution } from './tool-execution.js';
+import type { CallView, Decided } from './verdict.js';
+import { failWith } from './verdict.js';
 
 /** The turn option's key: `{ turn_id }` of the recorded turn whose executions answer the calls. */
 export const TOOL_REPLAY_OPTION = 'tool_replay';
@@ -29,51 +29,44 @@ const sameCall = (a: Pick<ToolExecutionRecord, 'toolName' | 'arguments'>, name: 
  * gets the n-th recorded one's outcome (completed with its result, or failed with its error).
  * A call nobody recorded fails with `replay_divergence`, which the evaluation reports; the
  * engine's coordination tools (messages, launched agents, waits) are never replayed, since
- * their recorded results name rows of the recorded run.
+ * their recorded results name rows of the recorded run. A decision: it reads, the pipeline
+ * closes the call with what it answers.
  */
-export async function replayToolCall(
-  run: ToolExecution,
+export async function replayVerdict(
+  view: CallView,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
   sourceTurnId: string,
-): Promise<ToolCallOutcome> {
+): Promise<Decided> {
   if (tool.kind !== 'ordinary' && tool.kind !== 'subAgent')
-    return run.outcome(
-      await run.fail(execution, `replay: ${tool.name} is a coordination tool, which replay does not run`, {
-        class: 'ToolError',
-        replay_divergence: true,
-      }),
-    );
-  const args = canonicalJson(run.call.arguments);
-  const store = run.step.store;
-  const recorded = (await store.listToolExecutions({ turnId: sourceTurnId, toolName: tool.name })).filter(
+    return failWith(`replay: ${tool.name} is a coordination tool, which replay does not run`, {
+      class: 'ToolError',
+      replay_divergence: true,
+    });
+  const args = canonicalJson(view.call.arguments);
+  const recorded = (await view.executionsOf(sourceTurnId, tool.name)).filter(
     (row) => sameCall(row, tool.name, args) && (row.status === 'completed' || row.status === 'failed'),
   );
   // Ids sort in creation order (decision 9): the calls of this turn made before this one.
-  const earlier = (await store.listToolExecutions({ turnId: run.turn.id, toolName: tool.name })).filter(
+  const earlier = (await view.executionsOf(view.turn.id, tool.name)).filter(
     (row) => row.id < execution.id && sameCall(row, tool.name, args),
   ).length;
   const match = recorded[earlier];
   if (!match)
-    return run.outcome(
-      await run.fail(
-        execution,
-        recorded.length === 0
-          ? `replay divergence: the recorded run has no call of ${tool.name} with these arguments`
-          : `replay divergence: the recorded run called ${tool.name} with these arguments ${recorded.length} time(s), this is call ${earlier + 1}`,
-        { class: 'ToolError', replay_divergence: true, source_turn_id: sourceTurnId },
-      ),
+    return failWith(
+      recorded.length === 0
+        ? `replay divergence: the recorded run has no call of ${tool.name} with these arguments`
+        : `replay divergence: the recorded run called ${tool.name} with these arguments ${recorded.length} time(s), this is call ${earlier + 1}`,
+      { class: 'ToolError', replay_divergence: true, source_turn_id: sourceTurnId },
     );
   if (match.status === 'failed')
-    return run.outcome(
-      await run.fail(execution, match.error?.message ?? 'failed', {
-        ...((match.error?.details as JsonObject | undefined) ?? {}),
-        replayed_from: match.id,
-      }),
-    );
+    return failWith(match.error?.message ?? 'failed', {
+      ...((match.error?.details as JsonObject | undefined) ?? {}),
+      replayed_from: match.id,
+    });
   const result =
     match.result && typeof match.result === 'object' && !Array.isArray(match.result)
       ? (match.result as JsonObject)
       : { value: match.result };
-  return run.outcome(await run.finish(execution, 'completed', result));
+  return { kind: 'close', closing: { status: 'completed', payload: result } };
 }

@@ -6,6 +6,7 @@
  */
 import { nowIso } from '../../store/records.js';
 import { isOpenToolExecution } from '../../store/types.js';
+import { outcomeUnknown } from './verdict.js';
 import type {
   Json,
   JsonObject,
@@ -15,14 +16,6 @@ import type {
   ToolExecutionStatus,
   TurnRecord,
 } from '../../store/types.js';
-
-/** An interrupted call's result: what stopped it, and that its outcome is unknown. */
-export function outcomeUnknown(cause: string): string {
-  return `interrupted (${cause}) while this tool was running; its outcome is unknown, do not assume either way`;
-}
-
-/** A call whose attempt died with its worker, found still running by the retry. */
-export const OUTCOME_UNKNOWN = outcomeUnknown('the worker running it was lost');
 
 interface Call {
   id: string;

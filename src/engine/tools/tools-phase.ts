@@ -13,7 +13,7 @@ import { toolCallParts } from '../step/turn-state.js';
 import type { Runtime } from '../runtime.js';
 import { appendAfterResults } from './after-results.js';
 import { executionsOfCalls, findToolExecution } from './execution-lookup.js';
-import type { ToolCall } from './tool-execution.js';
+import type { ToolCall } from './verdict.js';
 import { closeUnrun } from './tool-results.js';
 import { SPEND_LIMIT_SKIP } from './budget-completion.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
