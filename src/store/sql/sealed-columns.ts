@@ -7,6 +7,7 @@
  * its conversation id in hand finds it by its turn or tool execution, once per process (the
  * ids never change owner).
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { ConfigError, ContentErasedError } from '../../errors.js';
 import type { ConversationRecord, JsonObject } from '../types.js';
 import { ContentSealer, SEALED_PREFIX } from '../sealing/content-sealer.js';
@@ -30,26 +31,70 @@ export interface TenantKeysOptions {
 
 const SEALED_KEY = 'turnkit_sealed';
 
-/** Where a table's rows find their conversation, and which of their fields are content. */
+/**
+ * One content value: a whole column, or (`path`) a value inside a JSON column whose other
+ * keys stay plain because SQL reads them (a turn's `options.state.iterations` feeds the budget
+ * ledger, a tool execution's `error.details` too).
+ */
+interface SealedValue {
+  field: string;
+  path?: readonly string[];
+}
+
+/** Where a table's rows find their conversation, and which of their values are content. */
 interface SealedTable {
-  fields: readonly string[];
+  values: readonly SealedValue[];
   /** The record field holding the conversation id, or the turn id that leads to it. */
   owner: { conversation: string } | { turn: string };
   /** Written for a tenant without a key as content that reads as erased, instead of refused. */
   markErased?: boolean;
 }
 
+/** The turn state's content: the step's parts and output, judges' and audits' findings, provider errors. */
+const TURN_STATE_CONTENT = [
+  'parts',
+  'candidate',
+  'output_data',
+  'after_results',
+  'output_judged',
+  'output_audit',
+  'model_errors',
+];
+
 const SEALED_TABLES = new Map<TableSpec, SealedTable>([
-  [MESSAGES, { fields: ['content'], owner: { conversation: 'conversationId' } }],
-  [TURNS, { fields: ['outputText', 'outputData'], owner: { conversation: 'conversationId' } }],
-  [TOOL_EXECUTIONS, { fields: ['arguments', 'result', 'error'], owner: { turn: 'turnId' } }],
-  [DELIVERIES, { fields: ['payload'], owner: { conversation: 'destinationConversationId' } }],
-  [EVENTS, { fields: ['payload'], owner: { conversation: 'conversationId' }, markErased: true }],
-  [STREAM_PARTS, { fields: ['payload'], owner: { turn: 'rootTurnId' }, markErased: true }],
+  [
+    MESSAGES,
+    {
+      values: [{ field: 'content' }, { field: 'metadata', path: ['task_text'] }],
+      owner: { conversation: 'conversationId' },
+    },
+  ],
+  [
+    TURNS,
+    {
+      values: [
+        { field: 'outputText' },
+        { field: 'outputData' },
+        { field: 'error', path: ['message'] },
+        ...TURN_STATE_CONTENT.map((key) => ({ field: 'options', path: ['state', key] })),
+      ],
+      owner: { conversation: 'conversationId' },
+    },
+  ],
+  [
+    TOOL_EXECUTIONS,
+    {
+      values: [{ field: 'arguments' }, { field: 'result' }, { field: 'error', path: ['message'] }],
+      owner: { turn: 'turnId' },
+    },
+  ],
+  [DELIVERIES, { values: [{ field: 'payload' }], owner: { conversation: 'destinationConversationId' } }],
+  [EVENTS, { values: [{ field: 'payload' }], owner: { conversation: 'conversationId' }, markErased: true }],
+  [STREAM_PARTS, { values: [{ field: 'payload' }], owner: { turn: 'rootTurnId' }, markErased: true }],
 ]);
 
-/** What a list that spans tenants shows for a field whose tenant was erased (lenient reads). */
-const ERASED_PLACEHOLDER: Record<string, unknown> = { arguments: {}, content: [] };
+/** What a list that spans tenants shows for a value whose tenant was erased (lenient reads). */
+const ERASED_PLACEHOLDER: Record<string, unknown> = { arguments: {}, content: [], message: '[erased]' };
 
 /** The default tenant: a string principal, or a principal's `tenant`, else its `id`. */
 export function tenantOfPrincipal(conversation: { metadata: JsonObject }): string | undefined {
@@ -63,15 +108,64 @@ export function tenantOfPrincipal(conversation: { metadata: JsonObject }): strin
   return undefined;
 }
 
-const sealedText = (value: unknown, kind: 'json' | 'text'): string | undefined => {
-  if (kind === 'text') return typeof value === 'string' && value.startsWith(SEALED_PREFIX) ? value : undefined;
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
-  const text = (value as Record<string, unknown>)[SEALED_KEY];
-  return typeof text === 'string' && Object.keys(value).length === 1 ? text : undefined;
-};
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
 
-/** A tool execution's error keeps its details plain (the budget ledger reads them): only the message is sealed. */
-const isErrorField = (spec: TableSpec, field: string) => spec === TOOL_EXECUTIONS && field === 'error';
+/** The object holding a path's last key (undefined when the path is not there), and that key. */
+function holder(record: Record<string, unknown>, value: SealedValue): [Record<string, unknown>, string] | undefined {
+  const keys = [value.field, ...(value.path ?? [])];
+  let at: unknown = record;
+  for (const key of keys.slice(0, -1)) {
+    if (!isObject(at)) return undefined;
+    at = at[key];
+  }
+  return isObject(at) ? [at, keys.at(-1)!] : undefined;
+}
+
+/** A copy of `record` down `value`'s path, so the leaf can be replaced without touching the caller's objects. */
+function copyPath(record: Record<string, unknown>, value: SealedValue): void {
+  let at = record;
+  for (const key of [value.field, ...(value.path ?? [])].slice(0, -1)) {
+    if (!isObject(at[key])) return;
+    at[key] = { ...(at[key] as Record<string, unknown>) };
+    at = at[key] as Record<string, unknown>;
+  }
+}
+
+/** A whole JSON column keeps `{"turnkit_sealed": text}`; a text column and a value inside JSON, the text. */
+const wrapped = (spec: TableSpec, value: SealedValue) =>
+  value.path === undefined && spec.byField.get(value.field)!.kind === 'json';
+
+function sealedText(stored: unknown, isWrapped: boolean): string | undefined {
+  if (!isWrapped) return typeof stored === 'string' && stored.startsWith(SEALED_PREFIX) ? stored : undefined;
+  if (!isObject(stored)) return undefined;
+  const text = stored[SEALED_KEY];
+  return typeof text === 'string' && Object.keys(stored).length === 1 ? text : undefined;
+}
+
+/** Records a lenient read gave placeholders for erased content, with the error a strict read raises. */
+const ERASED = new WeakMap<object, ContentErasedError>();
+
+/**
+ * Throws the ContentErasedError of a record read leniently (a turn) whose content was erased:
+ * for doors that hand that content out (`run.result()`).
+ */
+export function assertNotErased(record: object): void {
+  const erased = ERASED.get(record);
+  if (erased) throw erased;
+}
+
+const tolerating = new AsyncLocalStorage<true>();
+
+/**
+ * Runs `fn` so that it can end a turn whose tenant was erased: its reads give erased content
+ * as placeholders (as lenient reads do), and its writes of content for a tenant without a key
+ * store content that reads as erased instead of being refused. For the paths that end a turn
+ * (fail, cancel), which must not fail because the turn's content is gone.
+ */
+export function toleratingErasure<T>(fn: () => Promise<T>): Promise<T> {
+  return tolerating.run(true, fn);
+}
 
 /** Caps a lookup cache: cleared whole when it grows past this many ids. */
 const CACHE_IDS = 20_000;
@@ -153,50 +247,41 @@ export class SealedColumns {
   }
 
   /**
-   * `record` with its content fields sealed under its tenant's key (a copy; the record itself
-   * when nothing is to be sealed). `id`: the row an update changes, when the record is partial.
+   * `record` with its content sealed under its tenant's key (a copy; the record itself when
+   * nothing is to be sealed). `id`: the row an update changes, when the record is partial.
    */
   async seal<T extends object>(connection: SqlConnection, spec: TableSpec, record: T, id?: string): Promise<T> {
     const table = SEALED_TABLES.get(spec);
     const sealer = this.#sealer;
     if (!table || !sealer) return record;
-    const values = record as Record<string, unknown>;
-    const present = table.fields.filter((field) => values[field] !== undefined && values[field] !== null);
+    const present = table.values.filter((value) => {
+      const at = holder(record as Record<string, unknown>, value);
+      return at !== undefined && at[0][at[1]] !== undefined && at[0][at[1]] !== null;
+    });
     if (present.length === 0) return record;
-    const tenant = await this.#tenant(connection, spec, values, id);
+    const tenant = await this.#tenant(connection, spec, record as Record<string, unknown>, id);
     if (tenant === undefined) return record;
-    const sealed: Record<string, unknown> = { ...values };
-    const options = { erasedMark: table.markErased === true };
-    for (const field of present) {
-      const value = values[field];
-      if (isErrorField(spec, field)) {
-        const error = value as { message?: unknown };
-        if (typeof error.message === 'string')
-          sealed[field] = { ...error, message: await sealer.seal(tenant, error.message, options) };
-      } else {
-        const text = await sealer.seal(tenant, value, options);
-        sealed[field] = spec.byField.get(field)!.kind === 'text' ? text : { [SEALED_KEY]: text };
-      }
+    const sealed: Record<string, unknown> = { ...(record as Record<string, unknown>) };
+    const options = { erasedMark: table.markErased === true || tolerating.getStore() === true };
+    for (const value of present) {
+      copyPath(sealed, value);
+      const [at, key] = holder(sealed, value)!;
+      const text = await sealer.seal(tenant, at[key], options);
+      at[key] = wrapped(spec, value) ? { [SEALED_KEY]: text } : text;
     }
     return sealed as T;
   }
 
-  /** Each content field's sealed text, with a setter for its opened value. */
-  #sealedFields(spec: TableSpec, records: readonly object[]) {
-    const found: { text: string; record: Record<string, unknown>; field: string; error: boolean }[] = [];
+  /** Each sealed value of the records, where it sits. */
+  #sealedValues(spec: TableSpec, records: readonly object[]) {
+    const found: { text: string; record: object; at: Record<string, unknown>; key: string }[] = [];
     const table = SEALED_TABLES.get(spec);
     if (!table) return found;
     for (const record of records as Record<string, unknown>[])
-      for (const field of table.fields) {
-        const value = record[field];
-        if (isErrorField(spec, field)) {
-          const message = (value as { message?: unknown } | null)?.message;
-          const text = sealedText(message, 'text');
-          if (text) found.push({ text, record, field, error: true });
-          continue;
-        }
-        const text = sealedText(value, spec.byField.get(field)!.kind === 'text' ? 'text' : 'json');
-        if (text) found.push({ text, record, field, error: false });
+      for (const value of table.values) {
+        const at = holder(record, value);
+        const text = at && sealedText(at[0][at[1]], wrapped(spec, value));
+        if (text) found.push({ text, record, at: at[0], key: at[1] });
       }
     return found;
   }
@@ -207,23 +292,23 @@ export class SealedColumns {
    * tenants, the console's): it reads as a placeholder, so other tenants' rows still show.
    */
   async open<T extends object>(spec: TableSpec, records: T[], mode: 'strict' | 'lenient' = 'strict'): Promise<T[]> {
-    const fields = this.#sealedFields(spec, records);
-    if (fields.length === 0) return records;
+    const values = this.#sealedValues(spec, records);
+    if (values.length === 0) return records;
+    if (tolerating.getStore()) mode = 'lenient';
     const sealer = this.#sealer;
     if (!sealer)
       throw new ConfigError(
-        `the store holds content sealed with tenant keys: open it with tenantKeys (or TURNKIT_TENANT_KEYS) to read it`,
+        'the store holds content sealed with tenant keys: open it with tenantKeys (or TURNKIT_TENANT_KEYS) to read it',
       );
-    await sealer.prepare(fields.map((f) => f.text));
-    for (const { text, record, field, error } of fields) {
-      let value: unknown;
+    await sealer.prepare(values.map((value) => value.text));
+    for (const { text, record, at, key } of values) {
       try {
-        value = sealer.open(text);
+        at[key] = sealer.open(text);
       } catch (failure) {
         if (mode === 'strict' || !(failure instanceof ContentErasedError)) throw failure;
-        value = error ? '[erased]' : (ERASED_PLACEHOLDER[field] ?? null);
+        at[key] = ERASED_PLACEHOLDER[key] ?? null;
+        ERASED.set(record, failure);
       }
-      record[field] = error ? { ...(record[field] as object), message: value } : value;
     }
     return records;
   }

@@ -482,7 +482,9 @@ export class SqlStore implements Store, ConsoleReadable {
   async #load<T extends object>(spec: TableSpec, id: string): Promise<T> {
     const [row] = await this.#read((c) => c.query(`SELECT * FROM ${spec.table} WHERE id = ?`, [id]));
     if (!row) throw new RecordNotFound(spec.noun, id);
-    return this.#record<T>(spec, row);
+    // A turn is read leniently: its status, claim and controls still work for an erased tenant
+    // (its content reads as null; `run.result()` raises). Rows of content are strict.
+    return this.#record<T>(spec, row, spec === TURNS ? 'lenient' : 'strict');
   }
 
   /** UPDATE … SET attrs WHERE id = ? [AND status IN (…)] RETURNING *; null when nothing matched. */
