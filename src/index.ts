@@ -142,9 +142,6 @@ export {
 export { EncryptionCodec, ENCRYPTED_ENCODING, KEY_ID_METADATA } from './codec/encryption-codec.js';
 export type { CodecKey } from './codec/encryption-codec.js';
 export { CODEC_KEYS_ENV, parseCodecKeys, payloadCodecsFromEnv } from './codec/codec-keys.js';
-export { MemoryTenantKeys, TENANT_KEYS_ENV, parseTenantKeys, tenantKeysFromEnv } from './store/sealing/tenant-keys.js';
-export type { TenantKey, TenantKeyProvider } from './store/sealing/tenant-keys.js';
-export type { TenantKeysOptions } from './store/sql/sealed-columns.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './store/types.js';
 export type {
   ModelCallOptions,

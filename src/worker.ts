@@ -24,6 +24,7 @@ import { resolveTaskQueue } from './store/store-identity.js';
 export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 export {
   bundleTurnWorkflows,
+  turnFailureConverterPath,
   turnWorkflowsPath,
   WORKFLOW_BUNDLE_FILES,
   writeTurnWorkflowBundles,

@@ -236,6 +236,7 @@ function tenantKeySuite(name: string, backend: () => Backend, wrap: (name: strin
       const body = await gone.text();
       expect(body).toContain('ContentErasedError');
       expect(body).not.toContain(SECRET_A);
+      expect((await fetch(`${api}turns/${acme.turnId}/executions`)).status).toBe(410);
       // A stream's resume.
       await erased(collect(acme, cursors.get(acme.turnId)));
       // The evals: an erased run makes no recorded case; the other tenant's does.
