@@ -23,7 +23,12 @@ export type { PruneReport, PrunedKind } from './retention/prune-pass.js';
 export type { RetentionPolicy } from './retention/retention-policy.js';
 export type { TenantKeysOptions } from './sql/sealed-columns.js';
 export { tenantOfPrincipal } from './sql/sealed-columns.js';
-export { MemoryTenantKeys, TENANT_KEYS_ENV, parseTenantKeys, tenantKeysFromEnv } from './sealing/tenant-keys.js';
+export {
+  MemoryTenantKeys,
+  TENANT_KEYS_ENV,
+  parseTenantKeys,
+  tenantKeysFromEnv,
+} from './sealing/tenant-keys.js';
 export type { TenantKey, TenantKeyProvider } from './sealing/tenant-keys.js';
 export type * from './types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './types.js';

@@ -88,15 +88,22 @@ describe.skipIf(!(await requireTemporal()))('privacy: failure messages through t
     expect(bytes.includes(SECRET)).toBe(false);
     const failures = history.events!.flatMap((event) => {
       const failure =
-        event.activityTaskFailedEventAttributes?.failure ?? event.workflowExecutionFailedEventAttributes?.failure;
+        event.activityTaskFailedEventAttributes?.failure ??
+        event.workflowExecutionFailedEventAttributes?.failure;
       return failure ? [failure] : [];
     });
     expect(failures.length).toBeGreaterThan(0);
     // Every failure TurnKit raised carries its message encoded; the codec opens one with the secret.
-    expect(failures.every((failure) => failure.message === 'Encoded failure' && failure.encodedAttributes)).toBe(
-      true,
-    );
+    expect(
+      failures.every((failure) => failure.message === 'Encoded failure' && failure.encodedAttributes),
+    ).toBe(true);
     const opened = await codec.decode(failures.map((failure) => failure.encodedAttributes!));
-    expect(opened.some((payload) => Buffer.from(payload.data ?? []).toString('utf8').includes(SECRET))).toBe(true);
+    expect(
+      opened.some((payload) =>
+        Buffer.from(payload.data ?? [])
+          .toString('utf8')
+          .includes(SECRET),
+      ),
+    ).toBe(true);
   });
 });

@@ -35,7 +35,10 @@ describe('privacy: per-tenant keys in the store (issue 49)', () => {
     const path = tempSqliteUrl('counting');
     const keys = new CountingKeys();
     const store = await SqliteStore.open(path, { tenantKeys: { provider: keys } });
-    const conversation = await store.createConversation({ agentName: 'a', metadata: { principal: 'tenant-1' } });
+    const conversation = await store.createConversation({
+      agentName: 'a',
+      metadata: { principal: 'tenant-1' },
+    });
     for (let i = 0; i < ROWS; i++)
       await store.appendMessage({ conversationId: conversation.id, role: 'user', content: `message ${i}` });
     expect(keys.current).toBe(1);
@@ -56,7 +59,9 @@ describe('privacy: per-tenant keys in the store (issue 49)', () => {
 
   it('privacy: a conversation without a tenant stays plain; a store without keys refuses sealed content with a ConfigError', async () => {
     const path = tempSqliteUrl('plain');
-    const store = await SqliteStore.open(path, { tenantKeys: { provider: new MemoryTenantKeys({ generate: true }) } });
+    const store = await SqliteStore.open(path, {
+      tenantKeys: { provider: new MemoryTenantKeys({ generate: true }) },
+    });
     const plain = await store.createConversation({ agentName: 'a' });
     const sealed = await store.createConversation({ agentName: 'a', metadata: { principal: { id: 'p-1' } } });
     await store.appendMessage({ conversationId: plain.id, role: 'user', content: 'plain words' });
@@ -64,7 +69,9 @@ describe('privacy: per-tenant keys in the store (issue 49)', () => {
     await store.close();
 
     const without = await openStore(path);
-    expect((await without.listMessages(plain.id))[0]!.content).toEqual([{ type: 'text', text: 'plain words' }]);
+    expect((await without.listMessages(plain.id))[0]!.content).toEqual([
+      { type: 'text', text: 'plain words' },
+    ]);
     await expect(without.listMessages(sealed.id)).rejects.toThrow(ConfigError);
     await without.close();
   });
@@ -77,9 +84,9 @@ describe('privacy: per-tenant keys in the store (issue 49)', () => {
     await store.appendMessage({ conversationId: a.id, role: 'user', content: 'for a only' });
     await store.appendMessage({ conversationId: b.id, role: 'user', content: 'for b' });
     // Copy a's sealed row into b's conversation, relabelled as b's.
-    const raw = (await store.statements().read(`SELECT content FROM turnkit_messages WHERE conversation_id = ?`, [
-      a.id,
-    ]))[0]!['content'] as string;
+    const raw = (
+      await store.statements().read(`SELECT content FROM turnkit_messages WHERE conversation_id = ?`, [a.id])
+    )[0]!['content'] as string;
     await store
       .statements()
       .batch([], (c) =>

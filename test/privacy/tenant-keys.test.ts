@@ -61,15 +61,26 @@ const forget = defineTool({
     return { forgotten: true };
   },
 });
-const agent = defineAgent({ name: 'tenant_agent', tools: [lookup, close, forget], limits: { maxIterations: 5 } });
+const agent = defineAgent({
+  name: 'tenant_agent',
+  tools: [lookup, close, forget],
+  limits: { maxIterations: 5 },
+});
 /** Calls a tool with the user's words as its argument, then answers with them: the secret is everywhere. */
 const model = new ScriptedModel({
   tenant_agent: (request) => {
     const task = request.messages.find((message) => message.role === 'user')?.content ?? '';
     if (request.messages.some((message) => message.role === 'tool'))
       return { text: `Done for ${task}.`, usage: { inputTokens: 30, outputTokens: 6 } };
-    const name = task.includes('Close ') ? 'close_account' : task.includes('Forget ') ? 'forget_me' : 'lookup_account';
-    return { toolCalls: [{ name, arguments: { account: task } }], usage: { inputTokens: 20, outputTokens: 5 } };
+    const name = task.includes('Close ')
+      ? 'close_account'
+      : task.includes('Forget ')
+        ? 'forget_me'
+        : 'lookup_account';
+    return {
+      toolCalls: [{ name, arguments: { account: task } }],
+      usage: { inputTokens: 20, outputTokens: 5 },
+    };
   },
 });
 
@@ -123,7 +134,7 @@ function postgresBackend(): Backend {
 const erased = (promise: Promise<unknown>) =>
   promise.then(
     () => {
-      throw new Error('read an erased tenant\'s content');
+      throw new Error("read an erased tenant's content");
     },
     (error: unknown) => {
       expect(error).toBeInstanceOf(ContentErasedError);
@@ -143,7 +154,8 @@ function plainAt(bytes: string, text: string): string[] {
 /** The types of a run's stream parts, read from the start or resumed after a cursor. */
 async function collect(run: RunHandle, after?: string): Promise<{ type: string; cursor: string }[]> {
   const parts: { type: string; cursor: string }[] = [];
-  for await (const part of run.stream(after ? { after } : {})) parts.push({ type: part.type, cursor: part.cursor });
+  for await (const part of run.stream(after ? { after } : {}))
+    parts.push({ type: part.type, cursor: part.cursor });
   return parts;
 }
 
@@ -252,7 +264,9 @@ function tenantKeySuite(name: string, backend: () => Backend, wrap: (name: strin
       const page = await fetch(`${api}turns/${globex.turnId}/messages`);
       expect(page.status).toBe(200);
       expect(await page.text()).toContain(SECRET_B);
-      expect((await collect(globex, cursors.get(globex.turnId))).map((part) => part.type)).toContain('finish');
+      expect((await collect(globex, cursors.get(globex.turnId))).map((part) => part.type)).toContain(
+        'finish',
+      );
 
       // The waiting turn is cancelled: controls that need no content still work.
       await held.cancel();

@@ -31,7 +31,7 @@ interface Cached<T> {
  * Sealed text's parts; undefined for text that is not sealed content. (Split by hand: a regular
  * expression over the whole ciphertext costs more than the decryption.)
  */
-export function parseSealed(text: string): { tenant: string; version: number; data: string } | undefined {
+function parseSealed(text: string): { tenant: string; version: number; data: string } | undefined {
   if (!text.startsWith(SEALED_PREFIX)) return undefined;
   const tenantEnd = text.indexOf(':', SEALED_PREFIX.length);
   const versionEnd = tenantEnd < 0 ? -1 : text.indexOf(':', tenantEnd + 1);

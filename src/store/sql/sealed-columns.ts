@@ -112,7 +112,10 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
 /** The object holding a path's last key (undefined when the path is not there), and that key. */
-function holder(record: Record<string, unknown>, value: SealedValue): [Record<string, unknown>, string] | undefined {
+function holder(
+  record: Record<string, unknown>,
+  value: SealedValue,
+): [Record<string, unknown>, string] | undefined {
   const keys = [value.field, ...(value.path ?? [])];
   let at: unknown = record;
   for (const key of keys.slice(0, -1)) {
@@ -218,7 +221,9 @@ export class SealedColumns {
     const known = this.#turnConversations.get(turnId);
     if (known !== undefined) return known;
     const [row] = await connection.query(`SELECT conversation_id FROM turnkit_turns WHERE id = ?`, [turnId]);
-    return row ? SealedColumns.#remember(this.#turnConversations, turnId, String(row['conversation_id'])) : undefined;
+    return row
+      ? SealedColumns.#remember(this.#turnConversations, turnId, String(row['conversation_id']))
+      : undefined;
   }
 
   async #turnOfExecution(connection: SqlConnection, id: string): Promise<string | undefined> {
@@ -250,7 +255,12 @@ export class SealedColumns {
    * `record` with its content sealed under its tenant's key (a copy; the record itself when
    * nothing is to be sealed). `id`: the row an update changes, when the record is partial.
    */
-  async seal<T extends object>(connection: SqlConnection, spec: TableSpec, record: T, id?: string): Promise<T> {
+  async seal<T extends object>(
+    connection: SqlConnection,
+    spec: TableSpec,
+    record: T,
+    id?: string,
+  ): Promise<T> {
     const table = SEALED_TABLES.get(spec);
     const sealer = this.#sealer;
     if (!table || !sealer) return record;
@@ -291,7 +301,11 @@ export class SealedColumns {
    * rows): an erased tenant's content is a ContentErasedError. `lenient` (lists that span
    * tenants, the console's): it reads as a placeholder, so other tenants' rows still show.
    */
-  async open<T extends object>(spec: TableSpec, records: T[], mode: 'strict' | 'lenient' = 'strict'): Promise<T[]> {
+  async open<T extends object>(
+    spec: TableSpec,
+    records: T[],
+    mode: 'strict' | 'lenient' = 'strict',
+  ): Promise<T[]> {
     const values = this.#sealedValues(spec, records);
     if (values.length === 0) return records;
     if (tolerating.getStore()) mode = 'lenient';

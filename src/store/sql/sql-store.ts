@@ -229,13 +229,25 @@ function openedConsoleReads(reads: ConsoleReads, sealed: SealedColumns): Console
     turns: async (query) => sealed.open(TURNS, await reads.turns(query), 'lenient'),
     conversations: async (query) => {
       const rows = await reads.conversations(query);
-      await sealed.open(TURNS, rows.map((row) => row.lastTurn), 'lenient');
+      await sealed.open(
+        TURNS,
+        rows.map((row) => row.lastTurn),
+        'lenient',
+      );
       return rows;
     },
     awaitingApprovals: async (query) => {
       const calls = await reads.awaitingApprovals(query);
-      await sealed.open(TOOL_EXECUTIONS, calls.map((call) => call.execution), 'lenient');
-      await sealed.open(TURNS, calls.map((call) => call.turn), 'lenient');
+      await sealed.open(
+        TOOL_EXECUTIONS,
+        calls.map((call) => call.execution),
+        'lenient',
+      );
+      await sealed.open(
+        TURNS,
+        calls.map((call) => call.turn),
+        'lenient',
+      );
       return calls;
     },
     transcript: async (turn, query) => sealed.open(MESSAGES, await reads.transcript(turn, query)),
@@ -271,7 +283,11 @@ export class SqlStore implements Store, ConsoleReadable {
   }
 
   /** Rows as records, their content opened (decision 80). */
-  #records<T extends object>(spec: TableSpec, rows: Row[], mode: 'strict' | 'lenient' = 'strict'): Promise<T[]> {
+  #records<T extends object>(
+    spec: TableSpec,
+    rows: Row[],
+    mode: 'strict' | 'lenient' = 'strict',
+  ): Promise<T[]> {
     return this.#sealed.open(
       spec,
       rows.map((row) => fromRow<T>(spec, row)),
@@ -279,7 +295,11 @@ export class SqlStore implements Store, ConsoleReadable {
     );
   }
 
-  async #record<T extends object>(spec: TableSpec, row: Row, mode: 'strict' | 'lenient' = 'strict'): Promise<T> {
+  async #record<T extends object>(
+    spec: TableSpec,
+    row: Row,
+    mode: 'strict' | 'lenient' = 'strict',
+  ): Promise<T> {
     return (await this.#records<T>(spec, [row], mode))[0]!;
   }
 
@@ -1129,7 +1149,10 @@ export class SqlStore implements Store, ConsoleReadable {
       async (c) => {
         const stored: StreamPartRecord[] = [];
         for (const record of records) {
-          const { columns, values } = assignments(STREAM_PARTS, await this.#sealed.seal(c, STREAM_PARTS, record));
+          const { columns, values } = assignments(
+            STREAM_PARTS,
+            await this.#sealed.seal(c, STREAM_PARTS, record),
+          );
           const [row] = await c.query(
             `INSERT INTO turnkit_stream_parts (${columns.map((column) => column.column).join(', ')})
               VALUES (${columns.map((column) => this.#driver.dialect.param(column.kind)).join(', ')}) RETURNING *`,
