@@ -21,7 +21,8 @@ class TurnKitFailureConverter extends DefaultFailureConverter {
 
   /**
    * As `encodeCommonAttributes: true`, except that a failure already encoded (an activity's
-   * failure the workflow passes on keeps its proto) is left as it is, not encoded again.
+   * failure the workflow passes on keeps its proto) keeps its encoded attributes instead of
+   * being encoded again; the plain message and stack that decoding put back on it are dropped.
    */
   override errorToFailure(
     err: unknown,
@@ -29,7 +30,7 @@ class TurnKitFailureConverter extends DefaultFailureConverter {
     context?: SerializationContext,
   ): ProtoFailure {
     const failure = super.errorToFailure(err, payloadConverter, context);
-    if (failure.encodedAttributes) return failure;
+    if (failure.encodedAttributes) return { ...failure, message: ENCODED_MESSAGE, stackTrace: '' };
     const { message, stackTrace } = failure;
     return {
       ...failure,
