@@ -3,7 +3,8 @@
  * whose text holds a planted secret; with the codec on, neither the activity's failure nor the
  * workflow's holds it in plain bytes (TurnKit's failure converter moves a failure's message and
  * stack into `encodedAttributes`, which the codec seals), and the codec opens it again. Without
- * the codec (the control) the secret is in the history in plain bytes.
+ * the codec (the control) the secret is in the history in plain bytes. The turn's current details
+ * (a query's answer) are sealed by the worker's codec too.
  */
 import { randomBytes } from 'node:crypto';
 import { Client } from '@temporalio/client';
@@ -62,7 +63,18 @@ async function failingTurn(payloadCodecs?: PayloadCodec[]) {
     expect(ended.status).toBe('failed');
     expect(ended.error?.message).toContain(SECRET);
     const history = await temporal.workflow.getHandle(turnWorkflowId(run.turnId)).fetchHistory();
-    return { history, bytes: Buffer.from(proto.temporal.api.history.v1.History.encode(history).finish()) };
+    // The turn's current details (the Web UI's "current details"), as the worker answers them.
+    const { queryResult } = await temporal.workflowService.queryWorkflow({
+      namespace: temporal.options.namespace,
+      execution: { workflowId: turnWorkflowId(run.turnId) },
+      query: { queryType: '__temporal_workflow_metadata' },
+    });
+    const details = queryResult!.payloads![0]!;
+    return {
+      history,
+      details,
+      bytes: Buffer.from(proto.temporal.api.history.v1.History.encode(history).finish()),
+    };
   } finally {
     worker.shutdown();
     await done;
@@ -79,13 +91,19 @@ describe.skipIf(!(await requireTemporal()))('privacy: failure messages through t
   });
 
   it('privacy: without the codec, a failed turn history holds the provider error text in plain bytes (the control)', async () => {
-    const { bytes } = await failingTurn();
+    const { bytes, details } = await failingTurn();
     expect(bytes.includes(SECRET)).toBe(true);
+    expect(Buffer.from(details.data!).toString('utf8')).toContain('currentDetails');
   });
 
-  it('privacy: with the codec on, no failure of a failed turn history holds the secret in plain bytes; the codec opens the encoded attributes', async () => {
-    const { history, bytes } = await failingTurn([codec]);
+  it('privacy: with the codec on, no failure of a failed turn history holds the secret in plain bytes, and its current details are sealed; the codec opens both', async () => {
+    const { history, bytes, details } = await failingTurn([codec]);
     expect(bytes.includes(SECRET)).toBe(false);
+    // Current details are a query's answer: sealed by the worker's codec like any payload.
+    expect(Buffer.from(details.metadata!['encoding']!).toString()).toBe('binary/encrypted');
+    expect(Buffer.from(details.data!).toString('latin1')).not.toContain('currentDetails');
+    const [openedDetails] = await codec.decode([details]);
+    expect(Buffer.from(openedDetails!.data!).toString('utf8')).toContain('currentDetails');
     const failures = history.events!.flatMap((event) => {
       const failure =
         event.activityTaskFailedEventAttributes?.failure ??
