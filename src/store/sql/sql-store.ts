@@ -277,11 +277,6 @@ export class SqlStore implements Store, ConsoleReadable {
     this.#sealed = new SealedColumns(tenantKeys);
   }
 
-  /** Whether content is sealed with per-tenant keys (decision 80). */
-  get sealsContent(): boolean {
-    return this.#sealed.enabled;
-  }
-
   /** Rows as records, their content opened (decision 80). */
   #records<T extends object>(
     spec: TableSpec,
