@@ -189,7 +189,10 @@ function tenantKeySuite(name: string, backend: () => Backend, wrap: (name: strin
     });
 
     it(`privacy: ${name}: two tenants' turns complete; their content is sealed in the store and reads plain through the client`, async () => {
-      acme = await kit.client.run('tenant_agent', `Look up ${SECRET_A}`, { principal: ACME });
+      acme = await kit.client.run('tenant_agent', `Look up ${SECRET_A}`, {
+        principal: ACME,
+        subject: { type: 'account', id: 'a-1', prompt: `The account holder is ${SECRET_A}.` },
+      });
       globex = await kit.client.run('tenant_agent', `Look up ${SECRET_B}`, { principal: GLOBEX });
       for (const [run, secret] of [
         [acme, SECRET_A],
@@ -206,6 +209,8 @@ function tenantKeySuite(name: string, backend: () => Backend, wrap: (name: strin
         const [execution] = await store.listToolExecutions({ turnId: run.turnId });
         expect(execution!.arguments['account']).toContain(`Look up ${secret}`);
       }
+      const conversation = await store.loadConversation(acme.conversationId);
+      expect(conversation.metadata['turnkit_subject_prompt']).toContain(SECRET_A);
       const bytes = await db.bytes();
       expect(bytes).toContain('turnkit-sealed:1:acme:1:');
       expect(bytes).toContain('turnkit-sealed:1:globex:1:');

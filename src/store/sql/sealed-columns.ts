@@ -14,7 +14,15 @@ import { ContentSealer, SEALED_PREFIX } from '../sealing/content-sealer.js';
 import type { TenantKeyProvider } from '../sealing/tenant-keys.js';
 import type { SqlConnection } from './driver.js';
 import type { TableSpec } from './schema.js';
-import { DELIVERIES, EVENTS, MESSAGES, STREAM_PARTS, TOOL_EXECUTIONS, TURNS } from './schema.js';
+import {
+  CONVERSATIONS,
+  DELIVERIES,
+  EVENTS,
+  MESSAGES,
+  STREAM_PARTS,
+  TOOL_EXECUTIONS,
+  TURNS,
+} from './schema.js';
 
 /** How a store seals content with per-tenant keys. */
 export interface TenantKeysOptions {
@@ -62,6 +70,11 @@ const TURN_STATE_CONTENT = [
 ];
 
 const SEALED_TABLES = new Map<TableSpec, SealedTable>([
+  // The principal stays plain: it names the tenant.
+  [
+    CONVERSATIONS,
+    { values: [{ field: 'metadata', path: ['turnkit_subject_prompt'] }], owner: { conversation: 'id' } },
+  ],
   [
     MESSAGES,
     {
@@ -76,6 +89,8 @@ const SEALED_TABLES = new Map<TableSpec, SealedTable>([
         { field: 'outputText' },
         { field: 'outputData' },
         { field: 'error', path: ['message'] },
+        { field: 'options', path: ['subject_prompt'] },
+        { field: 'options', path: ['instructions'] },
         ...TURN_STATE_CONTENT.map((key) => ({ field: 'options', path: ['state', key] })),
       ],
       owner: { conversation: 'conversationId' },
@@ -239,6 +254,13 @@ export class SealedColumns {
    */
   async #tenant(connection: SqlConnection, spec: TableSpec, record: Record<string, unknown>, id?: string) {
     const owner = SEALED_TABLES.get(spec)!.owner;
+    // A conversation names its own tenant (its row may not exist yet); metadata is replaced whole.
+    if (spec === CONVERSATIONS)
+      return this.#tenantOf!({
+        id: String(record['id'] ?? id),
+        agentName: String(record['agentName'] ?? ''),
+        metadata: record['metadata'] as JsonObject,
+      });
     let conversationId: string | undefined;
     if ('conversation' in owner && typeof record[owner.conversation] === 'string') {
       conversationId = record[owner.conversation] as string;

@@ -497,9 +497,9 @@ export class SqlStore implements Store, ConsoleReadable {
   async #load<T extends object>(spec: TableSpec, id: string): Promise<T> {
     const [row] = await this.#read((c) => c.query(`SELECT * FROM ${spec.table} WHERE id = ?`, [id]));
     if (!row) throw new RecordNotFound(spec.noun, id);
-    // A turn is read leniently: its status, claim and controls still work for an erased tenant
-    // (its content reads as null; `run.result()` raises). Rows of content are strict.
-    return this.#record<T>(spec, row, spec === TURNS ? 'lenient' : 'strict');
+    // A turn or a conversation is read leniently: status, claim and controls still work for an
+    // erased tenant (its content reads as null; `run.result()` raises). Rows of content are strict.
+    return this.#record<T>(spec, row, spec === TURNS || spec === CONVERSATIONS ? 'lenient' : 'strict');
   }
 
   /** UPDATE … SET attrs WHERE id = ? [AND status IN (…)] RETURNING *; null when nothing matched. */
@@ -558,7 +558,7 @@ export class SqlStore implements Store, ConsoleReadable {
         [conversationId],
       ),
     );
-    return rows.map((row) => fromRow<ConversationRecord>(CONVERSATIONS, row));
+    return this.#records<ConversationRecord>(CONVERSATIONS, rows, 'lenient');
   }
 
   // Messages
