@@ -105,6 +105,27 @@ describe('privacy: per-tenant keys in the store (issue 49)', () => {
     await store.close();
   });
 
+  it('privacy: openStore takes the keys of TURNKIT_TENANT_KEYS, as every CLI command does', async () => {
+    const text = `acme:1:${randomBytes(32).toString('base64')}`;
+    const path = tempSqliteUrl('env');
+    const writer = await SqliteStore.open(path, { tenantKeys: { provider: parseTenantKeys(text) } });
+    const conversation = await writer.createConversation({ agentName: 'a', metadata: { principal: 'acme' } });
+    await writer.appendMessage({ conversationId: conversation.id, role: 'user', content: 'from the env' });
+    await writer.close();
+    const previous = process.env['TURNKIT_TENANT_KEYS'];
+    process.env['TURNKIT_TENANT_KEYS'] = text;
+    try {
+      const reader = await openStore(path, { create: false });
+      expect((await reader.listMessages(conversation.id))[0]!.content).toEqual([
+        { type: 'text', text: 'from the env' },
+      ]);
+      await reader.close();
+    } finally {
+      if (previous === undefined) delete process.env['TURNKIT_TENANT_KEYS'];
+      else process.env['TURNKIT_TENANT_KEYS'] = previous;
+    }
+  });
+
   it('privacy: TURNKIT_TENANT_KEYS is tenant:version:base64 entries; a bad entry is a ConfigError naming its place, never the key', async () => {
     const k1 = randomBytes(32).toString('base64');
     const k2 = randomBytes(32).toString('base64');

@@ -60,7 +60,9 @@ function checkKey(tenant: string, version: number, key: Uint8Array): Buffer {
 /**
  * Tenant keys held in memory: for tests, demos and single-process applications (nothing
  * survives the process). With `generate`, a tenant seen for the first time gets a fresh key;
- * a deleted tenant stays deleted (it is never given a new key by accident).
+ * a deleted tenant stays deleted (it is never given a new key by accident). Generated keys live
+ * in one process only: processes that share a store (workers, clients, the console) must share
+ * their keys (`TURNKIT_TENANT_KEYS`, or a provider over a key service).
  */
 export class MemoryTenantKeys implements TenantKeyProvider {
   readonly #keys = new Map<string, Map<number, Buffer>>();
