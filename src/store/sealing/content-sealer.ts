@@ -49,11 +49,17 @@ export class ContentSealer {
   readonly #versions = new Map<string, Cached<Buffer | undefined>>();
   /** Keys ready for a synchronous open: filled by `prepare`. */
   readonly #ready = new Map<string, Buffer | undefined>();
+  readonly #unsubscribe: (() => void) | undefined;
 
   constructor(provider: TenantKeyProvider, options: { cacheMs?: number } = {}) {
     this.#provider = provider;
     this.#cacheMs = options.cacheMs ?? DEFAULT_CACHE_MS;
-    provider.subscribe?.((tenant) => this.forget(tenant));
+    this.#unsubscribe = provider.subscribe?.((tenant) => this.forget(tenant));
+  }
+
+  /** Stops listening to the provider (the store closed). */
+  close(): void {
+    this.#unsubscribe?.();
   }
 
   /** Drops the tenant's cached keys: the next write or read asks the provider again. */

@@ -204,6 +204,11 @@ export class SealedColumns {
     return this.#sealer !== undefined;
   }
 
+  /** The store closed: stop listening to the provider. */
+  close(): void {
+    this.#sealer?.close();
+  }
+
   /** Drops what this process cached about a conversation (its metadata changed). */
   forgetConversation(id: string): void {
     this.#tenants.delete(id);

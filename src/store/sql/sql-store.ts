@@ -1227,6 +1227,7 @@ export class SqlStore implements Store, ConsoleReadable {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#sealed.close();
     await this.#watchers?.close();
     await this.#driver.close();
   }
