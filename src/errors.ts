@@ -143,6 +143,18 @@ export class RecordNotFound extends StoreError {
   }
 }
 /**
+ * Content sealed with a tenant's key (decision 80) whose key was deleted: crypto-shredded.
+ * `tenant` names whose. Reads of that content raise it through every door; a write of new
+ * content for a tenant without a key raises it too. Never retried: the key does not come back.
+ */
+export class ContentErasedError extends TurnKitError {
+  readonly tenant: string;
+  constructor(tenant: string, message: string) {
+    super(message, { details: { tenant } });
+    this.tenant = tenant;
+  }
+}
+/**
  * The turn's claim token changed (completed, cancelled, reset, superseded): the writer no
  * longer owns the turn and must stop. Never retried.
  */
@@ -182,6 +194,7 @@ const TURNKIT_CLASSES = new Set([
   'CompactionError',
   'StoreError',
   'RecordNotFound',
+  'ContentErasedError',
   'LostClaim',
   'StaleTask',
   'WorkflowClosed',

@@ -121,6 +121,7 @@ export {
   CodecKeyError,
   CompactionError,
   ConfigError,
+  ContentErasedError,
   ControlError,
   ConversationBusyError,
   ForkError,

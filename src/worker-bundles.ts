@@ -15,6 +15,15 @@ export function turnWorkflowsPath(): string {
   return existsSync(js) ? js : fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 }
 
+/**
+ * TurnKit's failure converter (decision 81): in the workflow bundle and for activities, so a
+ * failure's message travels in a payload the codecs seal.
+ */
+export function turnFailureConverterPath(): string {
+  const js = fileURLToPath(new URL('./codec/failure-converter.js', import.meta.url));
+  return existsSync(js) ? js : fileURLToPath(new URL('./codec/failure-converter.ts', import.meta.url));
+}
+
 let bundled: Promise<{ code: string }> | undefined;
 let bundledTraced: Promise<{ code: string }> | undefined;
 
@@ -26,14 +35,17 @@ export function bundleTurnWorkflows(options: { traced?: boolean } = {}): Promise
   if (options.traced) {
     bundledTraced ??= bundleWorkflowCode({
       workflowsPath: turnWorkflowsPath(),
+      failureConverterPath: turnFailureConverterPath(),
       workflowInterceptorModules: [OTEL_WORKFLOW_INTERCEPTORS],
       logger: quietBundlerLogger,
     }).catch(forget(() => (bundledTraced = undefined)));
     return bundledTraced;
   }
-  bundled ??= bundleWorkflowCode({ workflowsPath: turnWorkflowsPath(), logger: quietBundlerLogger }).catch(
-    forget(() => (bundled = undefined)),
-  );
+  bundled ??= bundleWorkflowCode({
+    workflowsPath: turnWorkflowsPath(),
+    failureConverterPath: turnFailureConverterPath(),
+    logger: quietBundlerLogger,
+  }).catch(forget(() => (bundled = undefined)));
   return bundled;
 }
 

@@ -15,7 +15,7 @@ export type { ModelQueueLimits } from './worker-models.js';
 import { createModelWorkers, modelQueues, queueRoutes, runTogether } from './worker-models.js';
 import { temporalConnectConfig } from './temporal-config.js';
 import { tracingWorkerOptions } from './worker-tracing.js';
-import { turnWorkflowBundle } from './worker-bundles.js';
+import { turnFailureConverterPath, turnWorkflowBundle } from './worker-bundles.js';
 import { cancelDelivery } from './worker-cancel-delivery.js';
 import type { WorkerDeployment } from './worker-deployment.js';
 import { deploymentWorkerOptions } from './worker-deployment.js';
@@ -24,6 +24,7 @@ import { resolveTaskQueue } from './store/store-identity.js';
 export { DEFAULT_TASK_QUEUE } from './workflows/contract.js';
 export {
   bundleTurnWorkflows,
+  turnFailureConverterPath,
   turnWorkflowsPath,
   WORKFLOW_BUNDLE_FILES,
   writeTurnWorkflowBundles,
@@ -96,11 +97,17 @@ export interface TurnKitWorker {
   shutdown(): void;
 }
 
-/** The data converter of the worker and its model workers: `payloadCodecs`, else the app's own. */
+/**
+ * The data converter of the worker and its model workers: `payloadCodecs`, else the app's own,
+ * with TurnKit's failure converter (the one its workflow bundle holds) unless the app names one.
+ */
 function dataConverterOf(options: TurnKitWorkerOptions): WorkerOptions['dataConverter'] {
   if (options.payloadCodecs && options.worker?.dataConverter)
     throw new ArgumentError('pass payloadCodecs or worker.dataConverter, not both');
-  return options.payloadCodecs ? { payloadCodecs: options.payloadCodecs } : options.worker?.dataConverter;
+  return {
+    failureConverterPath: turnFailureConverterPath(),
+    ...(options.payloadCodecs ? { payloadCodecs: options.payloadCodecs } : options.worker?.dataConverter),
+  };
 }
 
 /**

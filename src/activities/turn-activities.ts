@@ -23,6 +23,7 @@ import { runOutputStep } from '../engine/output/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { retryWhileStoreDown } from '../engine/step/store-outage.js';
 import { failTurn } from '../engine/end/fail.js';
+import { toleratingErasure } from '../store/sql/sealed-columns.js';
 import { runToolCall } from '../engine/tools/tool-call.js';
 import { finishToolsPhase, suspendTurn, turnStatus } from '../engine/tools/tools-phase.js';
 import { StoreMismatchError, TurnKitError } from '../errors.js';
@@ -229,8 +230,10 @@ function endActivities(
     authorizeCancel: (input) =>
       mappingFailures(() => authorizeCancel(runtime, { ...input, use: activityUse() })),
     rejectCancel: (input) => mappingFailures(() => rejectCancel(runtime, input)),
-    cancelTurn: (input) => mappingFailures(() => cancelTurn(runtime, input)),
-    failTurn: (input) => mappingFailures(() => failTurn(runtime, input)),
+    // A turn whose tenant was erased (decision 80) still ends: these read its erased content
+    // as placeholders and write what they must as erased content.
+    cancelTurn: (input) => mappingFailures(() => toleratingErasure(() => cancelTurn(runtime, input))),
+    failTurn: (input) => mappingFailures(() => toleratingErasure(() => failTurn(runtime, input))),
   };
 }
 

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { isGrpcServiceError, ServiceError } from '@temporalio/client';
 import type { TurnPreview } from '../engine/model/model-request.js';
+import { assertNotErased } from '../store/sql/sealed-columns.js';
 import type {
   EventRecord,
   Json,
@@ -211,7 +212,7 @@ export class RunHandle {
     for (let wait = 250; ; wait = Math.min(wait * 2, 5_000)) {
       try {
         await this.deps.temporal.workflow.getHandle(this.workflowId).result();
-        return await this.turn();
+        return await this.#content();
       } catch (error) {
         if (!unavailable(error)) throw error;
         since ??= Date.now();
@@ -226,11 +227,18 @@ export class RunHandle {
   }
 
   async outputText(): Promise<string | null> {
-    return (await this.turn()).outputText;
+    return (await this.#content()).outputText;
   }
 
   async outputData(): Promise<Json> {
-    return (await this.turn()).outputData;
+    return (await this.#content()).outputData;
+  }
+
+  /** The turn, for a door that hands its content out: ContentErasedError when it was erased (decision 80). */
+  async #content(): Promise<TurnRecord> {
+    const turn = await this.turn();
+    assertNotErased(turn);
+    return turn;
   }
 
   async error(): Promise<TurnRecord['error']> {

@@ -21,6 +21,7 @@ import {
   AuthorizationError,
   ControlError,
   InputError,
+  ContentErasedError,
   RecordNotFound,
   TurnKitError,
 } from '../errors.js';
@@ -363,6 +364,7 @@ function statusOf(error: unknown, logger: Pick<Console, 'error'>): [number, stri
   if (error instanceof HttpError) return [error.status, error.message];
   if (error instanceof ScopeError) return [404, 'not found'];
   if (error instanceof RecordNotFound) return [404, 'not found'];
+  if (error instanceof ContentErasedError) return [410, `ContentErasedError: ${error.message}`];
   if (error instanceof AuthorizationError) return [403, error.message];
   if (error instanceof ArgumentError || error instanceof InputError) return [400, error.message];
   if (error instanceof ControlError) return [409, error.message];

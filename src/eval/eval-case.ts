@@ -3,7 +3,7 @@
  * from recorded conversations, selected by agent, time and tags (decision 48).
  */
 import { readFile } from 'node:fs/promises';
-import { ArgumentError, InputError } from '../errors.js';
+import { ArgumentError, ContentErasedError, InputError } from '../errors.js';
 import type { ConversationRecord, Store, TurnRecord } from '../store/types.js';
 
 export interface EvalCase {
@@ -158,7 +158,11 @@ async function caseOfTurn(
   if (conversation.metadata[EVAL_METADATA_KEY] !== undefined) return null;
   const tags = stringList(conversation.metadata['tags']) ? conversation.metadata['tags'] : [];
   if (!wanted.every((tag) => tags.includes(tag))) return null;
-  const input = await taskOfTurn(store, turn);
+  // A run whose tenant's key was deleted (decision 80) is no longer data: it makes no case.
+  const input = await taskOfTurn(store, turn).catch((error: unknown) => {
+    if (error instanceof ContentErasedError) return null;
+    throw error;
+  });
   if (input === null) return null;
   return {
     id: turn.id,

@@ -4,6 +4,8 @@ import { MemoryStore } from './memory-store.js';
 import { PostgresStore } from './postgres-store.js';
 import { SqliteStore } from './sqlite-store.js';
 import type { Store } from './types.js';
+import type { TenantKeysOptions } from './sql/sealed-columns.js';
+import { tenantKeysFromEnv } from './sealing/tenant-keys.js';
 
 // `turnkit/store`: the store contract, its backends and migrations. Fencing, the wait graph and
 // delivery internals are the engine's and stay unexported.
@@ -19,6 +21,15 @@ export { pruneStore } from './retention/prune-store.js';
 export type { PruneOptions } from './retention/prune-store.js';
 export type { PruneReport, PrunedKind } from './retention/prune-pass.js';
 export type { RetentionPolicy } from './retention/retention-policy.js';
+export type { TenantKeysOptions } from './sql/sealed-columns.js';
+export { tenantOfPrincipal } from './sql/sealed-columns.js';
+export {
+  MemoryTenantKeys,
+  TENANT_KEYS_ENV,
+  parseTenantKeys,
+  tenantKeysFromEnv,
+} from './sealing/tenant-keys.js';
+export type { TenantKey, TenantKeyProvider } from './sealing/tenant-keys.js';
 export type * from './types.js';
 export { TERMINAL_TURN_STATUSES, TURN_STATUSES, TOOL_EXECUTION_STATUSES } from './types.js';
 
@@ -34,15 +45,23 @@ export const DEFAULT_DATABASE_PATH = '.turnkit/turnkit.sqlite';
  * never a SQLite file whose path would carry the URL's password.
  * Default: `TURNKIT_DATABASE_URL`, else `.turnkit/turnkit.sqlite` under the working directory.
  * `create: false` opens only a SQLite file that exists (else a StoreError, nothing created).
+ * `tenantKeys` seals content with per-tenant keys (decision 80); default: the keys of
+ * `TURNKIT_TENANT_KEYS` when it is set.
  */
-export async function openStore(url?: string, options: { create?: boolean } = {}): Promise<Store> {
+export async function openStore(
+  url?: string,
+  options: { create?: boolean; tenantKeys?: TenantKeysOptions } = {},
+): Promise<Store> {
   const target = url ?? (process.env['TURNKIT_DATABASE_URL'] || DEFAULT_DATABASE_PATH);
   if (typeof target !== 'string' || target.trim() === '') {
     throw new ArgumentError('openStore needs a database URL or a file path');
   }
   const trimmed = target.trim();
-  if (trimmed === 'memory:' || trimmed === 'memory://') return new MemoryStore();
-  if (/^postgres(ql)?:\/\//i.test(trimmed)) return PostgresStore.open(trimmed);
+  const fromEnv = options.tenantKeys ? undefined : tenantKeysFromEnv();
+  const tenantKeys = options.tenantKeys ?? (fromEnv ? { provider: fromEnv } : undefined);
+  const sealing = tenantKeys ? { tenantKeys } : {};
+  if (trimmed === 'memory:' || trimmed === 'memory://') return new MemoryStore(sealing);
+  if (/^postgres(ql)?:\/\//i.test(trimmed)) return PostgresStore.open(trimmed, sealing);
   // Two letters or more: `C:\\db.sqlite` stays a Windows path.
   const scheme = /^([a-z][a-z0-9+.-]+):/i.exec(trimmed)?.[1]?.toLowerCase();
   if (scheme !== undefined && scheme !== 'sqlite' && scheme !== 'file') {
@@ -56,7 +75,10 @@ export async function openStore(url?: string, options: { create?: boolean } = {}
       ? trimmed.replace(/^(sqlite|file):(\/\/)?/i, '')
       : trimmed;
   if (sqlite === '') throw new ArgumentError(`no SQLite file path in ${JSON.stringify(target)}`);
-  return SqliteStore.open(sqlite.replace(/\?.*$/, ''), options.create === false ? { create: false } : {});
+  return SqliteStore.open(sqlite.replace(/\?.*$/, ''), {
+    ...(options.create === false ? { create: false } : {}),
+    ...sealing,
+  });
 }
 
 /** A `file://` URL's path (percent-decoded); a file URL of another host is a ConfigError. */

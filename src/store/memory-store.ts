@@ -2,6 +2,7 @@ import { memoryDriver } from './sqlite-store.js';
 import { SqlStore } from './sql/sql-store.js';
 import { newStoreId, taskQueueOfStore } from './store-identity.js';
 import type { StoreIdentity } from './types.js';
+import type { TenantKeysOptions } from './sql/sealed-columns.js';
 
 /** Each memory store is a store of its own, with its own queue: it lives in one process. */
 function memoryIdentity(): StoreIdentity {
@@ -16,7 +17,8 @@ function memoryIdentity(): StoreIdentity {
  * outside an open block waits for the block to end, then sees what it committed.
  */
 export class MemoryStore extends SqlStore {
-  constructor() {
-    super(memoryDriver(), memoryIdentity());
+  /** `tenantKeys`: seal content with per-tenant keys (decision 80). */
+  constructor(options: { tenantKeys?: TenantKeysOptions } = {}) {
+    super(memoryDriver(), memoryIdentity(), options.tenantKeys);
   }
 }

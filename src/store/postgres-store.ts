@@ -20,6 +20,7 @@ import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { loadStoreIdentity } from './sql/store-identity-row.js';
 import type { StoreIdentity } from './types.js';
+import type { TenantKeysOptions } from './sql/sealed-columns.js';
 import { SqlStore } from './sql/sql-store.js';
 
 export interface PostgresStoreOptions {
@@ -27,6 +28,8 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Extra pg.Pool settings (max, connectionTimeoutMillis, …). */
   pool?: pg.PoolConfig;
+  /** Seal content with per-tenant keys (decision 80, docs/data-lifecycle.md). */
+  tenantKeys?: TenantKeysOptions;
 }
 
 const CASTS = {
@@ -378,8 +381,13 @@ export class PostgresStore extends SqlStore {
   /** What opening did to the schema (which migrations this open applied). */
   readonly migrations: MigrationResult;
 
-  private constructor(driver: PostgresDriver, migrations: MigrationResult, identity: StoreIdentity) {
-    super(driver, identity);
+  private constructor(
+    driver: PostgresDriver,
+    migrations: MigrationResult,
+    identity: StoreIdentity,
+    tenantKeys: TenantKeysOptions | undefined,
+  ) {
+    super(driver, identity, tenantKeys);
     this.migrations = migrations;
   }
 
@@ -412,6 +420,6 @@ export class PostgresStore extends SqlStore {
       await driver.close().catch(() => undefined);
       throw driver.describeError(error);
     }
-    return new PostgresStore(driver, migrations, identity);
+    return new PostgresStore(driver, migrations, identity, options.tenantKeys);
   }
 }

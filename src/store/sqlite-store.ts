@@ -25,12 +25,15 @@ import { migrate } from './sql/migrate.js';
 import { SqlStore } from './sql/sql-store.js';
 import { loadStoreIdentity } from './sql/store-identity-row.js';
 import type { StoreIdentity } from './types.js';
+import type { TenantKeysOptions } from './sql/sealed-columns.js';
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another process's write lock before giving up; default 10 s. */
   busyTimeoutMs?: number;
   /** `false`: open only a database that exists; a missing file is a StoreError and nothing is created. */
   create?: boolean;
+  /** Seal content with per-tenant keys (decision 80, docs/data-lifecycle.md). */
+  tenantKeys?: TenantKeysOptions;
 }
 
 const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
@@ -376,8 +379,13 @@ export class SqliteStore extends SqlStore {
   /** What opening did to the schema (which migrations this open applied). */
   readonly migrations: MigrationResult;
 
-  private constructor(driver: SqliteDriver, migrations: MigrationResult, identity: StoreIdentity) {
-    super(driver, identity);
+  private constructor(
+    driver: SqliteDriver,
+    migrations: MigrationResult,
+    identity: StoreIdentity,
+    tenantKeys: TenantKeysOptions | undefined,
+  ) {
+    super(driver, identity, tenantKeys);
     this.path = driver.path;
     this.migrations = migrations;
   }
@@ -411,6 +419,6 @@ export class SqliteStore extends SqlStore {
       driver.abandon();
       throw describeSqliteError(file, error);
     }
-    return new SqliteStore(driver, migrations, identity);
+    return new SqliteStore(driver, migrations, identity, options.tenantKeys);
   }
 }

@@ -75,6 +75,8 @@ import type {
 import { LANE_TURN_STATUSES } from '../types.js';
 import type { ConsoleReadable, ConsoleReads } from '../console-reads.js';
 import { SqlConsoleReads } from './console-queries.js';
+import type { TenantKeysOptions } from './sealed-columns.js';
+import { SealedColumns } from './sealed-columns.js';
 import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './driver.js';
 import { BUDGET_LEDGER_TABLE } from './budget-ledger.js';
 import type { Column, TableSpec } from './schema.js';
@@ -217,6 +219,44 @@ export interface SqlStatements {
   batch<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T>;
 }
 
+/**
+ * The console's reads with content opened (decision 80): a list that spans tenants (turns,
+ * conversations, calls awaiting approval) shows an erased tenant's content as a placeholder;
+ * one turn's transcript and tool executions raise ContentErasedError.
+ */
+function openedConsoleReads(reads: ConsoleReads, sealed: SealedColumns): ConsoleReads {
+  return {
+    turns: async (query) => sealed.open(TURNS, await reads.turns(query), 'lenient'),
+    conversations: async (query) => {
+      const rows = await reads.conversations(query);
+      await sealed.open(
+        TURNS,
+        rows.map((row) => row.lastTurn),
+        'lenient',
+      );
+      return rows;
+    },
+    awaitingApprovals: async (query) => {
+      const calls = await reads.awaitingApprovals(query);
+      await sealed.open(
+        TOOL_EXECUTIONS,
+        calls.map((call) => call.execution),
+        'lenient',
+      );
+      await sealed.open(
+        TURNS,
+        calls.map((call) => call.turn),
+        'lenient',
+      );
+      return calls;
+    },
+    transcript: async (turn, query) => sealed.open(MESSAGES, await reads.transcript(turn, query)),
+    toolExecutions: async (turnId, query) =>
+      sealed.open(TOOL_EXECUTIONS, await reads.toolExecutions(turnId, query)),
+    waitReasons: (turnIds) => reads.waitReasons(turnIds),
+  };
+}
+
 export class SqlStore implements Store, ConsoleReadable {
   readonly backend: StoreBackend;
   readonly identity: StoreIdentity;
@@ -225,13 +265,37 @@ export class SqlStore implements Store, ConsoleReadable {
   /** Which transaction's operation queue the current async chain is running in. */
   readonly #operation = new AsyncLocalStorage<TxContext>();
   readonly #autocommit: SqlConnection;
+  /** Content columns sealed with per-tenant keys (decision 80); a no-op without keys. */
+  readonly #sealed: SealedColumns;
   #closed = false;
 
-  protected constructor(driver: SqlDriver, identity: StoreIdentity) {
+  protected constructor(driver: SqlDriver, identity: StoreIdentity, tenantKeys?: TenantKeysOptions) {
     this.#driver = driver;
     this.identity = identity;
     this.backend = driver.backend;
     this.#autocommit = { query: (sql, params) => driver.query(sql, params) };
+    this.#sealed = new SealedColumns(tenantKeys);
+  }
+
+  /** Rows as records, their content opened (decision 80). */
+  #records<T extends object>(
+    spec: TableSpec,
+    rows: Row[],
+    mode: 'strict' | 'lenient' = 'strict',
+  ): Promise<T[]> {
+    return this.#sealed.open(
+      spec,
+      rows.map((row) => fromRow<T>(spec, row)),
+      mode,
+    );
+  }
+
+  async #record<T extends object>(
+    spec: TableSpec,
+    row: Row,
+    mode: 'strict' | 'lenient' = 'strict',
+  ): Promise<T> {
+    return (await this.#records<T>(spec, [row], mode))[0]!;
   }
 
   /** The dialect's placeholder for a value of `column`'s kind. */
@@ -388,7 +452,7 @@ export class SqlStore implements Store, ConsoleReadable {
     record: object,
     parent?: { spec: TableSpec; id: string; extra?: { column: string; sql: string; params: unknown[] } },
   ): Promise<T> {
-    const { columns, values } = assignments(spec, record);
+    const { columns, values } = assignments(spec, await this.#sealed.seal(connection, spec, record));
     const names = columns.map((c) => c.column);
     const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
     const params = [...values];
@@ -412,7 +476,7 @@ export class SqlStore implements Store, ConsoleReadable {
       throw error;
     }
     if (!rows[0]) throw new RecordNotFound(parent!.spec.noun, parent!.id);
-    return fromRow<T>(spec, rows[0]);
+    return this.#record(spec, rows[0], 'lenient') as Promise<T>;
   }
 
   #duplicate(spec: TableSpec, record: object, cause: unknown): StoreError {
@@ -430,24 +494,26 @@ export class SqlStore implements Store, ConsoleReadable {
     return new StoreError(`${spec.noun} ${String(r['id'])} already exists`, { cause });
   }
 
-  async #load<T>(spec: TableSpec, id: string): Promise<T> {
+  async #load<T extends object>(spec: TableSpec, id: string): Promise<T> {
     const [row] = await this.#read((c) => c.query(`SELECT * FROM ${spec.table} WHERE id = ?`, [id]));
     if (!row) throw new RecordNotFound(spec.noun, id);
-    return fromRow<T>(spec, row);
+    // A turn or a conversation is read leniently: status, claim and controls still work for an
+    // erased tenant (its content reads as null; `run.result()` raises). Rows of content are strict.
+    return this.#record<T>(spec, row, spec === TURNS || spec === CONVERSATIONS ? 'lenient' : 'strict');
   }
 
   /** UPDATE … SET attrs WHERE id = ? [AND status IN (…)] RETURNING *; null when nothing matched. */
-  async #update<T>(
+  async #update<T extends object>(
     connection: SqlConnection,
     spec: TableSpec,
     id: string,
     attrs: object,
     statuses?: readonly string[],
   ): Promise<T | null> {
-    const { columns, values } = assignments(spec, attrs);
+    const { columns, values } = assignments(spec, await this.#sealed.seal(connection, spec, attrs, id));
     if (columns.length === 0) {
       const [row] = await connection.query(`SELECT * FROM ${spec.table} WHERE id = ?`, [id]);
-      return row ? fromRow<T>(spec, row) : null;
+      return row ? this.#record<T>(spec, row, 'lenient') : null;
     }
     const sets = columns.map((c) => `${c.column} = ${this.#driver.dialect.param(c.kind)}`);
     const where = statuses ? ` AND status IN (${marks(statuses)})` : '';
@@ -455,7 +521,8 @@ export class SqlStore implements Store, ConsoleReadable {
       `UPDATE ${spec.table} SET ${sets.join(', ')} WHERE id = ?${where} RETURNING *`,
       [...values, id, ...(statuses ?? [])],
     );
-    return rows[0] ? fromRow<T>(spec, rows[0]) : null;
+    // Lenient: a status change of an erased tenant's row is not refused after it committed.
+    return rows[0] ? this.#record<T>(spec, rows[0], 'lenient') : null;
   }
 
   async #exists(connection: SqlConnection, spec: TableSpec, id: string): Promise<boolean> {
@@ -475,6 +542,7 @@ export class SqlStore implements Store, ConsoleReadable {
 
   async updateConversation(id: string, attrs: ConversationUpdate): Promise<ConversationRecord> {
     validateConversationUpdate(attrs);
+    this.#sealed.forgetConversation(id);
     const changes = { ...attrs, updatedAt: nowIso() };
     const updated = await this.#write([], (c) =>
       this.#update<ConversationRecord>(c, CONVERSATIONS, id, changes),
@@ -490,7 +558,7 @@ export class SqlStore implements Store, ConsoleReadable {
         [conversationId],
       ),
     );
-    return rows.map((row) => fromRow<ConversationRecord>(CONVERSATIONS, row));
+    return this.#records<ConversationRecord>(CONVERSATIONS, rows, 'lenient');
   }
 
   // Messages
@@ -612,7 +680,7 @@ export class SqlStore implements Store, ConsoleReadable {
         params,
       ),
     );
-    return rows.map((row) => fromRow<MessageRecord>(MESSAGES, row));
+    return this.#records<MessageRecord>(MESSAGES, rows);
   }
 
   // Turns
@@ -656,7 +724,8 @@ export class SqlStore implements Store, ConsoleReadable {
     const clause = where.length ? ` WHERE ${where.join(' AND ')}` : '';
     const sql = `SELECT * FROM turnkit_turns${clause} ORDER BY ${order}${limitClause(limit)}`;
     const rows = await this.#read((c) => c.query(sql, params));
-    return rows.map((row) => fromRow<TurnRecord>(TURNS, row));
+    // Lenient: a listing spans tenants (an erased tenant's outputs read as null); loadTurn is strict.
+    return this.#records<TurnRecord>(TURNS, rows, 'lenient');
   }
 
   /**
@@ -667,7 +736,7 @@ export class SqlStore implements Store, ConsoleReadable {
   async #laneTurns(where: string[], params: unknown[]): Promise<TurnRecord[]> {
     const sql = `SELECT * FROM turnkit_turns WHERE ${where.join(' AND ')}`;
     const rows = await this.#read((c) => c.query(sql, params));
-    const turns = rows.map((row) => fromRow<TurnRecord>(TURNS, row));
+    const turns = await this.#records<TurnRecord>(TURNS, rows, 'lenient');
     return turns.sort((a, b) =>
       a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1,
     );
@@ -781,7 +850,7 @@ export class SqlStore implements Store, ConsoleReadable {
         [conversationId, conversationId],
       ),
     );
-    return row ? fromRow<MessageRecord>(MESSAGES, row) : null;
+    return row ? this.#record<MessageRecord>(MESSAGES, row) : null;
   }
 
   async reconcileStaleTurns(options: { before: string; limit?: number }): Promise<TurnRecord[]> {
@@ -793,9 +862,9 @@ export class SqlStore implements Store, ConsoleReadable {
   /** Race-safe insert-or-return: INSERT … ON CONFLICT (key) DO NOTHING, then the existing row. */
   async createDelivery(attrs: NewDelivery): Promise<DeliveryRecord> {
     const record = buildDelivery(attrs);
-    const { columns, values } = assignments(DELIVERIES, record);
-    const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
     return this.#refusable([], async (c) => {
+      const { columns, values } = assignments(DELIVERIES, await this.#sealed.seal(c, DELIVERIES, record));
+      const placeholders = columns.map((column) => this.#driver.dialect.param(column.kind));
       let inserted: Row[];
       try {
         inserted = await c.query(
@@ -807,10 +876,10 @@ export class SqlStore implements Store, ConsoleReadable {
         if (this.#driver.isUniqueViolation(error)) throw this.#duplicate(DELIVERIES, record, error);
         throw error;
       }
-      if (inserted[0]) return fromRow<DeliveryRecord>(DELIVERIES, inserted[0]);
+      if (inserted[0]) return this.#record<DeliveryRecord>(DELIVERIES, inserted[0], 'lenient');
       const [existing] = await c.query(`SELECT * FROM turnkit_deliveries WHERE key = ?`, [record.key]);
       if (!existing) throw new StoreError(`delivery key ${record.key} conflicted but no row holds it`);
-      return matchExistingDelivery(fromRow<DeliveryRecord>(DELIVERIES, existing), attrs);
+      return matchExistingDelivery(await this.#record<DeliveryRecord>(DELIVERIES, existing), attrs);
     });
   }
 
@@ -841,7 +910,9 @@ export class SqlStore implements Store, ConsoleReadable {
     const clause = where.length ? ` WHERE ${where.join(' AND ')}` : '';
     const sql = `SELECT * FROM turnkit_deliveries${clause} ORDER BY created_at, id${limitClause(filter.limit)}`;
     const rows = await this.#read((c) => c.query(sql, params));
-    return rows.map((row) => fromRow<DeliveryRecord>(DELIVERIES, row));
+    // Lenient only when the listing is not one conversation's (it may span tenants).
+    const one = filter.sourceConversationId !== undefined || filter.destinationConversationId !== undefined;
+    return this.#records<DeliveryRecord>(DELIVERIES, rows, one ? 'strict' : 'lenient');
   }
 
   // Waits
@@ -961,7 +1032,7 @@ export class SqlStore implements Store, ConsoleReadable {
         where.params,
       ),
     );
-    return rows.map((row) => fromRow<ToolExecutionRecord>(TOOL_EXECUTIONS, row));
+    return this.#records<ToolExecutionRecord>(TOOL_EXECUTIONS, rows);
   }
 
   async countToolExecutions(
@@ -1028,15 +1099,15 @@ export class SqlStore implements Store, ConsoleReadable {
       payload: attrs.payload ?? {},
       createdAt: nowIso(),
     };
-    const { columns, values } = assignments(EVENTS, record);
-    const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
-    const sql = `INSERT INTO turnkit_events (${columns.map((c) => c.column).join(', ')}, sequence)
-      SELECT ${placeholders.join(', ')}, COALESCE(MAX(sequence), 0) + 1 FROM turnkit_events WHERE turn_id = ?
-      ON CONFLICT (turn_id, sequence) DO NOTHING RETURNING *`;
     return this.#write([], async (c) => {
+      const { columns, values } = assignments(EVENTS, await this.#sealed.seal(c, EVENTS, record));
+      const placeholders = columns.map((column) => this.#driver.dialect.param(column.kind));
+      const sql = `INSERT INTO turnkit_events (${columns.map((column) => column.column).join(', ')}, sequence)
+        SELECT ${placeholders.join(', ')}, COALESCE(MAX(sequence), 0) + 1 FROM turnkit_events WHERE turn_id = ?
+        ON CONFLICT (turn_id, sequence) DO NOTHING RETURNING *`;
       for (let attempt = 0; attempt < EVENT_SEQUENCE_ATTEMPTS; attempt++) {
         const [row] = await c.query(sql, [...values, attrs.turnId]);
-        if (row) return fromRow<EventRecord>(EVENTS, row);
+        if (row) return this.#record<EventRecord>(EVENTS, row, 'lenient');
       }
       throw new StoreError(`could not allocate an event sequence for turn ${attrs.turnId}: try again`, {
         retryable: true,
@@ -1054,7 +1125,7 @@ export class SqlStore implements Store, ConsoleReadable {
         [turnId, options.afterSequence ?? 0],
       ),
     );
-    return rows.map((row) => fromRow<EventRecord>(EVENTS, row));
+    return this.#records<EventRecord>(EVENTS, rows);
   }
 
   // Live stream parts
@@ -1073,13 +1144,16 @@ export class SqlStore implements Store, ConsoleReadable {
       async (c) => {
         const stored: StreamPartRecord[] = [];
         for (const record of records) {
-          const { columns, values } = assignments(STREAM_PARTS, record);
+          const { columns, values } = assignments(
+            STREAM_PARTS,
+            await this.#sealed.seal(c, STREAM_PARTS, record),
+          );
           const [row] = await c.query(
             `INSERT INTO turnkit_stream_parts (${columns.map((column) => column.column).join(', ')})
               VALUES (${columns.map((column) => this.#driver.dialect.param(column.kind)).join(', ')}) RETURNING *`,
             values,
           );
-          stored.push(fromRow<StreamPartRecord>(STREAM_PARTS, row!));
+          stored.push(await this.#record<StreamPartRecord>(STREAM_PARTS, row!, 'lenient'));
         }
         for (const root of roots) await this.#driver.notify?.(c, STREAM_CHANNEL, root);
         return stored;
@@ -1101,7 +1175,7 @@ export class SqlStore implements Store, ConsoleReadable {
         [rootTurnId, options.afterSequence ?? 0],
       ),
     );
-    return rows.map((row) => fromRow<StreamPartRecord>(STREAM_PARTS, row));
+    return this.#records<StreamPartRecord>(STREAM_PARTS, rows);
   }
 
   async hasStreamPart(rootTurnId: string, sequence: number): Promise<boolean> {
@@ -1131,7 +1205,8 @@ export class SqlStore implements Store, ConsoleReadable {
    * @internal
    */
   consoleReads(): ConsoleReads {
-    return new SqlConsoleReads(this.#driver, fromRow);
+    const reads = new SqlConsoleReads(this.#driver, fromRow);
+    return this.#sealed.enabled ? openedConsoleReads(reads, this.#sealed) : reads;
   }
 
   /**
@@ -1152,6 +1227,7 @@ export class SqlStore implements Store, ConsoleReadable {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#sealed.close();
     await this.#watchers?.close();
     await this.#driver.close();
   }
