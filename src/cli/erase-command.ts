@@ -32,7 +32,7 @@ const NOUNS: readonly [ErasedKind, string][] = [
 ];
 
 /** The report in one line, e.g. `erase removed 4 conversations, 10 messages, …; 5 workflows, 1 schedule`. */
-export function eraseSummary(report: ErasureReport): string {
+function eraseSummary(report: ErasureReport): string {
   const rows = NOUNS.filter(([kind]) => report.rows[kind] > 0).map(
     ([kind, noun]) => `${report.rows[kind]} ${noun}`,
   );

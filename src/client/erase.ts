@@ -41,7 +41,7 @@ export interface EraseDeps {
 const ERASURE_WORKFLOW_ID_PREFIX = 'turnkit-erase-';
 
 /** The erasure workflow's id. */
-export function erasureWorkflowId(erasureId: string): string {
+function erasureWorkflowId(erasureId: string): string {
   return `${ERASURE_WORKFLOW_ID_PREFIX}${erasureId}`;
 }
 

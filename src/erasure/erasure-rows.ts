@@ -8,7 +8,7 @@ import type { Row } from '../store/sql/driver.js';
 import type { SqlStatements } from '../store/sql/sql-store.js';
 import { canonicalJson } from '../store/records.js';
 import { ENDED } from '../store/retention/prune-pass.js';
-import type { ErasedKind, ErasureSubject } from './erasure-types.js';
+import type { ErasedKind } from './erasure-types.js';
 
 /** Conversations read per page of the walk over the store. */
 const FIND_PAGE = 200;
@@ -56,11 +56,6 @@ export async function findPrincipalConversation(
         ? { createdAt: timeText(last['created_at']), id: String(last['id']) }
         : null,
   };
-}
-
-/** The subject's principal, when it is one. */
-export function subjectPrincipal(subject: ErasureSubject): unknown {
-  return 'principal' in subject ? subject.principal : undefined;
 }
 
 /**

@@ -51,7 +51,7 @@ interface Ledger {
 
 const parse = (value: unknown): unknown => (typeof value === 'string' ? JSON.parse(value) : value);
 
-export function initialErasureState(batchSize: number, subject: ErasureSubject): ErasureState {
+function initialErasureState(batchSize: number, subject: ErasureSubject): ErasureState {
   return {
     phase: 'schedules-plan',
     batchSize,

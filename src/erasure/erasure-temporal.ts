@@ -33,7 +33,7 @@ const notFound = (error: unknown) =>
   (error instanceof Error && isGrpcServiceError(error.cause) && error.cause.code === GRPC_NOT_FOUND);
 
 /** Whether an execution exists (the latest run of the id when no run is given). */
-export async function executionExists(temporal: Client, execution: Execution): Promise<boolean> {
+async function executionExists(temporal: Client, execution: Execution): Promise<boolean> {
   try {
     await temporal.workflow.getHandle(execution.workflowId, execution.runId).describe();
     return true;

@@ -50,8 +50,7 @@ export interface ErasureReport {
   schedules: number;
 }
 
-export type ErasurePhase =
-  'schedules-plan' | 'schedules' | 'find' | 'plan' | 'stop' | 'workflows' | 'rows' | 'done';
+type ErasurePhase = 'schedules-plan' | 'schedules' | 'find' | 'plan' | 'stop' | 'workflows' | 'rows' | 'done';
 
 /** Where an erasure stands (its ledger row's `state`). Ids only: never a principal. */
 export interface ErasureState {

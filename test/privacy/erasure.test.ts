@@ -148,7 +148,8 @@ function serverAvailable(): boolean {
   const problem = temporalCliProblem();
   if (problem === null) return true;
   const ci = process.env['CI'];
-  if (ci && ci !== 'false' && ci !== '0') throw new Error(`cannot run a private Temporal dev server: ${problem}`);
+  if (ci && ci !== 'false' && ci !== '0')
+    throw new Error(`cannot run a private Temporal dev server: ${problem}`);
   console.warn(`\n!!! SKIPPING the erasure suites: cannot run a private Temporal dev server: ${problem}\n`);
   return false;
 }
