@@ -18,33 +18,36 @@ interface EraseFlags {
   by?: string;
 }
 
-const NOUNS: readonly [ErasedKind, string][] = [
-  ['conversations', 'conversations'],
-  ['messages', 'messages'],
-  ['turns', 'turns'],
-  ['toolExecutions', 'tool executions'],
-  ['events', 'events'],
-  ['streamParts', 'stream parts'],
-  ['deliveries', 'deliveries'],
-  ['waits', 'waits'],
-  ['scheduleSpend', 'schedule spend rows'],
-  ['budgetLedger', 'budget ledger rows'],
+/** Each kind's noun, singular and plural. */
+const NOUNS: readonly [ErasedKind, string, string][] = [
+  ['conversations', 'conversation', 'conversations'],
+  ['messages', 'message', 'messages'],
+  ['turns', 'turn', 'turns'],
+  ['toolExecutions', 'tool execution', 'tool executions'],
+  ['events', 'event', 'events'],
+  ['streamParts', 'stream part', 'stream parts'],
+  ['deliveries', 'delivery', 'deliveries'],
+  ['waits', 'wait', 'waits'],
+  ['scheduleSpend', 'schedule spend row', 'schedule spend rows'],
+  ['budgetLedger', 'budget ledger row', 'budget ledger rows'],
 ];
 
-/** The report in one line, e.g. `erase removed 4 conversations, 10 messages, …; 5 workflows, 1 schedule`. */
+const counted = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/** The report in one line: `erase removed 4 conversations, 10 messages, …, 5 workflows, 1 schedule`. */
 function eraseSummary(report: ErasureReport): string {
-  const rows = NOUNS.filter(([kind]) => report.rows[kind] > 0).map(
-    ([kind, noun]) => `${report.rows[kind]} ${noun}`,
+  const rows = NOUNS.filter(([kind]) => report.rows[kind] > 0).map(([kind, one, many]) =>
+    counted(report.rows[kind], one, many),
   );
-  const temporal = [
-    `${report.workflows} workflow${report.workflows === 1 ? '' : 's'}`,
-    `${report.schedules} schedule${report.schedules === 1 ? '' : 's'}`,
-  ];
+  const any = rows.length > 0 || report.workflows + report.schedules > 0;
+  const what = any
+    ? [
+        ...rows,
+        counted(report.workflows, 'workflow', 'workflows'),
+        counted(report.schedules, 'schedule', 'schedules'),
+      ].join(', ')
+    : 'nothing';
   const verb = report.dryRun ? 'would remove' : 'removed';
-  const what =
-    rows.length > 0 || report.workflows + report.schedules > 0
-      ? `${[...rows, ...temporal].join(', ')}`
-      : 'nothing';
   return `erase ${verb} ${what}${report.dryRun ? '' : ` (erasure ${report.erasureId})`}\n`;
 }
 
