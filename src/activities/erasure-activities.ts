@@ -16,7 +16,7 @@ export function erasureActivities(
         const { store } = runtime;
         if (!(store instanceof SqlStore))
           throw new ConfigError(
-            `erasure runs on the SQLite and PostgreSQL stores, not on the ${store.backend} store`,
+            `erasure needs one of TurnKit's own stores (SQLite, PostgreSQL, memory), not a ${store.backend} store of another implementation`,
           );
         const context = Context.current();
         return erasureStep(

@@ -117,7 +117,7 @@ export async function erase(
   const { store } = deps;
   if (!(store instanceof SqlStore))
     throw new ConfigError(
-      `erasure runs on the SQLite and PostgreSQL stores, not on the ${store.backend} store`,
+      `erasure needs one of TurnKit's own stores (SQLite, PostgreSQL, memory), not a ${store.backend} store of another implementation`,
     );
   await authorizeErase(deps, subject, options);
   const sql = store.statements();

@@ -794,7 +794,7 @@ export class TurnKitClient {
    * Erases a principal's data, or a conversation's, from the store and from Temporal
    * (docs/data-lifecycle.md, "Erasure"): authorized as `erase`, run as a workflow of its own on
    * this client's task queue (a worker must run there), and resolved with what it removed. With
-   * `dryRun`, counts what would go and changes nothing. SQL stores only.
+   * `dryRun`, counts what would go and changes nothing.
    */
   erase(subject: ErasureSubject, options: EraseOptions = {}): Promise<ErasureReport> {
     return erase(

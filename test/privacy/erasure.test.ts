@@ -49,9 +49,11 @@ const lookup = defineTool({
   needsApproval: true,
   execute: ({ account }) => ({ account, balance: 12 }),
 });
+const child = defineAgent({ name: 'erase_child', description: 'Looks into things.' });
 const agents = new AgentRegistry([
   defineAgent({ name: 'erase_agent', tools: [lookup], limits: { maxIterations: 5 } }),
   defineAgent({ name: 'erase_plain' }),
+  defineAgent({ name: 'erase_parent', subAgents: [child] }),
 ]);
 const usage = { inputTokens: 10, outputTokens: 3 };
 const model = new ScriptedModel({
@@ -60,6 +62,11 @@ const model = new ScriptedModel({
       ? { text: 'The balance is 12.', usage }
       : { toolCalls: [{ name: 'lookup_account', arguments: { account: `acct ${SECRET}` } }], usage },
   erase_plain: () => ({ text: 'Noted.', usage }),
+  erase_parent: (request) =>
+    request.messages.some((message) => message.role === 'tool')
+      ? { text: 'Delegated.', usage }
+      : { toolCalls: [{ name: 'erase_child', arguments: { task: `Find out about ${SECRET}` } }], usage },
+  erase_child: () => ({ text: `Found ${SECRET}.`, usage }),
 });
 
 /** Every third erasure step fails once, after it did its work (deleted its batches, say). */
@@ -195,7 +202,10 @@ function erasureSuite(openTestStore: () => Promise<{ store: Store; close(): Prom
     await close?.();
   });
 
-  /** Alice's data: a run with an approval, a post, a schedule's firing, her fork and Bob's fork of hers. */
+  /**
+   * Alice's data: a run with an approval, a post, a schedule's firing, her fork and Bob's fork of
+   * hers, and a run whose sub-agent has a conversation of its own.
+   */
   async function plantAlice(scheduleId: string) {
     const run = await client.run('erase_agent', `Look up the account of ${SECRET}`, { principal: ALICE });
     await waitUntil(async () => (await run.pendingApprovals()).length > 0);
@@ -220,8 +230,23 @@ function erasureSuite(openTestStore: () => Promise<{ store: Store; close(): Prom
       return firings.length === 1 && (await firings[0]!.status()) === 'completed';
     });
     await waitUntil(async () => (await schedule.describe()).runningFirings.length === 0);
+    const parent = await client.run('erase_parent', `Delegate the case of ${SECRET}`, { principal: ALICE });
+    expect((await parent.result()).status).toBe('completed');
+    const [sub] = await (store as SqlStore)
+      .statements()
+      .read(
+        `SELECT DISTINCT conversation_id FROM turnkit_turns WHERE root_turn_id = ? AND conversation_id <> ?`,
+        [parent.turnId, parent.conversationId],
+      );
     return {
-      conversations: [run.conversationId, aliceFork.id, bobFork.id, firings[0]!.conversationId],
+      conversations: [
+        run.conversationId,
+        aliceFork.id,
+        bobFork.id,
+        firings[0]!.conversationId,
+        parent.conversationId,
+        String(sub!['conversation_id']),
+      ],
       scheduleId,
     };
   }
@@ -231,21 +256,23 @@ function erasureSuite(openTestStore: () => Promise<{ store: Store; close(): Prom
     const bobRun = await client.run('erase_plain', `Remember ${KEPT}`, { principal: BOB });
     expect((await bobRun.result()).status).toBe('completed');
     const bobMessages = await store.listMessages(bobRun.conversationId);
-    // Four turns, the lane of the conversation posted to, the schedule's firing.
+    // Six turns, the lane of the conversation posted to, the schedule's firing.
     let started: WorkflowExecutionInfo[] = [];
-    await waitUntil(async () => (started = await listed(temporal, `TaskQueue = '${taskQueue}'`)).length >= 6);
+    await waitUntil(async () => (started = await listed(temporal, `TaskQueue = '${taskQueue}'`)).length >= 8);
     expect(await storeHits(store, SECRET)).not.toEqual([]);
 
     // The dry run counts and changes nothing.
     const dry = await client.erase({ principal: ALICE }, { dryRun: true });
     expect(dry).toMatchObject({ dryRun: true, subject: 'principal', schedules: 1 });
-    expect(dry.rows.conversations).toBe(4);
-    expect(dry.rows.turns).toBe(3);
-    expect(dry.rows.toolExecutions).toBe(1);
+    // The run's conversation, the two forks, the firing's, the delegating run's and its sub-agent's.
+    expect(dry.rows.conversations).toBe(6);
+    expect(dry.rows.turns).toBe(5);
+    expect(dry.rows.toolExecutions).toBe(2);
     expect(dry.rows.deliveries).toBeGreaterThanOrEqual(1);
-    expect(dry.rows.budgetLedger).toBe(3);
-    // Three turns, two lanes (the run's conversation has a post), the firing.
-    expect(dry.workflows).toBeGreaterThanOrEqual(5);
+    // One ledger row per turn tree: the sub-agent's turn is in its parent's tree.
+    expect(dry.rows.budgetLedger).toBe(4);
+    // Five turns, the lane of the conversation posted to, the firing.
+    expect(dry.workflows).toBe(7);
     expect((await store.loadConversation(alice.conversations[0]!)).id).toBe(alice.conversations[0]);
 
     const report = await client.erase({ principal: ALICE }, { batchSize: 2 });
