@@ -23,8 +23,9 @@ export interface EraseOptions {
   /** Who erases: the principal the policy is asked about (action `erase`); absent: `null`. */
   by?: Json;
   /**
-   * The erasure's id (`erasure_…`). Give the id of an erasure this client started before (say,
-   * before a crash) to wait for that one again instead of starting another; default a new id.
+   * The erasure's id (`erasure_…`). Give the id of an earlier erasure (say, from before a crash)
+   * to wait for it again: a completed one answers with its report, one that was terminated or
+   * failed runs again from where its ledger row stands. Default: a new id.
    */
   erasureId?: string;
   /** Rows per delete transaction (1–10,000); default 500. */
@@ -129,12 +130,15 @@ export async function erase(
       workflowId,
       taskQueue: deps.taskQueue,
       args: [{ erasureId, storeId: store.identity.id }],
+      // Running: wait for it. Completed: its result (below). Failed or terminated: run again,
+      // from where its ledger row stands.
       workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
       staticSummary: `TurnKit erasure ${erasureId}`,
     });
     return await handle.result();
   } catch (error) {
-    // Started before and finished: its result is the report.
+    // Started before and completed: its result is the report.
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
     return deps.temporal.workflow.getHandle<typeof erasureWorkflow>(workflowId).result();
   }

@@ -8,7 +8,8 @@
  * that fails after deleting redoes nothing twice and the report does not change.
  */
 import type { Client } from '@temporalio/client';
-import { ConfigError, RecordNotFound } from '../errors.js';
+import { ArgumentError, ConfigError, RecordNotFound } from '../errors.js';
+import { canonicalJson } from '../store/records.js';
 import type { SqlStatements } from '../store/sql/sql-store.js';
 import { laneWorkflowId, turnWorkflowId } from '../workflows/contract.js';
 import {
@@ -64,7 +65,10 @@ function initialErasureState(batchSize: number, subject: ErasureSubject): Erasur
   };
 }
 
-/** Writes a new erasure's ledger row; a row of this id already there is left as it is. */
+/**
+ * Writes a new erasure's ledger row. A row of this id already there is left as it is, unless it
+ * is still running for another subject (an ArgumentError: the id names one erasure).
+ */
 export async function createErasure(
   sql: SqlStatements,
   erasureId: string,
@@ -74,8 +78,13 @@ export async function createErasure(
   const { param } = sql.dialect;
   const now = new Date().toISOString();
   await sql.batch([`conv:erasure:${erasureId}`], async (c) => {
-    const [exists] = await c.query(`SELECT 1 AS found FROM turnkit_erasures WHERE id = ?`, [erasureId]);
-    if (exists) return;
+    const [exists] = await c.query(`SELECT subject FROM turnkit_erasures WHERE id = ?`, [erasureId]);
+    if (exists) {
+      const theirs = parse(exists['subject']);
+      if (theirs !== null && canonicalJson(theirs) !== canonicalJson(subject))
+        throw new ArgumentError(`erasure ${erasureId} is erasing another subject`);
+      return;
+    }
     await c.query(
       `INSERT INTO turnkit_erasures (id, subject, state, report, created_at, updated_at)
         VALUES (?, ${param('json')}, ${param('json')}, ${param('json')}, ${param('time')}, ${param('time')})`,

@@ -74,6 +74,8 @@ export interface ErasureInput {
   erasureId: string;
   /** The store the erasure's ledger row is in: a worker of another store refuses the step. */
   storeId?: string;
+  /** Steps one run takes before it continues as new; default 500. */
+  stepsPerRun?: number;
 }
 
 export type ErasureStepResult = { done: false } | { done: true; report: ErasureReport };

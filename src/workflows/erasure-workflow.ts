@@ -22,7 +22,7 @@ export async function erasureWorkflow(input: ErasureInput): Promise<ErasureRepor
   for (let steps = 1; ; steps++) {
     const result = await eraseStep(input);
     if (result.done) return result.report;
-    if (steps >= STEPS_PER_RUN || workflowInfo().continueAsNewSuggested)
+    if (steps >= (input.stepsPerRun ?? STEPS_PER_RUN) || workflowInfo().continueAsNewSuggested)
       return continueAsNew<typeof erasureWorkflow>(input);
   }
 }

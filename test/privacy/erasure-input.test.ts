@@ -7,7 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
+import { createErasure } from '../../src/erasure/erasure-steps.js';
 import { ArgumentError } from '../../src/errors.js';
+import type { SqlStore } from '../../src/store/sql/sql-store.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
 import { tempSqliteUrl } from '../helpers/turnkit.js';
@@ -44,6 +46,15 @@ describe('privacy: erase input', () => {
     );
     await expect(client.erase({ principal: 'a' }, { erasureId: 'x; drop' })).rejects.toBeInstanceOf(
       ArgumentError,
+    );
+  });
+
+  it('privacy: an erasure id names one erasure: a running erasure of another subject refuses it', async () => {
+    const sql = (store as SqlStore).statements();
+    await createErasure(sql, 'erasure_00aa', { principal: { user: 'a' } }, 10);
+    await createErasure(sql, 'erasure_00aa', { principal: { user: 'a' } }, 10);
+    await expect(createErasure(sql, 'erasure_00aa', { conversationId: 'conv_1' }, 10)).rejects.toThrow(
+      new ArgumentError('erasure erasure_00aa is erasing another subject'),
     );
   });
 });

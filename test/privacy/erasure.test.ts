@@ -28,7 +28,9 @@ import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { openStore } from '../../src/store/index.js';
 import type { SqlStore } from '../../src/store/sql/sql-store.js';
 import type { Store } from '../../src/store/types.js';
+import { createErasure } from '../../src/erasure/erasure-steps.js';
 import { createWorker } from '../../src/worker.js';
+import type { erasureWorkflow } from '../../src/workflows/erasure-workflow.js';
 import { TURNKIT_CONVERSATION_ID } from '../../src/workflows/contract.js';
 import { describePostgres, openPgTestStore } from '../helpers/postgres.js';
 import { uniqueTaskQueue } from '../helpers/temporal.js';
@@ -361,6 +363,37 @@ function erasureSuite(openTestStore: () => Promise<{ store: Store; close(): Prom
     await expect(store.loadConversation(run.conversationId)).rejects.toThrow(/not found/);
     expect((await store.loadConversation(other.conversationId)).id).toBe(other.conversationId);
     expect(await storeHits(store, SECRET)).toEqual([]);
+  }, 120_000);
+
+  it('privacy: the erasure workflow continues as new after its steps per run, and its history holds ids only', async () => {
+    const run = await client.run('erase_plain', `Hello ${SECRET}`, { principal: { user: 'erin' } });
+    await run.result();
+    const dry = await client.erase({ conversationId: run.conversationId }, { dryRun: true });
+    const erasureId = `erasure_${randomBytes(8).toString('hex')}`;
+    await createErasure(
+      (store as SqlStore).statements(),
+      erasureId,
+      { conversationId: run.conversationId },
+      1,
+    );
+    const handle = await temporal.workflow.start<typeof erasureWorkflow>('erasureWorkflow', {
+      workflowId: `turnkit-erase-${erasureId}`,
+      taskQueue,
+      args: [{ erasureId, storeId: store.identity.id, stepsPerRun: 2 }],
+    });
+    const report = await handle.result();
+    expect(withoutId(report)).toEqual(withoutId(dry));
+    const runs = await listed(temporal, `WorkflowId = 'turnkit-erase-${erasureId}'`);
+    expect(runs.length).toBeGreaterThanOrEqual(3);
+    for (const each of runs) {
+      const bytes = await historyBytes(temporal, each);
+      expect(bytes?.includes(SECRET)).toBe(false);
+      expect(bytes?.includes(run.conversationId)).toBe(false);
+    }
+    // The same id again: the erasure is over, and waiting for it gives its report.
+    expect(withoutId(await client.erase({ conversationId: run.conversationId }, { erasureId }))).toEqual(
+      withoutId(dry),
+    );
   }, 120_000);
 }
 
