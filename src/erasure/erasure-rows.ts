@@ -12,6 +12,8 @@ import type { ErasedKind } from './erasure-types.js';
 
 /** Conversations read per page of the walk over the store. */
 const FIND_PAGE = 200;
+/** Forks read per page. */
+const PAGE = 500;
 
 export interface FoundPage {
   /** The next of the subject's conversations after the cursor, with its place in the walk. */
@@ -71,11 +73,15 @@ export async function groupOf(sql: SqlStatements, root: string): Promise<string[
     seen.add(id);
     const [exists] = await sql.read(`SELECT 1 AS found FROM turnkit_conversations WHERE id = ?`, [id]);
     if (!exists) return;
-    const forks = await sql.read(
-      `SELECT id FROM turnkit_conversations WHERE forked_from_conversation_id = ? ORDER BY created_at, id`,
-      [id],
-    );
-    for (const fork of forks) await visit(String(fork['id']));
+    for (let after = ''; ;) {
+      const forks = await sql.read(
+        `SELECT id FROM turnkit_conversations WHERE forked_from_conversation_id = ? AND id > ? ORDER BY id LIMIT ${PAGE}`,
+        [id, after],
+      );
+      for (const fork of forks) await visit(String(fork['id']));
+      if (forks.length < PAGE) break;
+      after = String(forks[forks.length - 1]!['id']);
+    }
     const reached = await sql.read(
       `SELECT DISTINCT u.conversation_id FROM turnkit_turns r JOIN turnkit_turns u ON u.root_turn_id = r.id
         WHERE r.conversation_id = ? AND u.conversation_id <> ?`,
@@ -218,24 +224,19 @@ export async function deleteConversationRows(
   return true;
 }
 
-/** The conversation's turns that have not ended (a lane runs one at a time): their workflows may run. */
-export async function openTurnIds(sql: SqlStatements, conversationId: string): Promise<string[]> {
-  const rows = await sql.read(
-    `SELECT id FROM turnkit_turns WHERE conversation_id = ? AND status NOT IN (${ENDED}) ORDER BY id`,
-    [conversationId],
-  );
-  return rows.map((row) => String(row['id']));
-}
-
-/** Every turn id of the conversation, a page at a time after `after`. */
+/**
+ * The conversation's turn ids, a page at a time after `after`; with `open`, only the turns that
+ * have not ended (their workflows may run).
+ */
 export async function turnIdsPage(
   sql: SqlStatements,
   conversationId: string,
   after: string | null,
   limit: number,
+  open = false,
 ): Promise<string[]> {
   const rows = await sql.read(
-    `SELECT id FROM turnkit_turns WHERE conversation_id = ?${after !== null ? ' AND id > ?' : ''} ORDER BY id LIMIT ${limit}`,
+    `SELECT id FROM turnkit_turns WHERE conversation_id = ?${open ? ` AND status NOT IN (${ENDED})` : ''}${after !== null ? ' AND id > ?' : ''} ORDER BY id LIMIT ${limit}`,
     after !== null ? [conversationId, after] : [conversationId],
   );
   return rows.map((row) => String(row['id']));

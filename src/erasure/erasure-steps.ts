@@ -17,7 +17,6 @@ import {
   deleteConversationRows,
   findPrincipalConversation,
   groupOf,
-  openTurnIds,
   turnIdsPage,
 } from './erasure-rows.js';
 import {
@@ -135,9 +134,10 @@ async function save(sql: SqlStatements, ledger: Ledger, finished = false): Promi
   ledger.state = state;
 }
 
-async function* turnIdsOf(sql: SqlStatements, conversationId: string): AsyncIterable<string> {
+/** A conversation's turn ids (with `open`, of the turns that have not ended), paged. */
+async function* turnIdsOf(sql: SqlStatements, conversationId: string, open = false): AsyncIterable<string> {
   for (let after: string | null = null; ;) {
-    const page = await turnIdsPage(sql, conversationId, after, TURN_PAGE);
+    const page = await turnIdsPage(sql, conversationId, after, TURN_PAGE, open);
     yield* page;
     if (page.length < TURN_PAGE) return;
     after = page[page.length - 1]!;
@@ -173,7 +173,7 @@ async function countSchedule(ctx: ErasureContext, report: ErasureReport, schedul
 async function stopGroup(ctx: ErasureContext, group: readonly string[]): Promise<void> {
   for (const member of group) await removeExecution(ctx.temporal, { workflowId: laneWorkflowId(member) });
   for (const member of group)
-    for (const turnId of await openTurnIds(ctx.sql, member)) {
+    for await (const turnId of turnIdsOf(ctx.sql, member, true)) {
       await removeExecution(ctx.temporal, { workflowId: turnWorkflowId(turnId) });
       ctx.beat();
     }
