@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 
-export type IdPrefix = 'conv' | 'msg' | 'turn' | 'tool' | 'delivery' | 'eval';
+export type IdPrefix = 'conv' | 'msg' | 'turn' | 'tool' | 'delivery' | 'eval' | 'erasure';
 
 let lastMillis = 0;
 let counter = 0;

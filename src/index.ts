@@ -88,6 +88,7 @@ export type {
 export { RunHandle } from './client/run-handle.js';
 export { ScheduleHandle } from './client/schedules.js';
 export type { RetentionScheduleOptions } from './client/retention-schedule.js';
+export type { EraseOptions, ErasedKind, ErasureReport, ErasureSubject } from './client/erase.js';
 export type { PruneReport, RetentionPolicy } from './store/index.js';
 export type {
   ScheduleBudget,

@@ -32,6 +32,8 @@ import { retentionActivities } from './retention-activities.js';
 import { scheduleActivities } from './schedule-activities.js';
 import { waitsReady } from '../store/wait-graph.js';
 import type { RetentionActivities } from '../contract/retention.js';
+import type { ErasureActivities } from '../erasure/erasure-types.js';
+import { erasureActivities } from './erasure-activities.js';
 import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
 import { claimTokenOf, turnWorkflowId } from '../workflows/contract.js';
 
@@ -252,7 +254,7 @@ function controlActivities(
 export function createTurnActivities(
   runtime: Runtime,
   pacer: HeartbeatPacer = new HeartbeatPacer(),
-): TurnActivities & RetentionActivities {
+): TurnActivities & RetentionActivities & ErasureActivities {
   return refusingOtherStores(runtime, {
     ...laneActivities(runtime),
     ...claimActivities(runtime),
@@ -263,6 +265,7 @@ export function createTurnActivities(
     ...controlActivities(runtime),
     ...scheduleActivities(runtime, mappingFailures),
     ...retentionActivities(runtime, mappingFailures),
+    ...erasureActivities(runtime, mappingFailures),
   });
 }
 

@@ -63,6 +63,7 @@ import { addScheduleCommands } from './schedule-commands.js';
 import { addForkCommands, forkSummary, showConversation } from './fork-commands.js';
 import { addEvalCommand } from './eval-commands.js';
 import { addPruneCommand } from './prune-command.js';
+import { addEraseCommand } from './erase-command.js';
 
 interface Io {
   out: NodeJS.WriteStream;
@@ -842,6 +843,7 @@ function buildProgram(io: Io, setExit: (code: number) => void): Command {
     action(async (session, ...args) => fn(await session.readStore(), ...args)),
   );
   addServeCommand(program, commands);
+  addEraseCommand(program, commands);
 
   return program;
 }

@@ -84,6 +84,8 @@ import { buildTurn, taskOf } from '../engine/lane/build-turn.js';
 import { taskText, writeTurnRows } from '../engine/lane/turn-rows.js';
 import { sendMessage } from '../engine/lane/send-message.js';
 import type { AuthorizationAction, AuthorizationPolicy } from '../engine/runtime.js';
+import type { EraseOptions, ErasureReport, ErasureSubject } from './erase.js';
+import { erase } from './erase.js';
 import { rootConversationId } from '../store/tree.js';
 import { addWaits, waitsReady } from '../store/wait-graph.js';
 import { temporalConnectConfig } from '../temporal-config.js';
@@ -786,6 +788,20 @@ export class TurnKitClient {
    */
   scheduleRetention(options: RetentionScheduleOptions = {}): Promise<TemporalScheduleHandle> {
     return createRetentionSchedule(this.temporal, this.taskQueue, options);
+  }
+
+  /**
+   * Erases a principal's data, or a conversation's, from the store and from Temporal
+   * (docs/data-lifecycle.md, "Erasure"): authorized as `erase`, run as a workflow of its own on
+   * this client's task queue (a worker must run there), and resolved with what it removed. With
+   * `dryRun`, counts what would go and changes nothing.
+   */
+  erase(subject: ErasureSubject, options: EraseOptions = {}): Promise<ErasureReport> {
+    return erase(
+      { store: this.store, temporal: this.temporal, taskQueue: this.taskQueue, runtime: this.#runtime },
+      subject,
+      options,
+    );
   }
 
   #scheduleDeps(): ScheduleDeps {

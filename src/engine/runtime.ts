@@ -40,7 +40,9 @@ export type AuthorizationAction =
   | 'read_control'
   | 'read_messages'
   // A fork of a conversation, or a regenerated run (decision 47).
-  | 'fork';
+  | 'fork'
+  // Erasing a principal's or a conversation's data (decision 78).
+  | 'erase';
 
 export interface AuthorizationRequest {
   action: AuthorizationAction;

@@ -255,6 +255,22 @@ export const MIGRATIONS: readonly Migration[] = [
         created_at ${t.time} NOT NULL)`,
     ],
   },
+  {
+    version: 10,
+    name: 'erasures',
+    // One row per erasure (decision 78): its subject while it runs (cleared at the end), where
+    // it stands, and what it counted. The erasure workflow's input is this row's id alone.
+    statements: (t) => [
+      `CREATE TABLE turnkit_erasures (
+        id ${t.text} PRIMARY KEY,
+        subject ${t.json},
+        state ${t.json} NOT NULL,
+        report ${t.json} NOT NULL,
+        created_at ${t.time} NOT NULL,
+        updated_at ${t.time} NOT NULL,
+        completed_at ${t.time})`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
