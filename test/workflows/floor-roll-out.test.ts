@@ -22,17 +22,13 @@ import { PostgresStore } from '../../src/store/postgres-store.js';
 import { openPgTestStore, pgTestUrl, postgresAvailable } from '../helpers/postgres.js';
 import { requireTemporal, uniqueTaskQueue } from '../helpers/temporal.js';
 import { temporalConnections, tempSqliteUrl } from '../helpers/turnkit.js';
+import { wireTool } from '../helpers/tools.js';
 import { waitUntil } from '../helpers/wait.js';
 
 const temporalUp = await requireTemporal();
 
-const wire = defineTool({
-  name: 'wire',
-  description: 'Sends money; a person approves each call.',
-  input: z.object({ amount: z.number() }),
-  needsApproval: true,
-  execute: ({ amount }) => ({ wired: amount }),
-});
+/** Every run of the `wire` tool, by either worker: it runs once, after the upgrade. */
+const ran: string[] = [];
 const finish = defineTool({
   name: 'finish',
   description: 'Ends the turn.',
@@ -40,7 +36,7 @@ const finish = defineTool({
   terminal: true,
   execute: ({ answer }) => ({ result: answer }),
 });
-const agents = new AgentRegistry([defineAgent({ name: 'payer', tools: [wire, finish] })]);
+const agents = new AgentRegistry([defineAgent({ name: 'payer', tools: [wireTool(ran), finish] })]);
 const model = new ScriptedModel({
   payer: (request) =>
     request.messages.some((m) => m.role === 'tool')
@@ -116,6 +112,7 @@ for (const backend of ['sqlite', 'postgres'] as const) {
       });
 
       it('roll-out: a turn started on the previous release (its claim and output local activities) finishes on the upgraded worker in that shape; a new turn runs at the floor shape', async () => {
+        ran.length = 0;
         const previous = await startWorker(true);
         const before = await client.run('payer', 'pay the bill');
         // It waits for a person's approval, holding no worker: the upgrade happens now.
@@ -128,6 +125,7 @@ for (const backend of ['sqlite', 'postgres'] as const) {
           const turn = await before.result();
           expect(turn.status).toBe('completed');
           expect(turn.outputText).toContain('paid');
+          expect(ran).toEqual(['wire 5']);
           const old = await shapeOf(temporal, before.workflowId);
           expect(old.patches).toEqual(['turnkit-0.5']);
           expect(old.activities).not.toContain('claimStep');
