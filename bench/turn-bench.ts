@@ -58,9 +58,14 @@ const turn = async () => {
 
 async function historyOf(workflowId: string) {
   const history = await temporalClient.workflow.getHandle(workflowId).fetchHistory();
+  const EventType = proto.temporal.api.enums.v1.EventType;
   return {
     events: history.events?.length ?? 0,
     bytes: proto.temporal.api.history.v1.History.encode(history).finish().length,
+    /** Each event's type, in order, for the printout below. */
+    types: (history.events ?? []).map((event) =>
+      String(EventType[event.eventType ?? 0]).replace(/^EVENT_TYPE_/, ''),
+    ),
   };
 }
 
@@ -105,6 +110,10 @@ const results = await worker.runUntil(async () => {
   await small.result();
   const large = await (await client.conversation('bench')).ask('x'.repeat(1024 * 1024));
   await large.result();
+  console.log(
+    `\nthe bench turn's history (${turnHistory.events} events):\n  ${turnHistory.types.join('\n  ')}`,
+  );
+  console.log(`the floor's history (${floorHistory.events} events):\n  ${floorHistory.types.join('\n  ')}`);
   const smallHistory = await historyOf(small.workflowId);
   const largeHistory = await historyOf(large.workflowId);
 
@@ -128,6 +137,7 @@ const results = await worker.runUntil(async () => {
     turn_history_events: turnHistory.events,
     turn_history_bytes: turnHistory.bytes,
     floor_history_events: floorHistory.events,
+    turn_history_events_vs_floor: turnHistory.events - floorHistory.events,
     floor_history_bytes: floorHistory.bytes,
     history_bytes_empty: smallHistory.bytes,
     history_bytes_1mb: largeHistory.bytes,
@@ -138,6 +148,7 @@ const results = await worker.runUntil(async () => {
 const targets: Record<string, [string, number]> = {
   turn_vs_floor_p50: ['<=', 1.1],
   throughput_vs_floor_32: ['>=', 0.95],
+  turn_history_events_vs_floor: ['<=', 3],
   history_bytes_1mb_vs_empty: ['<=', 1.1],
 };
 console.log(

@@ -38,6 +38,7 @@ export interface TurnStoreFigures {
 /** The phases of "One turn" in docs/architecture.md, by the activity that runs them. */
 const PHASE: Record<string, string> = {
   claimTurn: 'claim',
+  claimStep: 'model',
   modelStep: 'model',
   compactStep: 'model',
   toolCall: 'tool',

@@ -103,6 +103,7 @@ const model = new ScriptedModel({
       ? 'after the lane'
       : { toolCalls: [{ name: 'occupy', arguments: {} }] },
   slowclaim: () => 'claimed slowly',
+  checked: () => 'checked answer',
   revised: (request) => (request.messages.length > 1 ? 'final answer' : 'draft TODO'),
   failing: [{ error: { status: 400, message: 'rejected' } }],
   cancelled: () => ({ text: 'never', delayMs: 60_000 }),
@@ -180,6 +181,8 @@ const kit = await startKit({
         chat: (request, options) => model.chat(request, options),
       },
     }),
+    // Release 0.6: output checks whose activity also writes the output (decision 82).
+    defineAgent({ name: 'checked', outputConstraints: [() => null] }),
     // Output checks in their own activity, and one revision (PATCH_0_3).
     defineAgent({
       name: 'revised',
@@ -206,6 +209,35 @@ for (const name of ['terminal', 'looping', 'fanout', 'failing', 'revised', 'slow
   const run = await kit.client.run(name, `record ${name}`);
   await run.result();
   await save(name, run.workflowId);
+}
+// Release 0.6 runs (decision 82): the first model step claims the turn, and the step that
+// ends the last phase writes the output: a terminal tool after another call, output checks
+// that write the output in their activity, a revision that goes back to the model.
+for (const [name, agent] of [
+  ['floor-tools', 'terminal'],
+  ['floor-checks', 'checked'],
+  ['floor-revised', 'revised'],
+].filter(([name]) => wanted(name!))) {
+  const run = await kit.client.run(agent!, `record ${name}`);
+  await run.result();
+  await save(name!, run.workflowId);
+}
+if (wanted('floor-busy')) {
+  // Release 0.6: the claim step refused by a busy lane, then the nudge and the claim again.
+  const conversation = await kit.client.conversation('slowbusy');
+  const first = await conversation.ask('occupy the lane');
+  await until(async () => (await first.toolExecutions()).some((e) => e.status === 'running'));
+  const second = await conversation.ask('wait for the lane', { start: false });
+  await second.start();
+  await until(async () =>
+    (await kit.client.temporal.workflow.getHandle(second.workflowId).fetchHistory()).events!.some(
+      (e) => e.activityTaskCompletedEventAttributes,
+    ),
+  );
+  busy.open();
+  await first.result();
+  await second.result();
+  await save('floor-busy', second.workflowId);
 }
 // Release 0.4 runs: the closing tool call closes the tools phase in its own activity (a
 // terminal tool after another call; a last ordinary call that goes back to the model).

@@ -19,7 +19,7 @@ import { startOrNudgeTurn, wakeLane } from '../engine/end/workflow-start.js';
 import { runCompactionStep } from '../engine/model/compact-step.js';
 import { runModelStep } from '../engine/model/model-step.js';
 import { runOutputAudit } from '../engine/output/audit.js';
-import { runOutputStep } from '../engine/output/output-step.js';
+import { finishInStep, runOutputStep } from '../engine/output/output-step.js';
 import type { Runtime } from '../engine/runtime.js';
 import { retryWhileStoreDown } from '../engine/step/store-outage.js';
 import { failTurn } from '../engine/end/fail.js';
@@ -35,6 +35,8 @@ import type { RetentionActivities } from '../contract/retention.js';
 import type { ErasureActivities } from '../erasure/erasure-types.js';
 import { erasureActivities } from './erasure-activities.js';
 import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
+import type { ClaimDigest, OwnerInput, TurnDigest } from '../contract/digests.js';
+import type { FinishRequest, ModelStepInput } from '../contract/activities.js';
 import { claimTokenOf, turnWorkflowId } from '../workflows/contract.js';
 
 /**
@@ -149,45 +151,76 @@ function laneActivities(
   };
 }
 
-function claimActivities(runtime: Runtime): Activities<'claimTurn'> {
+/**
+ * Claims the turn for the activity's workflow run. Only the open run of the turn's own
+ * workflow, whose run id is the token, may take over a claim that an ended run (reset,
+ * terminated) still holds. Refused for the lane: what blocks it is checked with Temporal
+ * (decision 33). Best effort: a check that fails (the frontend unreachable) leaves the refusal
+ * as it is, and the next refusal, the lane or `turnkit repair` checks again.
+ */
+async function claimForRun(runtime: Runtime, input: OwnerInput): Promise<ClaimDigest> {
+  const run = Context.current().info.workflowExecution;
+  const supersede =
+    run?.workflowId === turnWorkflowId(input.turnId) && claimTokenOf(run.runId) === input.claimToken;
+  const claim = await claimTurn(runtime, input.turnId, input.claimToken, {
+    supersede,
+    ...(input.taskHistoryLength !== undefined ? { taskHistoryLength: input.taskHistoryLength } : {}),
+  });
+  if (!claim.claimed && claim.reason === 'lane_busy') {
+    await checkLaneAhead(repairContext(runtime), input.turnId).catch((error: unknown) =>
+      Context.current().log.warn('turnkit lane check failed', {
+        turnId: input.turnId,
+        error: error instanceof Error ? error.message : String(error),
+      }),
+    );
+  }
+  return claim;
+}
+
+/**
+ * The model step; given `finish` (0.6), a response that ends the turn's last phase is followed
+ * by the output step in this activity when nothing is left to check (decision 82).
+ */
+async function modelStep(runtime: Runtime, pacer: HeartbeatPacer, input: ModelStepInput) {
+  const { attempt } = Context.current().info;
+  let dispatches = 0;
+  return storeOutageAware(pacer, async (hooks) => {
+    const digest = await runModelStep(runtime, input, { ...hooks, retry: attempt > 1 || dispatches++ > 0 });
+    return withFinish(runtime, input, digest);
+  });
+}
+
+/** The digest with the output step's, when `finish` was asked and the step finished the turn. */
+async function withFinish<D extends TurnDigest>(
+  runtime: Runtime,
+  input: OwnerInput & { finish?: FinishRequest },
+  digest: D,
+): Promise<D> {
+  if (!input.finish || digest.phase !== 'output') return digest;
+  const done = await finishInStep(runtime, input, input.finish);
+  return done ? { ...digest, done } : digest;
+}
+
+function claimActivities(runtime: Runtime, pacer: HeartbeatPacer): Activities<'claimTurn' | 'claimStep'> {
   return {
-    async claimTurn(input) {
-      // Only the open run of the turn's own workflow, whose run id is the token, may take over
-      // a claim that an ended run (reset, terminated) still holds.
-      const run = Context.current().info.workflowExecution;
-      const supersede =
-        run?.workflowId === turnWorkflowId(input.turnId) && claimTokenOf(run.runId) === input.claimToken;
-      return mappingFailures(async () => {
-        const claim = await claimTurn(runtime, input.turnId, input.claimToken, {
-          supersede,
-          ...(input.taskHistoryLength !== undefined ? { taskHistoryLength: input.taskHistoryLength } : {}),
-        });
-        // Refused for the lane: what blocks it is checked with Temporal (decision 33). Best
-        // effort: a check that fails (the frontend unreachable) leaves the refusal as it is,
-        // and the next refusal, the lane or `turnkit repair` checks again.
-        if (!claim.claimed && claim.reason === 'lane_busy') {
-          await checkLaneAhead(repairContext(runtime), input.turnId).catch((error: unknown) =>
-            Context.current().log.warn('turnkit lane check failed', {
-              turnId: input.turnId,
-              error: error instanceof Error ? error.message : String(error),
-            }),
-          );
-        }
-        return claim;
-      });
+    claimTurn: (input) => mappingFailures(() => claimForRun(runtime, input)),
+
+    // The run's first step (decision 82): the claim, then the model call in the same activity.
+    async claimStep(input) {
+      const claim = await mappingFailures(() =>
+        retryWhileStoreDown(() => claimForRun(runtime, input), {
+          signal: Context.current().cancellationSignal,
+        }),
+      );
+      if (!claim.claimed || claim.phase !== 'model' || claim.modelRoute) return { claim };
+      return { claim, step: await modelStep(runtime, pacer, input) };
     },
   };
 }
 
 function modelActivities(runtime: Runtime, pacer: HeartbeatPacer): Activities<'modelStep' | 'compactStep'> {
   return {
-    async modelStep(input) {
-      const { attempt } = Context.current().info;
-      let dispatches = 0;
-      return storeOutageAware(pacer, (hooks) =>
-        runModelStep(runtime, input, { ...hooks, retry: attempt > 1 || dispatches++ > 0 }),
-      );
-    },
+    modelStep: (input) => modelStep(runtime, pacer, input),
 
     async compactStep(input) {
       return storeOutageAware(pacer, (hooks) => runCompactionStep(runtime, input, hooks));
@@ -203,9 +236,13 @@ function toolActivities(
     async toolCall(input) {
       // A store outage re-dispatches the call inside this attempt (a finished execution keeps
       // its result; a running one is re-run only if replay-safe) instead of failing it.
-      return storeOutageAware(pacer, (hooks) =>
-        runToolCall(runtime, input, { ...hooks, maxAttempts: input.maxAttempts }),
-      );
+      return storeOutageAware(pacer, async (hooks) => {
+        const outcome = await runToolCall(runtime, input, { ...hooks, maxAttempts: input.maxAttempts });
+        // Given `finish` (0.6): a call that closed the phase into the output finishes the turn.
+        return outcome.closed
+          ? { ...outcome, closed: await withFinish(runtime, input, outcome.closed) }
+          : outcome;
+      });
     },
     finishTools: (input) => mappingFailures(() => finishToolsPhase(runtime, input)),
     suspendTurn: (input) => mappingFailures(() => suspendTurn(runtime, input)),
@@ -217,9 +254,15 @@ function toolActivities(
 function outputActivities(runtime: Runtime, pacer: HeartbeatPacer): Activities<'outputAudit' | 'outputStep'> {
   return {
     async outputAudit(input) {
-      return storeOutageAware(pacer, (hooks) =>
-        runOutputAudit(runtime, input, { signal: hooks.signal, heartbeat: () => hooks.heartbeat() }),
-      );
+      return storeOutageAware(pacer, async (hooks) => {
+        const audit = await runOutputAudit(runtime, input, {
+          signal: hooks.signal,
+          heartbeat: () => hooks.heartbeat(),
+        });
+        // Given `finish` (0.6): the output step follows the checks in this activity.
+        const done = input.finish ? await finishInStep(runtime, input, input.finish, true) : null;
+        return done ? { ...audit, done } : audit;
+      });
     },
     outputStep: (input) => mappingFailures(() => runOutputStep(runtime, input)),
   };
@@ -257,7 +300,7 @@ export function createTurnActivities(
 ): TurnActivities & RetentionActivities & ErasureActivities {
   return refusingOtherStores(runtime, {
     ...laneActivities(runtime),
-    ...claimActivities(runtime),
+    ...claimActivities(runtime, pacer),
     ...modelActivities(runtime, pacer),
     ...toolActivities(runtime, pacer),
     ...outputActivities(runtime, pacer),

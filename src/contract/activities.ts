@@ -3,7 +3,7 @@
  * (digests.ts). Types only: the workflow bundle loads nothing from here at run time.
  */
 import type { Json } from '../store/types.js';
-import type { OwnerInput } from './digests.js';
+import type { OutputStepDigest, OwnerInput } from './digests.js';
 
 export interface ModelStepInput {
   turnId: string;
@@ -24,6 +24,19 @@ export interface ModelStepInput {
   routed?: boolean;
   /** Check the compaction trigger first; when due, return `compactionDue` without calling the model. */
   compaction?: boolean;
+  /** Release 0.6: ending in the output phase with nothing to check, the step finishes the turn. */
+  finish?: FinishRequest;
+}
+
+/**
+ * Release 0.6 (decision 82): the step that ends the turn's last phase makes its terminal write
+ * when nothing is left to check (no output constraints or judges). `controls` is how many
+ * pauses and steerings the workflow has seen authorized: when the store counted more, one was
+ * authorized while the step ran and waits for the output's boundary, so the step leaves the
+ * output to the workflow (`done` absent).
+ */
+export interface FinishRequest {
+  controls: number;
 }
 
 export interface ToolCallInput {
@@ -46,6 +59,8 @@ export interface ToolCallInput {
    * no earlier call of the pass left work for the workflow (children, joins, approvals, lanes).
    */
   close?: { last: boolean };
+  /** Release 0.6: with `close`, a call that closes the phase into the output finishes the turn. */
+  finish?: FinishRequest;
 }
 
 /** What a person decided on a call awaiting approval (or the approval timeout did). */
@@ -73,6 +88,8 @@ export interface OutputAuditDigest {
   audited: boolean;
   clean: boolean;
   violationCount: number;
+  /** Release 0.6, asked with `finish`: the output step ran in this activity (decision 82). */
+  done?: OutputStepDigest;
 }
 
 export interface ControlVerdict {
@@ -80,6 +97,10 @@ export interface ControlVerdict {
   /** The signature checked out: the principal is who the client says. */
   verified: boolean;
   reason?: string;
+  /** The turn is finished already: too late for a pause or steering. */
+  finished?: boolean;
+  /** An allowed pause or steering: the store's count of them with this one (decision 82). */
+  boundaryControls?: number;
 }
 
 export interface Steer {

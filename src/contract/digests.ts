@@ -40,6 +40,8 @@ export interface TurnDigest {
   outputChecks?: boolean;
   /** For the Temporal UI's current details (absent in digests recorded before it existed). */
   progress?: TurnProgress;
+  /** Release 0.6: the step made the output step's write itself (decision 82). */
+  done?: OutputStepDigest;
 }
 
 /** Counts the UI shows while a turn runs: iteration against its limit, tokens and cost so far. */
@@ -70,6 +72,16 @@ export type ClaimDigest =
       status: TurnStatus;
       deadline?: string | null;
     };
+
+/**
+ * What `claimStep` answers (0.6, decision 82): the claim as `claimTurn` makes it and, when the
+ * claimed turn's next phase was a model call on the turn's own queue, that call's digest.
+ */
+export interface ClaimStepDigest {
+  claim: ClaimDigest;
+  /** Absent: refused, or the claimed turn is not at a model call the step could make. */
+  step?: ModelStepDigest;
+}
 
 export interface ModelStepDigest extends TurnDigest {
   usage: { input_tokens: number; output_tokens: number; total_tokens: number };

@@ -13,6 +13,7 @@ import type { ControlRequest } from '../contract/control-request.js';
 import type { PostReceipt, PostRequest } from '../contract/post-request.js';
 import type {
   ClaimDigest,
+  ClaimStepDigest,
   ModelStepDigest,
   OutputStepDigest,
   OwnerInput,
@@ -26,6 +27,7 @@ import type {
   CompactionDigest,
   CompactionStepInput,
   ControlVerdict,
+  FinishRequest,
   ModelStepInput,
   OutputAuditDigest,
   Steer,
@@ -183,6 +185,8 @@ export interface TurnContinuation {
    * decision 58: the continued run learned them only when it dispatched the calls again).
    */
   calls?: { phase: string[]; awaiting: string[]; settled: string[]; decided: string[] };
+  /** Pauses and steerings authorized so far, as the store counts them (0.6, decision 82). */
+  boundaryControls?: number;
 }
 
 export interface TurnWorkflowResult {
@@ -240,6 +244,11 @@ export interface TurnActivities {
   /** Whether every wait target of the turn is finished. */
   waitsReady(input: { turnId: string }): Promise<{ ready: boolean }>;
   claimTurn(input: OwnerInput): Promise<ClaimDigest>;
+  /**
+   * A run's first step (0.6): claims the turn in the model activity, then makes the model call
+   * when the turn's phase is model and its models run on the turn's own queue (decision 82).
+   */
+  claimStep(input: ModelStepInput): Promise<ClaimStepDigest>;
   modelStep(input: ModelStepInput): Promise<ModelStepDigest>;
   /** Automatic compaction before a model call (its own model call, purpose `compaction`). */
   compactStep(input: CompactionStepInput): Promise<CompactionDigest>;
@@ -250,7 +259,9 @@ export interface TurnActivities {
   resumeTurn(input: OwnerInput): Promise<TurnDigest>;
   turnStatus(input: { turnId: string }): Promise<{ status: string }>;
   /** Runs the output constraints and judges on the candidate; stores the audit for `outputStep`. */
-  outputAudit(input: OwnerInput & { maxAttempts?: number }): Promise<OutputAuditDigest>;
+  outputAudit(
+    input: OwnerInput & { maxAttempts?: number; finish?: FinishRequest },
+  ): Promise<OutputAuditDigest>;
   outputStep(input: OwnerInput): Promise<OutputStepDigest>;
   authorizeCancel(
     input: { turnId: string; native?: boolean } & CancelRequest,

@@ -52,6 +52,13 @@ export class TurnControls {
   steers: Steer[] = [];
   /** Pause and steer Updates accepted and still being authorized: the output waits for them. */
   authorizing = 0;
+  /**
+   * The store's count of the turn's pauses and steerings put to authorization, as the latest
+   * verdict this run heard said it: a step that may finish the turn is given it (decision 82). Null
+   * once a verdict came without it (a worker of an earlier release authorized it), and on a
+   * run continued from one that had none: then no step finishes the turn.
+   */
+  boundaryAuthorized: number | null = 0;
   /** Decisions by tool-call id, never forgotten (a second decision is refused). */
   readonly decisions = new Map<string, ApprovalDecision>();
   /** Calls whose decision is being authorized right now. */
@@ -80,6 +87,7 @@ export class TurnControls {
    */
   constructor(continued?: TurnContinuation) {
     if (!continued) return;
+    this.boundaryAuthorized = continued.boundaryControls ?? null;
     this.pauseRequested = continued.pauseRequested;
     this.steers = [...continued.steers];
     for (const [id, decision] of continued.decisions) this.decisions.set(id, decision);
@@ -95,7 +103,7 @@ export class TurnControls {
   /** What the next run needs of these controls (continue-as-new). */
   handOver(): Pick<
     TurnContinuation,
-    'pauseRequested' | 'steers' | 'decisions' | 'approvalDeadlines' | 'calls'
+    'pauseRequested' | 'steers' | 'decisions' | 'approvalDeadlines' | 'calls' | 'boundaryControls'
   > {
     const open = (id: string) => this.awaiting.has(id) && !this.decisions.has(id);
     // The current phase's calls only: what is carried stays as small as one phase.
@@ -112,6 +120,7 @@ export class TurnControls {
         settled,
         decided: settled.filter((id) => this.decisions.has(id) || this.#decidedBefore.has(id)),
       },
+      ...(this.boundaryAuthorized !== null ? { boundaryControls: this.boundaryAuthorized } : {}),
     };
   }
 
@@ -263,9 +272,20 @@ export class TurnControls {
         [{ turnId: run.turnId, request }],
       ),
     );
+    if (request.action === 'pause' || request.action === 'steer') this.#counted(verdict.boundaryControls);
+    // The step that ended the turn's last phase finished it before this was authorized.
+    if (verdict.finished) this.#refuseTurn('is finished', 'finished');
     if (!verdict.allowed)
       refuse('AuthorizationError', verdict.reason ?? `not authorized to ${request.action}`, 'denied');
     return verdict;
+  }
+
+  /** A pause's or steering's verdict came back: the store's count as it said it. */
+  #counted(boundaryControls: number | undefined): void {
+    this.boundaryAuthorized =
+      boundaryControls === undefined || this.boundaryAuthorized === null
+        ? null
+        : Math.max(this.boundaryAuthorized, boundaryControls);
   }
 
   #checkCall(request: ControlRequest): string {

@@ -36,8 +36,18 @@ const PATCH_0_4 = 'turnkit-0.4';
  */
 const PATCH_0_5 = 'turnkit-0.5';
 
+/**
+ * Release 0.6's command changes, one marker for all, decided at the run's start (decision 82):
+ * the turn at the floor's shape. The run's first model step claims the turn (`claimStep`, no
+ * `claimTurn` local activity); the step that ends the last phase makes the terminal write when
+ * nothing is left to check (no `outputStep` local activity). A 0.6 run has 0.5's changes too.
+ */
+const PATCH_0_6 = 'turnkit-0.6';
+
 /** What this run of the turn workflow does, fixed at its start. */
 export interface RunFeatures {
+  /** Release 0.6's changes (see `PATCH_0_6`). */
+  v0_6: boolean;
   /** Release 0.5's changes (see `PATCH_0_5`). */
   v0_5: boolean;
   compaction: boolean;
@@ -61,8 +71,9 @@ export function releasedPatch(features: RunFeatures, id: string): boolean {
 export function runFeatures(): RunFeatures {
   // A 0.4 run has 0.3's changes too, so it records only the newer marker (each costs a turn
   // two history events); a run without it is asked about 0.3 as before.
-  const v0_5 = patched(PATCH_0_5);
+  const v0_6 = patched(PATCH_0_6);
+  const v0_5 = v0_6 || patched(PATCH_0_5);
   const v0_4 = v0_5 || patched(PATCH_0_4);
   const v0_3 = v0_4 || patched(PATCH_0_3);
-  return { v0_5, compaction: v0_3, outputAudit: v0_3, controls: v0_4, closeInToolCall: v0_4 };
+  return { v0_6, v0_5, compaction: v0_3, outputAudit: v0_3, controls: v0_4, closeInToolCall: v0_4 };
 }

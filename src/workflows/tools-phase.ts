@@ -9,7 +9,7 @@ import { joinSubAgents, launchChild, startSubAgents } from './child-turns.js';
 import { PATCH_COORDINATION, releasedPatch } from './patches.js';
 import { pauseAtBoundary, steerAtBoundary } from './control-boundaries.js';
 import type { TurnRun } from './turn-run.js';
-import { awaitNudge, continueDue, nudgeMark, runStoreStep, settingsOf } from './turn-run.js';
+import { awaitNudge, continueDue, finishRequest, nudgeMark, runStoreStep, settingsOf } from './turn-run.js';
 import type { ToolCallDigest, TurnDigest } from '../contract/digests.js';
 
 /** Waits, without holding a worker, until every `wait_for` target of the turn is finished. */
@@ -101,7 +101,7 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
         maxAttempts: run.activities.toolMaxAttempts,
         ...(controls ? { approvals: true } : {}),
         ...(decision ? { approval: decision } : {}),
-        ...(close ? { close: { last: call === lastCall } } : {}),
+        ...(close ? { close: { last: call === lastCall }, ...finishRequest(run) } : {}),
       },
     ]);
     run.console.toolFinished(call.name, outcome.status);

@@ -16,25 +16,55 @@ import { PATCH_RECLAIM, PATCH_SIGNALLED_WAITS, releasedPatch } from './patches.j
 import { runToolsPhase } from './tools-phase.js';
 import { commitToOutput, pauseAtBoundary, reopenControls, steerAtBoundary } from './control-boundaries.js';
 import type { TurnRun } from './turn-run.js';
-import { awaitNudge, continueDue, isLostClaim, nudgeMark, runStoreStep } from './turn-run.js';
-import type { ClaimDigest, ModelStepDigest, TerminalNotice, TurnDigest } from '../contract/digests.js';
+import { awaitNudge, continueDue, finishRequest, isLostClaim, nudgeMark, runStoreStep } from './turn-run.js';
+import type {
+  ClaimDigest,
+  ClaimStepDigest,
+  ModelStepDigest,
+  OutputStepDigest,
+  TerminalNotice,
+  TurnDigest,
+} from '../contract/digests.js';
 
 type ClaimedDigest = Extract<ClaimDigest, { claimed: true }>;
 
 /** How often one run takes its turn back after a LostClaim before it lets go. */
 const MAX_RECLAIMS = 3;
 
+/**
+ * One claim. A 0.6 run claims in its first model step (`claimStep`, decision 82), which also
+ * makes the model call when it can; a person's pause or steering already waiting, or a run
+ * before 0.6, claims in the `claimTurn` local activity, so the control boundary comes between
+ * the claim and the model call.
+ */
+async function claimOnce(run: TurnRun): Promise<ClaimStepDigest> {
+  const { store, model } = run.activities;
+  const controls = run.controls;
+  if (!run.features.v0_6 || (controls && (controls.pauseRequested || controls.steers.length > 0)))
+    return {
+      claim: await runStoreStep(() =>
+        store.claimTurn.executeWithOptions({ summary: 'claim' }, [run.owner()]),
+      ),
+    };
+  const calls = run.modelCalls + 1;
+  const input = { ...modelStepInput(run, calls), ...finishRequest(run) };
+  const done = await model.claimStep.executeWithOptions({ summary: `claim, model call ${calls}` }, [
+    run.features.compaction ? { ...input, compaction: true } : input,
+  ]);
+  if (done.step) run.modelCalls = calls;
+  return done;
+}
+
 /** Claims the turn; refused by a busy lane or an open join, waits for a nudge and claims again. */
-export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
-  const { store } = run.activities;
-  const claimTurn = () => store.claimTurn.executeWithOptions({ summary: 'claim' }, [run.owner()]);
+export async function claimWhenFree(run: TurnRun): Promise<ClaimStepDigest> {
   let seen = nudgeMark(run);
-  let claim = await runStoreStep(claimTurn);
+  let done = await claimOnce(run);
   for (
     let wait = 1;
-    !claim.claimed && (claim.reason === 'lane_busy' || claim.reason === 'waiting');
+    !done.claim.claimed && (done.claim.reason === 'lane_busy' || done.claim.reason === 'waiting');
     wait = Math.min(wait * 2, 30)
   ) {
+    const claim = done.claim;
     if (releasedPatch(run.features, PATCH_SIGNALLED_WAITS)) {
       // Woken by the lane (its predecessor finished) or by a join target; a timer backs it up.
       const until = claim.reason === 'waiting' && claim.deadline ? Date.parse(claim.deadline) : null;
@@ -43,15 +73,56 @@ export async function claimWhenFree(run: TurnRun): Promise<ClaimDigest> {
       await sleep(`${wait} seconds`);
     }
     seen = nudgeMark(run);
-    claim = await runStoreStep(claimTurn);
+    done = await claimOnce(run);
   }
-  if (claim.claimed) {
+  if (done.claim.claimed) {
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
-    run.console.digest(claim);
+    run.console.digest(done.claim);
   } else {
-    run.console.update({ status: claim.status });
+    run.console.update({ status: done.claim.status });
   }
-  return claim;
+  return done;
+}
+
+/** The model step's input for this run's `calls`-th model call. */
+function modelStepInput(run: TurnRun, calls: number): ModelStepInput {
+  return {
+    turnId: run.turnId,
+    claimToken: run.claimToken,
+    step: `${run.claimToken.slice(0, 12)}:${calls}`,
+    maxProviderAttempts: run.activities.maxProviderAttempts,
+  };
+}
+
+/**
+ * One model call: an activity, two when compaction is due first (it runs in its own activity,
+ * then the call is made without asking again). `first`: the claim step made the call already.
+ */
+async function modelCall(run: TurnRun, first: ModelStepDigest | undefined): Promise<ModelStepDigest> {
+  const { model } = run.activities;
+  if (!first) run.modelCalls += 1;
+  const summary = `model call ${run.modelCalls}`;
+  const step = { ...modelStepInput(run, run.modelCalls), ...finishRequest(run) };
+  const callModel = (input: ModelStepInput) =>
+    run.modelRoute
+      ? routedModelStep(run, summary, input)
+      : model.modelStep.executeWithOptions({ summary }, [input]);
+  run.console.update({ phase: 'model', modelCalls: run.modelCalls });
+  let digest = first ?? (await callModel(run.features.compaction ? { ...step, compaction: true } : step));
+  if (digest.compactionDue) {
+    run.console.update({ lastStep: 'compaction' });
+    await model.compactStep.executeWithOptions({ summary: 'compaction' }, [
+      modelStepInput(run, run.modelCalls),
+    ]);
+    digest = await callModel(step);
+  }
+  const calls = digest.toolCalls.length;
+  if (digest.model) run.console.update({ model: digest.model });
+  run.console.digest(digest);
+  run.console.update({
+    lastStep: `${summary} → ${calls === 0 ? 'output' : `${calls} tool call${calls === 1 ? '' : 's'}`}`,
+  });
+  return digest;
 }
 
 export interface PhasesDone {
@@ -63,51 +134,34 @@ export interface PhasesDone {
 
 const CONTINUE: PhasesDone = { status: 'running', continueAsNew: true };
 
-/** Model → tools → output until the output phase says the turn is done. */
-async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
-  const { model, output: checks, store } = run.activities;
+/**
+ * Model → tools → output until the output phase says the turn is done. `first`: the claim
+ * step's model call, the answer to the first model phase.
+ */
+async function runPhases(run: TurnRun, start: TurnDigest, first?: ModelStepDigest): Promise<PhasesDone> {
+  const { output: checks, store } = run.activities;
   let digest = start;
+  let made = first;
   for (;;) {
+    if (digest.done) {
+      // The step that ended the last phase ran the output step (decision 82).
+      const { done, ...rest } = digest;
+      if (done.done) return phasesDone(done);
+      reopenControls(run);
+      digest = { ...rest, phase: 'model', toolCalls: [] };
+    }
     if (digest.phase === 'model') {
-      // Between phases, nothing in flight: the safe point to continue as new (decision 32).
-      if (continueDue(run)) return CONTINUE;
-      // A control boundary before the model call: a requested pause, then steering.
-      if (run.controls) {
-        await pauseAtBoundary(run);
-        await steerAtBoundary(run);
-      }
-      run.modelCalls += 1;
-      const stepKey = `${run.claimToken.slice(0, 12)}:${run.modelCalls}`;
-      const summary = `model call ${run.modelCalls}`;
-      const step = {
-        turnId: run.turnId,
-        claimToken: run.claimToken,
-        step: stepKey,
-        maxProviderAttempts: run.activities.maxProviderAttempts,
-      };
-      const callModel = (input: typeof step & { compaction?: boolean }) =>
-        run.modelRoute
-          ? routedModelStep(run, summary, input)
-          : model.modelStep.executeWithOptions({ summary }, [input]);
-      run.console.update({ phase: 'model', modelCalls: run.modelCalls });
-      if (run.features.compaction) {
-        digest = await callModel({ ...step, compaction: true });
-        if ((digest as ModelStepDigest).compactionDue) {
-          // Summarize in its own activity, then make the call without asking again.
-          run.console.update({ lastStep: 'compaction' });
-          await model.compactStep.executeWithOptions({ summary: 'compaction' }, [step]);
-          digest = await callModel(step);
+      if (!made) {
+        // Between phases, nothing in flight: the safe point to continue as new (decision 32).
+        if (continueDue(run)) return CONTINUE;
+        // A control boundary before the model call: a requested pause, then steering.
+        if (run.controls) {
+          await pauseAtBoundary(run);
+          await steerAtBoundary(run);
         }
-      } else {
-        digest = await callModel(step);
       }
-      const calls = digest.toolCalls.length;
-      const served = (digest as ModelStepDigest).model;
-      if (served) run.console.update({ model: served });
-      run.console.digest(digest);
-      run.console.update({
-        lastStep: `${summary} → ${calls === 0 ? 'output' : `${calls} tool call${calls === 1 ? '' : 's'}`}`,
-      });
+      digest = await modelCall(run, made);
+      made = undefined;
     } else if (digest.phase === 'tools') {
       const next = await runToolsPhase(run, digest);
       if (!next) return CONTINUE;
@@ -118,20 +172,31 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
       digest = (await steerAtBoundary(run))!;
     } else {
       run.console.update({ phase: 'output' });
+      let checked: OutputStepDigest | undefined;
       if (digest.outputChecks && run.features.outputAudit) {
-        await checks.outputAudit.executeWithOptions({ summary: 'output checks' }, [
-          { turnId: run.turnId, claimToken: run.claimToken, maxAttempts: run.activities.maxOutputAttempts },
+        // On 0.6 the output step follows the checks in their activity (decision 82).
+        const audit = await checks.outputAudit.executeWithOptions({ summary: 'output checks' }, [
+          {
+            turnId: run.turnId,
+            claimToken: run.claimToken,
+            maxAttempts: run.activities.maxOutputAttempts,
+            ...finishRequest(run),
+          },
         ]);
+        checked = audit.done;
       }
-      const output = await runStoreStep(() =>
-        store.outputStep.executeWithOptions({ summary: 'output' }, [run.owner()]),
-      );
-      if (output.done)
-        return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
+      const output =
+        checked ??
+        (await runStoreStep(() => store.outputStep.executeWithOptions({ summary: 'output' }, [run.owner()])));
+      if (output.done) return phasesDone(output);
       reopenControls(run);
       digest = { ...digest, phase: 'model', toolCalls: [] };
     }
   }
+}
+
+function phasesDone(output: OutputStepDigest): PhasesDone {
+  return output.notice ? { status: output.status, notice: output.notice } : { status: output.status };
 }
 
 /**
@@ -140,18 +205,24 @@ async function runPhases(run: TurnRun, start: TurnDigest): Promise<PhasesDone> {
  * (taking over a turn an ended run of this workflow still holds) and resumes from the
  * committed phase. A LostClaim the claim cannot undo (cancelled, finished) ends the run.
  */
-export async function runClaimedPhases(run: TurnRun, claimed: ClaimedDigest): Promise<PhasesDone> {
+export async function runClaimedPhases(
+  run: TurnRun,
+  claimed: ClaimedDigest,
+  first?: ModelStepDigest,
+): Promise<PhasesDone> {
   let digest: TurnDigest = claimed;
+  let made = first;
   run.modelRoute = claimed.modelRoute;
   for (let reclaims = 0; ; reclaims += 1) {
     try {
-      return await runPhases(run, digest);
+      return await runPhases(run, digest, made);
     } catch (error) {
       if (!isLostClaim(error) || reclaims >= MAX_RECLAIMS || !releasedPatch(run.features, PATCH_RECLAIM))
         throw error;
       const again = await runStoreStep(() => run.activities.store.claimTurn(run.owner()));
       if (!again.claimed) throw error;
       digest = again;
+      made = undefined;
       run.modelRoute = again.modelRoute;
     }
   }

@@ -18,6 +18,7 @@ import type { TurnControls } from './controls.js';
 import type { TurnContinuation, TurnSettings, TurnWorkflowInput } from './contract.js';
 import { claimTokenOf, CONTINUE_AS_NEW_AFTER } from './contract.js';
 import type { ModelRoute, OwnerInput, TurnErrorDigest } from '../contract/digests.js';
+import type { FinishRequest } from '../contract/activities.js';
 
 export interface TurnRun {
   activities: TurnActivityProxies;
@@ -84,6 +85,21 @@ export function newTurnRun(input: TurnWorkflowInput, parts: RunParts): TurnRun {
 /** `{ settings }` when the run has any, for the inputs that pass them on. */
 export function settingsOf(run: TurnRun): { settings?: TurnSettings } {
   return run.settings ? { settings: run.settings } : {};
+}
+
+/**
+ * `{ finish }` for a step that may end the turn's last phase (0.6, decision 82): the pauses and
+ * steerings this run has seen authorized. Nothing when a control waits for a boundary, or
+ * when the run cannot know the count (see `TurnControls.boundaryAuthorized`).
+ */
+export function finishRequest(run: TurnRun): { finish?: FinishRequest } {
+  const controls = run.controls;
+  if (!run.features.v0_6) return {};
+  if (!controls) return { finish: { controls: 0 } };
+  const pending = controls.pauseRequested || controls.steers.length > 0 || controls.authorizing > 0;
+  return pending || controls.boundaryAuthorized === null
+    ? {}
+    : { finish: { controls: controls.boundaryAuthorized } };
 }
 
 /** Backstop re-check while waiting on signals, should one be lost: runs before 0.5. */

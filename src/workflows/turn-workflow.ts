@@ -57,10 +57,10 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   let end: TurnEnd;
   try {
     end = await scope.run(async (): Promise<TurnEnd> => {
-      const claim = await claimWhenFree(run);
+      const { claim, step } = await claimWhenFree(run);
       if (!claim.claimed) return { result: { turnId, status: claim.status, claimed: false } };
       if (claim.deadline) cancel.startRootTimer(claim.deadline);
-      const done = await runClaimedPhases(run, claim);
+      const done = await runClaimedPhases(run, claim, step);
       if (done.continueAsNew) {
         // Handlers drained first: a cancel that arrived with the switch ends the turn below.
         await condition(allHandlersFinished);

@@ -89,7 +89,8 @@ describe('context contributors (SC-01)', () => {
     ranIn.length = 0;
     const run = await kit.client.run('beta', 'Go');
     expect((await run.result()).status).toBe('completed');
-    expect(ranIn).toEqual(['modelStep']);
+    // The turn's one model call is its claim step (0.6, decision 82): the model activity.
+    expect(ranIn).toEqual(['claimStep']);
     const requested = (await run.events()).find((e) => e.type === 'model.requested')!;
     const errors = (
       requested.payload['prompt'] as { contributor_errors: { index: number; message: string }[] }

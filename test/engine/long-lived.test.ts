@@ -201,9 +201,9 @@ describe('waits cost no history', () => {
     const first = await conversation.ask('hold for approval');
     await waitUntil(async () => (await first.pendingApprovals()).length === 1, 30_000);
     const second = await conversation.ask('queued behind');
-    // Refused by the busy lane, and waiting for the lane's signal.
+    // Refused by the busy lane, and waiting for the lane's signal (the safety net's timer).
     await waitUntil(
-      async () => (await historyOf(second.workflowId)).some((e) => e.markerRecordedEventAttributes),
+      async () => (await historyOf(second.workflowId)).some((e) => e.timerStartedEventAttributes),
       30_000,
     );
     const lengths = async () => [

@@ -44,12 +44,24 @@ const helper = defineAgent({ name: 'helper', instructions: 'Be brief.' });
 /** The attempts of each `modelStep` activity of the run, in order, and the queue it ran on. */
 async function modelAttempts(handle: WorkflowHandle) {
   const events = (await handle.fetchHistory()).events ?? [];
+  // On 0.6 runs a turn's first model call is its claim step (decision 82); one whose models
+  // have queues of their own only claims (its result has no `step`), and is not counted.
+  const claimOnly = new Set(
+    events.flatMap((event) => {
+      const completed = event.activityTaskCompletedEventAttributes;
+      const data = completed?.result?.payloads?.[0]?.data;
+      if (!completed || !data) return [];
+      const result = JSON.parse(Buffer.from(data).toString('utf8')) as { claim?: unknown; step?: unknown };
+      return result.claim && !result.step ? [String(completed.scheduledEventId)] : [];
+    }),
+  );
   const scheduled = new Map<string, string>();
   const attempts: { queue: string; attempt: number }[] = [];
   for (const event of events) {
     const attributes = event.activityTaskScheduledEventAttributes;
-    if (attributes?.activityType?.name === 'modelStep')
-      scheduled.set(String(event.eventId), attributes.taskQueue?.name ?? '');
+    const name = attributes?.activityType?.name;
+    if ((name === 'modelStep' || name === 'claimStep') && !claimOnly.has(String(event.eventId)))
+      scheduled.set(String(event.eventId), attributes?.taskQueue?.name ?? '');
     const started = event.activityTaskStartedEventAttributes;
     if (started && scheduled.has(String(started.scheduledEventId)))
       attempts.push({

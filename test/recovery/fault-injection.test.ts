@@ -433,7 +433,8 @@ describe.skipIf(!temporalUp)('fault injection at every step boundary (worker pro
       expect(turn.status).toBe('completed');
       expect(turn.outputText).toBe('replacement done');
       expect(count(lines, 'answered:zmodel:first')).toBe(1);
-      expect(lines).toContain('activity:modelStep:1:first:error:LostClaim');
+      // The turn's first model call is its claim step on 0.6 runs (decision 82).
+      expect(lines).toContain('activity:claimStep:1:first:error:LostClaim');
       expect(tree.messages.filter((m) => m.role === 'assistant')).toHaveLength(2);
       expect(iterationsOf(turn)).toBe(2);
     }, 120_000);

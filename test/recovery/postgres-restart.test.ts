@@ -313,7 +313,7 @@ describeWithPrivateCluster('PostgreSQL restarted mid-run (private cluster, worke
     }
     expect(count(lines, `model:${agent}:`)).toBe(2);
     expect(
-      lines.filter((l) => /^activity:(toolCall|modelStep):/.test(l) && !/:1:worker:ok$/.test(l)),
+      lines.filter((l) => /^activity:(toolCall|modelStep|claimStep):/.test(l) && !/:1:worker:ok$/.test(l)),
     ).toEqual([]);
   };
 

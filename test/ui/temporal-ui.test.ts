@@ -92,7 +92,7 @@ describe.skipIf(!available)('the stock Temporal UI shows what a turn did', () =>
 
   it("web ui: the turn's page shows the activity summaries on its timeline, and its summary and details", async () => {
     await page.goto(`${UI}/namespaces/${temporalNamespace()}/workflows/${turnWorkflowId(turn.id)}`);
-    await page.getByText('modelStep • model call 1').first().waitFor({ timeout: 30_000 });
+    await page.getByText('claimStep • claim, model call 1').first().waitFor({ timeout: 30_000 });
     await page.screenshot({ path: join(SHOTS, 'turn-timeline.png'), fullPage: true });
     const timeline = await page.locator('body').innerText();
     expect(timeline).toContain('toolCall • tool lookup_fact');

@@ -121,7 +121,8 @@ describe('the Temporal UI as the agent console', () => {
 
     // Each activity bar in the timeline says what it was.
     expect(await activitySummaries(workflowId)).toEqual([
-      'model call 1',
+      // The first model call is the claim step's (0.6, decision 82).
+      'claim, model call 1',
       'tool lookup_fact',
       'tool lookup_fact',
       'model call 2',

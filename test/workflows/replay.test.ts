@@ -53,3 +53,20 @@ describe('replay under queries (issue 26)', () => {
     await Worker.runReplayHistory({ workflowBundle: await bundleTurnWorkflows() }, history);
   });
 });
+
+describe('release 0.6 histories (decision 82)', () => {
+  it('the turn at the floor shape: floor-tools.json claims in its first model step and has no local activity', () => {
+    const json = JSON.parse(readFileSync(new URL('floor-tools.json', dir), 'utf8')) as {
+      events: {
+        markerRecordedEventAttributes?: { markerName: string };
+        activityTaskScheduledEventAttributes?: { activityType: { name: string } };
+      }[];
+    };
+    const markers = json.events.flatMap((e) => e.markerRecordedEventAttributes?.markerName ?? []);
+    const activities = json.events.flatMap(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType.name ?? [],
+    );
+    expect(markers).toEqual(['core_patch']);
+    expect(activities).toEqual(['claimStep', 'toolCall', 'toolCall']);
+  });
+});

@@ -14,6 +14,8 @@ import { repeatedNotice, terminalNotice } from '../end/notice.js';
 import { announceTerminalWrite, writeTerminalRows } from '../end/terminal-write.js';
 import { callbackVerdict } from '../end/callback.js';
 import type { OutputStepDigest, OwnerInput } from '../../contract/digests.js';
+import type { FinishRequest } from '../../contract/activities.js';
+import { phaseOf } from '../step/turn-state.js';
 
 /**
  * The audit of the turn's candidate: the schema check here, then what the `outputAudit`
@@ -59,20 +61,45 @@ function revisionPrompt(
  * request and go back to the model; otherwise write the terminal status with the output.
  */
 export async function runOutputStep(runtime: Runtime, input: OwnerInput): Promise<OutputStepDigest> {
+  return (await outputStep(runtime, input))!;
+}
+
+/**
+ * Release 0.6 (decision 82): the output step run by the activity that ended the turn's last
+ * phase. `checked`: that activity ran the output checks; otherwise it runs only for an agent
+ * that has none. Null when the workflow takes the output phase itself: checks to run, the
+ * turn not in its output phase, or a pause or steering authorized since the workflow counted
+ * `finish.controls` (it waits for the output's boundary).
+ */
+export async function finishInStep(
+  runtime: Runtime,
+  input: OwnerInput,
+  finish: FinishRequest,
+  checked = false,
+): Promise<OutputStepDigest | null> {
+  return outputStep(runtime, input, { finish, checked });
+}
+
+async function outputStep(
+  runtime: Runtime,
+  input: OwnerInput,
+  inStep?: { finish: FinishRequest; checked: boolean },
+): Promise<OutputStepDigest | null> {
   const step = await TurnStep.open(runtime, input);
   // Run again after the terminal write committed (the worker died in a listener, BG-14).
   if (TERMINAL_TURN_STATUSES.includes(step.turn.status)) {
     const repeated = await repeatedNotice(runtime, input.turnId);
     if (repeated) return { done: true, status: step.turn.status, notice: repeated };
   }
-  const audit = await auditCandidate(step);
   const { agent, state } = step;
+  if (inStep && (phaseOf(step.turn) !== 'output' || (!inStep.checked && hasOutputChecks(agent)))) return null;
+  const audit = await auditCandidate(step);
   const revisionsUsed = state.revisions_used ?? 0;
   if (audit && !audit.clean && revisionsUsed < agent.outputRetries) {
     await requestRevision(step, audit, revisionsUsed + 1);
     return { done: false, status: step.turn.status };
   }
-  return writeOutput(step, audit);
+  return writeOutput(step, audit, inStep?.finish);
 }
 
 /** Appends the revision request and sends the turn back to the model. */
@@ -95,7 +122,11 @@ async function requestRevision(step: TurnStep, audit: OutputAudit, attempt: numb
 }
 
 /** The terminal write with the candidate as the output: completed, or failed by its audit. */
-async function writeOutput(step: TurnStep, audit: OutputAudit | null): Promise<OutputStepDigest> {
+async function writeOutput(
+  step: TurnStep,
+  audit: OutputAudit | null,
+  finish?: FinishRequest,
+): Promise<OutputStepDigest | null> {
   const { runtime, agent, state } = step;
   const failed = audit !== null && !audit.clean && agent.outputPolicyMode === 'fail';
   const auditJson = audit as unknown as JsonObject | null;
@@ -115,6 +146,8 @@ async function writeOutput(step: TurnStep, audit: OutputAudit | null): Promise<O
     error,
   } as const;
   const write = await step.write(async (tx) => {
+    // A pause or steering authorized while the finishing step ran: the workflow's boundary.
+    if (finish && (tx.state.boundary_controls ?? 0) !== finish.controls) return null;
     if (auditJson) tx.patchState({ policy_audit: auditJson });
     const write = await writeTerminalRows(
       tx.store,
@@ -139,6 +172,7 @@ async function writeOutput(step: TurnStep, audit: OutputAudit | null): Promise<O
     );
     return write;
   });
+  if (!write) return null;
   const done = step.turn;
   return {
     done: true,

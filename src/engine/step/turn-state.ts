@@ -29,6 +29,8 @@ export interface TurnState {
   /** Output-check runs that threw, for the candidate `key` (`maxOutputAttempts`). */
   output_errors?: { step: string; count: number };
   wait_input?: boolean;
+  /** Pauses and steerings authorized so far (decision 82: a step finishing the turn checks it). */
+  boundary_controls?: number;
   reserved_step?: string;
   model_step?: string;
   /** Provider errors of the model step `step` so far (`maxProviderAttempts`). */

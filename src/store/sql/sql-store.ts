@@ -178,6 +178,9 @@ function assignments(spec: TableSpec, attrs: object): { columns: Column[]; value
   return { columns, values };
 }
 
+/** Stream parts one INSERT writes at most (about ten bound values each). */
+const STREAM_PARTS_PER_INSERT = 500;
+
 function limitClause(limit: number | undefined): string {
   if (limit === undefined) return '';
   if (typeof limit !== 'number' || Number.isNaN(limit)) {
@@ -1142,19 +1145,32 @@ export class SqlStore implements Store, ConsoleReadable {
     return this.#write(
       roots.map((root) => `stream:${root}` as const),
       async (c) => {
-        const stored: StreamPartRecord[] = [];
+        // One multi-row INSERT per run of parts with the same columns (one run, as the parts
+        // are built); the sequence is assigned row by row, so sorting by it keeps the order.
+        const runs: { key: string; columns: Column[]; values: unknown[][] }[] = [];
         for (const record of records) {
           const { columns, values } = assignments(
             STREAM_PARTS,
             await this.#sealed.seal(c, STREAM_PARTS, record),
           );
-          const [row] = await c.query(
-            `INSERT INTO turnkit_stream_parts (${columns.map((column) => column.column).join(', ')})
-              VALUES (${columns.map((column) => this.#driver.dialect.param(column.kind)).join(', ')}) RETURNING *`,
-            values,
-          );
-          stored.push(await this.#record<StreamPartRecord>(STREAM_PARTS, row!, 'lenient'));
+          const key = columns.map((column) => column.column).join(',');
+          const last = runs.at(-1);
+          // At most STREAM_PARTS_PER_INSERT rows a statement: well under either engine's limit of bound values.
+          if (last?.key === key && last.values.length < STREAM_PARTS_PER_INSERT) last.values.push(values);
+          else runs.push({ key, columns, values: [values] });
         }
+        const stored: StreamPartRecord[] = [];
+        for (const { columns, values } of runs) {
+          const row = `(${columns.map((column) => this.#driver.dialect.param(column.kind)).join(', ')})`;
+          const rows = await c.query(
+            `INSERT INTO turnkit_stream_parts (${columns.map((column) => column.column).join(', ')})
+              VALUES ${values.map(() => row).join(', ')} RETURNING *`,
+            values.flat(),
+          );
+          for (const inserted of rows)
+            stored.push(await this.#record<StreamPartRecord>(STREAM_PARTS, inserted, 'lenient'));
+        }
+        stored.sort((a, b) => a.sequence - b.sequence);
         for (const root of roots) await this.#driver.notify?.(c, STREAM_CHANNEL, root);
         return stored;
       },
