@@ -302,8 +302,8 @@ function defineScaleTests(name: string, open: () => Promise<Backend>) {
       expect(paged.map((a) => a.toolCallId)).toEqual(['call_gate_0', 'call_gate_1', 'call_gate_2']);
       // On SQLite, the plan: the executions by their status index, each turn by its key.
       const plan = backend.bulk.plan?.(
-        `SELECT e.* FROM turnkit_tool_executions e WHERE e.status = 'awaiting_approval' AND EXISTS (SELECT 1
-          FROM turnkit_turns t WHERE t.id = e.turn_id AND t.status IN ('running', 'waiting', 'paused', 'pending'))
+        `SELECT e.* FROM turnkit_tool_executions e WHERE e.status = 'awaiting_approval' AND (SELECT t.status
+          FROM turnkit_turns t WHERE t.id = e.turn_id) IN ('running', 'waiting', 'paused', 'pending')
           ORDER BY e.created_at, e.id LIMIT 50`,
       );
       if (plan !== undefined) {

@@ -23,6 +23,7 @@ import { PostgresStore } from '../../src/store/postgres-store.js';
 import { MIGRATIONS_TABLE } from '../../src/store/sql/migrate.js';
 import { MIGRATIONS } from '../../src/store/sql/schema.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
+import { consoleReadsOf } from '../../src/store/console-reads.js';
 import { claimInLane } from '../../src/store/tree.js';
 import type { BudgetUsage, Store, TurnRecord } from '../../src/store/types.js';
 import { LANE_TURN_STATUSES } from '../../src/store/types.js';
@@ -49,6 +50,8 @@ interface Harness {
   seedExecutions(turnId: string, count: number): Promise<void>;
   /** Planner statistics, as autovacuum (PostgreSQL) or PRAGMA optimize (SQLite) keep them. */
   analyze(): Promise<void>;
+  /** Runs a statement written in the SQL both engines speak. */
+  run(sql: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -105,6 +108,9 @@ async function sqliteHarness(path = join(tempDir(), 'scale.sqlite')): Promise<Ha
     async analyze() {
       db.pragma('optimize=0x10002');
     },
+    async run(sql) {
+      db.exec(sql);
+    },
     async close() {
       db.close();
       await store.close();
@@ -152,6 +158,9 @@ async function postgresHarness(schema = pgTestSchema()): Promise<Harness> {
     },
     async analyze() {
       await client.query('ANALYZE');
+    },
+    async run(sql) {
+      await client.query(sql);
     },
     async close() {
       await client.end();
@@ -241,6 +250,54 @@ function defineScaleTests(backend: 'sqlite' | 'postgres', open: () => Promise<Ha
         }
       }
       expect((await claimInLane(h.store, head.id, 'token_head')).claimed).toBe(true);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it(`scale: the approvals inbox walks the awaiting calls by their index and probes each one's turn by its key, among ${FINISHED_TURNS} unfinished turns with statistics older than the calls (${backend})`, async () => {
+    const h = await open();
+    try {
+      const conversation = await h.store.createConversation({ agentName: 'agent' });
+      await h.seedFinishedTurns(conversation.id, FINISHED_TURNS);
+      const prefix = `turn_seed_${conversation.id}_`;
+      await h.run(
+        `UPDATE turnkit_turns SET status = 'waiting', completed_at = NULL WHERE conversation_id = '${conversation.id}'`,
+      );
+      const call = (turn: number, n: number) =>
+        h.run(
+          `INSERT INTO turnkit_tool_executions (id, turn_id, tool_call_id, tool_name, arguments, status, created_at, updated_at)
+            VALUES ('exec_gate_${n}', '${prefix}${turn}', 'call_gate_${n}', 'wire', '{}', 'awaiting_approval',
+              '2026-01-01T00:00:${String(n).padStart(2, '0')}Z', '2026-01-01T00:00:${String(n).padStart(2, '0')}Z')`,
+        );
+      // Statistics taken while the calls waiting are on the lowest turn ids; then calls arrive
+      // on the highest ids, as on new turns. PostgreSQL's plan for the EXISTS join then
+      // merge-joined the calls with the turns' key, walking every turn below the highest one
+      // (decision 76).
+      for (let n = 0; n < 20; n += 1) await call(1_000 + n, n);
+      await h.analyze();
+      for (const [n, turn] of [999, 4_999, 998].entries()) await call(turn, 20 + n);
+      await h.run(`UPDATE turnkit_turns SET status = 'completed' WHERE id = '${prefix}998'`);
+      const reads = consoleReadsOf(h.store);
+      const statements = await statementsOf(async () => {
+        const calls = await reads.awaitingApprovals({ limit: 50 });
+        expect(calls.map((c) => [c.execution.toolCallId, c.turn.id])).toEqual([
+          ...Array.from({ length: 20 }, (_, n) => [`call_gate_${n}`, `${prefix}${1_000 + n}`]),
+          ['call_gate_20', `${prefix}999`],
+          ['call_gate_21', `${prefix}4999`],
+        ]);
+      });
+      const [read] = statements.filter((s) => /FROM turnkit_tool_executions/.test(s.sql));
+      const plan = await h.explain(read!.sql, read!.params);
+      console.log('PLAN', plan);
+      // (PostgreSQL reads a table of 23 executions whole; SQLite walks their index.)
+      if (backend === 'sqlite') expect(plan).toContain('turnkit_tool_executions_status_created');
+      expect(plan).not.toMatch(/Merge Join|Hash Join|SCAN turnkit_turns\b|Seq Scan on turnkit_turns\b/);
+      expect(plan).toMatch(
+        backend === 'postgres'
+          ? /Index Cond: \(id = e\.turn_id\)/
+          : /SEARCH t (EXISTS )?USING INDEX sqlite_autoindex_turnkit_turns_1 \(id=\?\)/,
+      );
     } finally {
       await h.close();
     }
