@@ -25,6 +25,7 @@ import { MIGRATIONS } from '../../src/store/sql/schema.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { consoleReadsOf } from '../../src/store/console-reads.js';
 import { claimInLane } from '../../src/store/tree.js';
+import { answeringTurn, appendPostMessage, recordPost } from '../../src/engine/lane/post-record.js';
 import type { BudgetUsage, Store, TurnRecord } from '../../src/store/types.js';
 import { LANE_TURN_STATUSES } from '../../src/store/types.js';
 import { installStatementCounter, startCounting, stopCounting } from '../../bench/statement-counter.js';
@@ -42,6 +43,8 @@ interface Harness {
   store: Store;
   /** The plan the database chooses for a statement the store sent, as one line. */
   explain(sql: string, params: readonly unknown[]): Promise<string>;
+  /** PostgreSQL: the generic plan of a prepared statement, as it serves from its sixth call on. */
+  explainGeneric(sql: string, params: readonly unknown[]): Promise<string>;
   /** `count` finished turns (each its own tree) in one conversation, in one bulk statement. */
   seedFinishedTurns(conversationId: string, count: number): Promise<void>;
   /** `count` messages in a conversation that has none yet, in one bulk statement. */
@@ -77,6 +80,9 @@ async function sqliteHarness(path = join(tempDir(), 'scale.sqlite')): Promise<Ha
     async explain(sql, params) {
       const rows = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[];
       return rows.map((row) => row.detail).join(' | ');
+    },
+    async explainGeneric(sql, params) {
+      return this.explain(sql, params);
     },
     async seedFinishedTurns(conversationId, count) {
       db.prepare(
@@ -127,6 +133,21 @@ async function postgresHarness(schema = pgTestSchema()): Promise<Harness> {
     async explain(sql, params) {
       const { rows } = await client.query(`EXPLAIN ${sql}`, [...params]);
       return rows.map((row: Record<string, string>) => row['QUERY PLAN']!.trim()).join(' | ');
+    },
+    async explainGeneric(sql, params) {
+      const literal = (value: unknown) =>
+        typeof value === 'number' ? String(value) : `'${String(value).replace(/'/g, "''")}'`;
+      await client.query('SET plan_cache_mode = force_generic_plan');
+      await client.query(`PREPARE scale_generic AS ${sql}`);
+      try {
+        const { rows } = await client.query(
+          `EXPLAIN EXECUTE scale_generic(${params.map(literal).join(', ')})`,
+        );
+        return rows.map((row: Record<string, string>) => row['QUERY PLAN']!.trim()).join(' | ');
+      } finally {
+        await client.query('DEALLOCATE scale_generic');
+        await client.query('RESET plan_cache_mode');
+      }
     },
     async seedFinishedTurns(conversationId, count) {
       await client.query(
@@ -298,6 +319,61 @@ function defineScaleTests(backend: 'sqlite' | 'postgres', open: () => Promise<Ha
           ? /Index Cond: \(id = e\.turn_id\)/
           : /SEARCH t (EXISTS )?USING INDEX sqlite_autoindex_turnkit_turns_1 \(id=\?\)/,
       );
+    } finally {
+      await h.close();
+    }
+  });
+
+  it(`scale: a queued post's answering turn is found by the context index among ${FINISHED_TURNS} finished turns, in PostgreSQL's generic plan too (${backend})`, async () => {
+    const h = await open();
+    try {
+      const conversation = await h.store.createConversation({ agentName: 'agent' });
+      await h.seedFinishedTurns(conversation.id, FINISHED_TURNS);
+      await h.store.createTurn({
+        conversationId: conversation.id,
+        agentName: 'agent',
+        status: 'running',
+        submittedAt: new Date().toISOString(),
+      });
+      const request = {
+        requestId: 'queued',
+        text: 'one more thing',
+        principal: null,
+        policy: 'queue' as const,
+        media: [],
+        signature: null,
+      };
+      const message = await h.store.atomic(conversation.id, async () => {
+        const posted = await appendPostMessage(h.store, conversation.id, request);
+        await recordPost(h.store, conversation.id, { request, disposition: 'queued', message: posted });
+        return posted;
+      });
+      await h.analyze();
+      const statements = await statementsOf(async () => {
+        expect(await answeringTurn(h.store, conversation.id, message.sequence)).toBeNull();
+      });
+      const [read] = statements.filter((s) => /FROM turnkit_turns/.test(s.sql));
+      for (const plan of [
+        await h.explain(read!.sql, read!.params),
+        await h.explainGeneric(read!.sql, read!.params),
+      ]) {
+        expect(plan).toContain('turnkit_turns_conversation_context');
+        expect(plan).not.toMatch(A_SCAN_OF_TURNS);
+      }
+      // The lane's next turn sees the post; the one after it too, and the first is the answer.
+      const answer = await h.store.createTurn({
+        conversationId: conversation.id,
+        agentName: 'agent',
+        contextMessageSequence: message.sequence,
+        submittedAt: new Date().toISOString(),
+      });
+      await h.store.createTurn({
+        conversationId: conversation.id,
+        agentName: 'agent',
+        contextMessageSequence: message.sequence + 1,
+        submittedAt: new Date().toISOString(),
+      });
+      expect((await answeringTurn(h.store, conversation.id, message.sequence))?.id).toBe(answer.id);
     } finally {
       await h.close();
     }
