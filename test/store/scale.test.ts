@@ -82,7 +82,8 @@ async function sqliteHarness(path = join(tempDir(), 'scale.sqlite')): Promise<Ha
       return rows.map((row) => row.detail).join(' | ');
     },
     async explainGeneric(sql, params) {
-      return this.explain(sql, params);
+      const rows = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[];
+      return rows.map((row) => row.detail).join(' | ');
     },
     async seedFinishedTurns(conversationId, count) {
       db.prepare(
@@ -374,6 +375,30 @@ function defineScaleTests(backend: 'sqlite' | 'postgres', open: () => Promise<Ha
         submittedAt: new Date().toISOString(),
       });
       expect((await answeringTurn(h.store, conversation.id, message.sequence))?.id).toBe(answer.id);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it(`scale: a turn's executions of one tool (the skills a model step offers) are read by the (turn_id, tool_name) index among ${FINISHED_TURNS} of its executions (${backend})`, async () => {
+    const h = await open();
+    try {
+      const conversation = await h.store.createConversation({ agentName: 'agent' });
+      const turn = await h.store.createTurn({ conversationId: conversation.id, agentName: 'agent' });
+      await h.seedExecutions(turn.id, FINISHED_TURNS);
+      for (const statistics of ['none', 'analyzed']) {
+        if (statistics === 'analyzed') await h.analyze();
+        const statements = await statementsOf(async () => {
+          expect(await h.store.listToolExecutions({ turnId: turn.id, toolName: 'load_skill' })).toEqual([]);
+          expect(await h.store.listToolExecutions({ turnId: turn.id, toolName: 'search' })).toHaveLength(
+            FINISHED_TURNS / 2,
+          );
+        });
+        const [read] = statements.filter((s) => /FROM turnkit_tool_executions/.test(s.sql));
+        expect(await h.explain(read!.sql, read!.params), statistics).toContain(
+          'turnkit_tool_executions_turn_tool',
+        );
+      }
     } finally {
       await h.close();
     }
