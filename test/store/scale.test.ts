@@ -380,7 +380,7 @@ function defineScaleTests(backend: 'sqlite' | 'postgres', open: () => Promise<Ha
     }
   });
 
-  it(`scale: a turn's executions of one tool (the skills a model step offers) are read by the (turn_id, tool_name) index among ${FINISHED_TURNS} of its executions (${backend})`, async () => {
+  it(`scale: a turn's executions of one tool (the skills a model step offers) and a console page of them are read by an index among ${FINISHED_TURNS} of its executions (${backend})`, async () => {
     const h = await open();
     try {
       const conversation = await h.store.createConversation({ agentName: 'agent' });
@@ -388,6 +388,8 @@ function defineScaleTests(backend: 'sqlite' | 'postgres', open: () => Promise<Ha
       await h.seedExecutions(turn.id, FINISHED_TURNS);
       for (const statistics of ['none', 'analyzed']) {
         if (statistics === 'analyzed') await h.analyze();
+        // PostgreSQL plans a table it never analyzed by size alone (see the lane test above).
+        if (backend === 'postgres' && statistics === 'none') continue;
         const statements = await statementsOf(async () => {
           expect(await h.store.listToolExecutions({ turnId: turn.id, toolName: 'load_skill' })).toEqual([]);
           expect(await h.store.listToolExecutions({ turnId: turn.id, toolName: 'search' })).toHaveLength(
@@ -398,6 +400,13 @@ function defineScaleTests(backend: 'sqlite' | 'postgres', open: () => Promise<Ha
         expect(await h.explain(read!.sql, read!.params), statistics).toContain(
           'turnkit_tool_executions_turn_tool',
         );
+        // The console's page of a turn's executions walks them in order, not all of them sorted.
+        const page = await statementsOf(async () => {
+          expect(await consoleReadsOf(h.store).toolExecutions(turn.id, { limit: 50 })).toHaveLength(50);
+        });
+        const pagePlan = await h.explain(page[0]!.sql, page[0]!.params);
+        expect(pagePlan, statistics).toContain('turnkit_tool_executions_turn_created');
+        expect(pagePlan, statistics).not.toMatch(/TEMP B-TREE|Sort/);
       }
     } finally {
       await h.close();
