@@ -16,7 +16,10 @@
  *   `retention_soak_bytes_growth_ratio` the same for bytes;
  * - `retention_soak_turns`, `retention_soak_rows_peak`, `retention_soak_passes`,
  *   `retention_soak_largest_batch` (rows one transaction deleted at most) and
- *   `retention_soak_longest_batch_ms` (the longest one ran its statements).
+ *   `retention_soak_longest_batch_ms` (the longest one ran its statements);
+ * - `retention_soak_vacuum` (1 with RETENTION_SOAK_VACUUM=1: the policy's `vacuum`) and, on
+ *   PostgreSQL, `retention_soak_autovacuum_pg` (1 when the server's autovacuum is on): without
+ *   either, PostgreSQL's tables keep growing, as docs/retention.md says.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -58,10 +61,13 @@ const TABLES = [
   'turnkit_events',
   'turnkit_stream_parts',
 ];
+/** RETENTION_SOAK_VACUUM=1: the policy's `vacuum` (PostgreSQL vacuums what each pass deleted from). */
+const VACUUM = process.env['RETENTION_SOAK_VACUUM'] === '1';
 const policy: RetentionPolicy = {
   streamPartsGraceMs: WINDOW_MS,
   eventsMaxAgeMs: WINDOW_MS,
   conversationsMaxAgeMs: WINDOW_MS,
+  vacuum: VACUUM,
 };
 
 const lookup = defineTool({
@@ -84,6 +90,8 @@ interface SizeProbe {
   rows(): Promise<number>;
   bytes(): Promise<number>;
   staleStreamParts(cutoffIso: string): Promise<number>;
+  /** PostgreSQL: whether the server's autovacuum is on. */
+  autovacuum(): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -104,6 +112,7 @@ async function probeOf(backend: string, url: string, schema?: string): Promise<S
           'SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()',
         ),
       staleStreamParts: async (cutoff) => one(STALE_PARTS('?'), cutoff),
+      autovacuum: async () => false,
       close: async () => void db.close(),
     };
   }
@@ -124,6 +133,7 @@ async function probeOf(backend: string, url: string, schema?: string): Promise<S
       return sum;
     },
     staleStreamParts: (cutoff) => one(STALE_PARTS('$1::timestamptz'), [cutoff]),
+    autovacuum: async () => (await client.query('SHOW autovacuum')).rows[0].autovacuum === 'on',
     close: () => client.end(),
   };
 }
@@ -218,6 +228,8 @@ async function soak(
       [`retention_soak_passes${suffix}`]: passes,
       [`retention_soak_largest_batch${suffix}`]: largestBatch,
       [`retention_soak_longest_batch_ms${suffix}`]: longestBatchMs,
+      [`retention_soak_vacuum${suffix}`]: VACUUM ? 1 : 0,
+      ...(backend === 'postgres' ? { retention_soak_autovacuum_pg: (await probe.autovacuum()) ? 1 : 0 } : {}),
     };
     console.log(backend, keys);
     return keys;
