@@ -16,7 +16,13 @@
  *   `retention_soak_bytes_growth_ratio` the same for bytes;
  * - `retention_soak_turns`, `retention_soak_rows_peak`, `retention_soak_passes`,
  *   `retention_soak_largest_batch` (rows one transaction deleted at most) and
- *   `retention_soak_longest_batch_ms` (the longest one ran its statements).
+ *   `retention_soak_longest_batch_ms` (the longest one ran its statements);
+ * - `retention_soak_rows_per_recent_turn_growth_ratio`: the same for rows over the turns that
+ *   ended in the last two windows (about 1 when retention keeps up, even while the turn rate
+ *   of a shared machine changes, which moves the plain rows ratio);
+ * - `retention_soak_vacuum` (1 with RETENTION_SOAK_VACUUM=1: the policy's `vacuum`) and, on
+ *   PostgreSQL, `retention_soak_autovacuum_pg` (1 when the server's autovacuum is on): without
+ *   either, PostgreSQL's tables keep growing, as docs/retention.md says.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -58,10 +64,13 @@ const TABLES = [
   'turnkit_events',
   'turnkit_stream_parts',
 ];
+/** RETENTION_SOAK_VACUUM=1: the policy's `vacuum` (PostgreSQL vacuums what each pass deleted from). */
+const VACUUM = process.env['RETENTION_SOAK_VACUUM'] === '1';
 const policy: RetentionPolicy = {
   streamPartsGraceMs: WINDOW_MS,
   eventsMaxAgeMs: WINDOW_MS,
   conversationsMaxAgeMs: WINDOW_MS,
+  vacuum: VACUUM,
 };
 
 const lookup = defineTool({
@@ -84,6 +93,8 @@ interface SizeProbe {
   rows(): Promise<number>;
   bytes(): Promise<number>;
   staleStreamParts(cutoffIso: string): Promise<number>;
+  /** PostgreSQL: whether the server's autovacuum is on. */
+  autovacuum(): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -104,6 +115,7 @@ async function probeOf(backend: string, url: string, schema?: string): Promise<S
           'SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()',
         ),
       staleStreamParts: async (cutoff) => one(STALE_PARTS('?'), cutoff),
+      autovacuum: async () => false,
       close: async () => void db.close(),
     };
   }
@@ -124,6 +136,7 @@ async function probeOf(backend: string, url: string, schema?: string): Promise<S
       return sum;
     },
     staleStreamParts: (cutoff) => one(STALE_PARTS('$1::timestamptz'), [cutoff]),
+    autovacuum: async () => (await client.query('SHOW autovacuum')).rows[0].autovacuum === 'on',
     close: () => client.end(),
   };
 }
@@ -161,7 +174,7 @@ async function soak(
   const taskQueue = `turnkit-retention-soak-${backend}-${stamp}`;
   const worker = await createWorker({ store, agents, model, connection, taskQueue });
   const client = new TurnKitClient({ store, agents, temporal, taskQueue });
-  const samples: { at: number; rows: number; bytes: number }[] = [];
+  const samples: { at: number; rows: number; bytes: number; done: number }[] = [];
   let passes = 0;
   let largestBatch = 0;
   let longestBatchMs = 0;
@@ -184,7 +197,12 @@ async function soak(
       })();
       const sampler = (async () => {
         while (running) {
-          samples.push({ at: Date.now() - started, rows: await probe.rows(), bytes: await probe.bytes() });
+          samples.push({
+            at: Date.now() - started,
+            rows: await probe.rows(),
+            bytes: await probe.bytes(),
+            done,
+          });
           await new Promise((resolve) => setTimeout(resolve, 1000));
         }
       })();
@@ -208,16 +226,24 @@ async function soak(
       full.length < 4
         ? NaN
         : mean(full.slice(half).map((s) => s[key])) / mean(full.slice(0, half).map((s) => s[key]));
+    // Rows per turn that ended in the last two windows (a turn's rows stay about one window
+    // after it ended): steady when retention keeps up, whatever the turn rate does.
+    const doneBefore = (at: number) => [...samples].reverse().find((sample) => sample.at <= at)?.done ?? 0;
+    const perTurn = full.map((s) => s.rows / Math.max(1, s.done - doneBefore(s.at - 2 * WINDOW_MS)));
+    const perTurnGrowth = perTurn.length < 4 ? NaN : mean(perTurn.slice(half)) / mean(perTurn.slice(0, half));
     const keys = {
       [`retention_soak_turns${suffix}`]: done,
       [`retention_soak_seconds${suffix}`]: Math.round((Date.now() - started) / 100) / 10,
       [`retention_soak_stale_stream_parts${suffix}`]: await probe.staleStreamParts(lastCutoff),
       [`retention_soak_rows_growth_ratio${suffix}`]: Math.round(growth('rows') * 100) / 100,
+      [`retention_soak_rows_per_recent_turn_growth_ratio${suffix}`]: Math.round(perTurnGrowth * 100) / 100,
       [`retention_soak_bytes_growth_ratio${suffix}`]: Math.round(growth('bytes') * 100) / 100,
       [`retention_soak_rows_peak${suffix}`]: Math.max(...samples.map((s) => s.rows)),
       [`retention_soak_passes${suffix}`]: passes,
       [`retention_soak_largest_batch${suffix}`]: largestBatch,
       [`retention_soak_longest_batch_ms${suffix}`]: longestBatchMs,
+      [`retention_soak_vacuum${suffix}`]: VACUUM ? 1 : 0,
+      ...(backend === 'postgres' ? { retention_soak_autovacuum_pg: (await probe.autovacuum()) ? 1 : 0 } : {}),
     };
     console.log(backend, keys);
     return keys;

@@ -10,14 +10,17 @@
  *   `scale_console_rss_mb`: that process's peak RSS growth while it serves the large store's
  *   pages (VmHWM after them minus VmRSS before the first).
  * - `scale_approvals_ratio`: `GET /api/approvals`, 100,000 unfinished turns (or a tenth of a
- *   smaller large store) over 100, the same 20 calls awaiting approval in each;
+ *   smaller large store) over 100, 20 calls awaiting approval in each, on the newest unfinished
+ *   turns (where new calls arrive);
  *   `scale_approvals_http_status`: the large store's answer (200 wanted).
  * - `scale_messages_ratio`: `client.messagesAfter(conversation, 0, { limit: 100 })` in a
  *   conversation of 100,000 messages over one of 1,000.
  * - `scale_input_status_ratio`: `client.inputStatus` of a queued post in a conversation of
  *   20,000 turns over one of 10.
  *
- * Each figure is the median of SCALE_REPEATS (default 5) calls after one warm-up. Keys end in
+ * Each figure is the median of SCALE_REPEATS (default 15) calls after one warm-up, the small
+ * store's and the large one's calls alternating (both consoles run at once), so a load that
+ * comes and goes on a shared machine weighs on both sides of a ratio alike. Keys end in
  * `_sqlite` and `_pg`, and are merged into bench-results.json.
  *
  * Hook: a module listed in SCALE_EXTRA (comma-separated paths, default none) exports
@@ -44,7 +47,7 @@ import { seedApprovals, seedMessages, seedTarget, seedTurns } from './scale-seed
 
 const SMALL = 10_000;
 const LARGE = Number(process.env['BENCH_SCALE_LARGE'] ?? 1_000_000);
-const REPEATS = Number(process.env['SCALE_REPEATS'] ?? 5);
+const REPEATS = Number(process.env['SCALE_REPEATS'] ?? 15);
 const backends = (process.env['SCALE_BACKENDS'] ?? 'sqlite,postgres').split(',').map((b) => b.trim());
 const pgBase =
   process.env['TURNKIT_BENCH_DATABASE_URL'] ??
@@ -98,12 +101,22 @@ function newStore(backend: ScaleBackend, name: string): ScaleStore {
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-/** The median of REPEATS timed calls, after one warm-up. */
-async function measure(fn: () => Promise<unknown>): Promise<number> {
-  await fn();
-  const times: number[] = [];
-  for (let i = 0; i < REPEATS; i++) times.push(await timed(fn));
-  return median(times);
+/**
+ * The median of REPEATS timed calls of each of `small` and `large`, after one warm-up of each,
+ * the calls alternating: whatever else loads the shared machine weighs on both alike.
+ */
+async function measurePair(
+  small: () => Promise<unknown>,
+  large: () => Promise<unknown>,
+): Promise<{ small: number; large: number }> {
+  await small();
+  await large();
+  const times = { small: [] as number[], large: [] as number[] };
+  for (let i = 0; i < REPEATS; i++) {
+    times.small.push(await timed(small));
+    times.large.push(await timed(large));
+  }
+  return { small: median(times.small), large: median(times.large) };
 }
 
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits;
@@ -153,14 +166,16 @@ function memoryOf(pid: number): { rssMb: number; peakMb: number } {
 }
 
 interface ConsoleFigures {
-  turnsMs: number;
+  turnsMs: { small: number; large: number };
   rssGrowthMb: number;
-  approvalsMs: number | null;
+  approvalsMs: { small: number; large: number } | null;
   approvalsStatus: number;
 }
 
-/** The console over `url` in its own process: its turns page, its RSS growth, its approvals. */
-async function consoleFigures(url: string): Promise<ConsoleFigures> {
+/** A console over `url` in a process of its own; `get` answers a path's HTTP status. */
+async function consoleProcess(
+  url: string,
+): Promise<{ child: ChildProcess; get(path: string): Promise<number> }> {
   let port = 0;
   const child: ChildProcess = await spawnBenchWorker(
     consoleServer,
@@ -171,22 +186,38 @@ async function consoleFigures(url: string): Promise<ConsoleFigures> {
     },
   );
   while (port === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-  const get = async (path: string) => {
-    const response = await fetch(`http://127.0.0.1:${port}${path}`);
-    await response.arrayBuffer();
-    return response.status;
+  return {
+    child,
+    async get(path) {
+      const response = await fetch(`http://127.0.0.1:${port}${path}`);
+      await response.arrayBuffer();
+      return response.status;
+    },
+  };
+}
+
+/**
+ * The consoles over the small and the large store, each in its own process, asked in turn:
+ * their turns pages, the large one's RSS growth, their approvals.
+ */
+async function consoleFigures(smallUrl: string, largeUrl: string): Promise<ConsoleFigures> {
+  const small = await consoleProcess(smallUrl);
+  const large = await consoleProcess(largeUrl);
+  const turns = (server: typeof small) => async () => {
+    const status = await server.get('/api/turns?limit=20');
+    if (status !== 200) throw new Error(`GET /api/turns answered ${status}`);
   };
   try {
-    const before = memoryOf(child.pid!);
-    const turnsMs = await measure(async () => {
-      const status = await get('/api/turns?limit=20');
-      if (status !== 200) throw new Error(`GET /api/turns answered ${status}`);
-    });
-    const after = memoryOf(child.pid!);
+    const before = memoryOf(large.child.pid!);
+    const turnsMs = await measurePair(turns(small), turns(large));
+    const after = memoryOf(large.child.pid!);
     let approvalsStatus = 200;
-    const approvalsMs = await measure(async () => {
-      approvalsStatus = await get('/api/approvals');
-    });
+    const approvalsMs = await measurePair(
+      () => small.get('/api/approvals'),
+      async () => {
+        approvalsStatus = await large.get('/api/approvals');
+      },
+    );
     return {
       turnsMs,
       rssGrowthMb: after.peakMb - before.rssMb,
@@ -194,7 +225,7 @@ async function consoleFigures(url: string): Promise<ConsoleFigures> {
       approvalsStatus,
     };
   } finally {
-    await stopBenchWorkers([child]);
+    await stopBenchWorkers([small.child, large.child]);
   }
 }
 
@@ -272,31 +303,33 @@ async function scale(backend: ScaleBackend, temporal: Client): Promise<Record<st
       temporal,
       taskQueue: 'turnkit-scale-bench',
     });
-    const messagesLarge = await measure(() => client.messagesAfter('conv_msgs_large', 0, { limit: 100 }));
-    const messagesSmall = await measure(() => client.messagesAfter('conv_msgs_small', 0, { limit: 100 }));
-    const statusLarge = await measure(async () => {
-      if ((await client.inputStatus(laneLarge, requestLarge))?.disposition !== 'queued')
-        throw new Error('inputStatus did not find the queued post');
-    });
-    const statusSmall = await measure(() => client.inputStatus(laneSmall, requestSmall));
+    const messages = await measurePair(
+      () => client.messagesAfter('conv_msgs_small', 0, { limit: 100 }),
+      () => client.messagesAfter('conv_msgs_large', 0, { limit: 100 }),
+    );
+    const status = await measurePair(
+      () => client.inputStatus(laneSmall, requestSmall),
+      async () => {
+        if ((await client.inputStatus(laneLarge, requestLarge))?.disposition !== 'queued')
+          throw new Error('inputStatus did not find the queued post');
+      },
+    );
     await store.close();
 
-    const consoleSmall = await consoleFigures(small.url);
-    const consoleLarge = await consoleFigures(large.url);
+    const consoles = await consoleFigures(small.url, large.url);
     const keys: Record<string, unknown> = {
       [`scale_large_turns${suffix}`]: LARGE + LANE_LARGE + LANE_SMALL + 2,
       [`scale_seed_seconds${suffix}`]: round(seedSeconds, 1),
-      [`scale_console_turns_ms${suffix}`]: round(consoleLarge.turnsMs),
-      [`scale_console_turns_ratio${suffix}`]: round(consoleLarge.turnsMs / consoleSmall.turnsMs),
-      [`scale_console_rss_mb${suffix}`]: round(consoleLarge.rssGrowthMb, 1),
+      [`scale_console_turns_ms${suffix}`]: round(consoles.turnsMs.large),
+      [`scale_console_turns_ratio${suffix}`]: round(consoles.turnsMs.large / consoles.turnsMs.small),
+      [`scale_console_rss_mb${suffix}`]: round(consoles.rssGrowthMb, 1),
       [`scale_approvals_open_turns${suffix}`]: openLarge,
-      [`scale_approvals_http_status${suffix}`]: consoleLarge.approvalsStatus,
-      [`scale_approvals_ratio${suffix}`]:
-        consoleLarge.approvalsMs === null || consoleSmall.approvalsMs === null
-          ? null
-          : round(consoleLarge.approvalsMs / consoleSmall.approvalsMs),
-      [`scale_messages_ratio${suffix}`]: round(messagesLarge / messagesSmall),
-      [`scale_input_status_ratio${suffix}`]: round(statusLarge / statusSmall),
+      [`scale_approvals_http_status${suffix}`]: consoles.approvalsStatus,
+      [`scale_approvals_ratio${suffix}`]: consoles.approvalsMs
+        ? round(consoles.approvalsMs.large / consoles.approvalsMs.small)
+        : null,
+      [`scale_messages_ratio${suffix}`]: round(messages.large / messages.small),
+      [`scale_input_status_ratio${suffix}`]: round(status.large / status.small),
       ...(await extraMeasures({
         backend,
         suffix,

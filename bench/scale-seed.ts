@@ -109,14 +109,15 @@ export async function seedTurns(t: SeedTarget, seed: TurnSeed): Promise<void> {
   );
 }
 
-/** `count` calls awaiting approval, on the first unfinished turns of a seed. */
+/** `count` calls awaiting approval, on the newest unfinished turns of a seed (the highest ids). */
 export async function seedApprovals(t: SeedTarget, seed: TurnSeed, count: number): Promise<void> {
+  const open = Math.floor(seed.turns / seed.unfinishedEvery);
   await t.exec(
     `INSERT INTO turnkit_tool_executions (id, turn_id, tool_call_id, tool_name, arguments, status, created_at, updated_at) ` +
       series(
         t,
         count,
-        `${id(t, `${seed.prefix}x`, 'i')}, ${id(t, seed.prefix, `i * ${seed.unfinishedEvery}`)}, 'call_' || ${text('i')},
+        `${id(t, `${seed.prefix}x`, 'i')}, ${id(t, seed.prefix, `(${open} + 1 - i) * ${seed.unfinishedEvery}`)}, 'call_' || ${text('i')},
         'wire', ${json(t, `'{"amount":1}'`)}, 'awaiting_approval', ${at(t, seed.base, 'i')}, ${at(t, seed.base, 'i')}`,
       ),
   );

@@ -19,6 +19,7 @@ interface PruneFlags {
   conversationsAge?: string;
   keepConversations?: string;
   batchSize?: string;
+  vacuum?: boolean;
 }
 
 /** Runs a command with the store alone. */
@@ -73,6 +74,7 @@ function policyOfFlags(flags: PruneFlags): RetentionPolicy {
   if (keep !== undefined) policy.conversationsKeepLatest = keep;
   const batch = countFlag('--batch-size', flags.batchSize);
   if (batch !== undefined) policy.batchSize = batch;
+  if (flags.vacuum) policy.vacuum = true;
   return policy;
 }
 
@@ -85,7 +87,8 @@ function summary(report: PruneReport): string {
     report.keptConversations > 0
       ? `; kept ${report.keptConversations} conversation${report.keptConversations === 1 ? '' : 's'} with unfinished or shared turns`
       : '';
-  return `prune ${verb} ${parts.length > 0 ? parts.join(', ') : 'nothing'}${kept}\n`;
+  const vacuumed = report.vacuumed.length > 0 ? `; vacuumed ${report.vacuumed.join(', ')}` : '';
+  return `prune ${verb} ${parts.length > 0 ? parts.join(', ') : 'nothing'}${kept}${vacuumed}\n`;
 }
 
 export function addPruneCommand(program: Command, ctx: ScheduleCommandContext, withStore: WithStore): void {
@@ -105,6 +108,7 @@ export function addPruneCommand(program: Command, ctx: ScheduleCommandContext, w
     )
     .option('--keep-conversations <n>', 'keep only the newest n conversations (default: all)')
     .option('--batch-size <n>', 'rows deleted per transaction (default 500)')
+    .option('--vacuum', 'PostgreSQL: VACUUM (ANALYZE) the tables the pass deleted from')
     .action(
       withStore(async (store, flags: PruneFlags) => {
         const report = await pruneStore(store, policyOfFlags(flags), { dryRun: flags.dryRun === true });

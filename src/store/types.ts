@@ -413,7 +413,11 @@ export interface ListTurnsFilter {
   parentTurnId?: string | null;
   parentToolExecutionId?: string;
   status?: TurnStatus | readonly TurnStatus[];
-  /** Only turns whose snapshot holds this message sequence (`contextMessageSequence >= seesSequence`). */
+  /**
+   * Only turns whose snapshot holds this message sequence (`contextMessageSequence >= seesSequence`).
+   * With `conversationId` (and no `after`), ordered by `contextMessageSequence` first: the
+   * first turns to see the message, found by an index whatever the conversation's length.
+   */
   seesSequence?: number;
   /** Only submitted turns (true) or only unsubmitted ones (false). */
   submitted?: boolean;

@@ -15,6 +15,8 @@ import { AgentRegistry } from '../../src/agents/registry.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { createConsoleHandler } from '../../src/console.js';
 import type { ConsoleApproval, ConsoleConversationSummary, ConsoleTurnSummary } from '../../src/console.js';
+import { ConfigError } from '../../src/errors.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import type { Store } from '../../src/store/types.js';
 import { describePostgres, openPgTestStore, pgTestUrl } from '../helpers/postgres.js';
@@ -302,8 +304,8 @@ function defineScaleTests(name: string, open: () => Promise<Backend>) {
       expect(paged.map((a) => a.toolCallId)).toEqual(['call_gate_0', 'call_gate_1', 'call_gate_2']);
       // On SQLite, the plan: the executions by their status index, each turn by its key.
       const plan = backend.bulk.plan?.(
-        `SELECT e.* FROM turnkit_tool_executions e WHERE e.status = 'awaiting_approval' AND EXISTS (SELECT 1
-          FROM turnkit_turns t WHERE t.id = e.turn_id AND t.status IN ('running', 'waiting', 'paused', 'pending'))
+        `SELECT e.* FROM turnkit_tool_executions e WHERE e.status = 'awaiting_approval' AND (SELECT t.status
+          FROM turnkit_turns t WHERE t.id = e.turn_id) IN ('running', 'waiting', 'paused', 'pending')
           ORDER BY e.created_at, e.id LIMIT 50`,
       );
       if (plan !== undefined) {
@@ -313,6 +315,34 @@ function defineScaleTests(name: string, open: () => Promise<Backend>) {
     });
   });
 }
+
+describe('scale: a store without paged console reads', () => {
+  it('scale: the console refuses a store that has no consoleReads() with a ConfigError, and serves the memory store in SQL', async () => {
+    const store = new MemoryStore();
+    const temporal = await connectClient();
+    try {
+      // A store written outside TurnKit: every method of the contract, no paged console reads.
+      const custom = new Proxy(store, {
+        get: (target, key) => (key === 'consoleReads' ? undefined : Reflect.get(target, key, target)),
+      });
+      const customClient = new TurnKitClient({ store: custom, agents: new AgentRegistry(), temporal });
+      expect(() => createConsoleHandler({ client: customClient })).toThrow(ConfigError);
+      expect(() => createConsoleHandler({ client: customClient })).toThrow(/consoleReads\(\)/);
+      // The memory store is the SQL store on SQLite in memory: its lists are answered in SQL.
+      const served = await serve(store);
+      try {
+        const conversation = await store.createConversation({ agentName: 'memory_agent' });
+        const turn = await store.createTurn({ conversationId: conversation.id, agentName: 'memory_agent' });
+        const page = await get<{ turns: ConsoleTurnSummary[] }>(`${served.url}turns?limit=5`);
+        expect(page.turns.map((t) => t.id)).toEqual([turn.id]);
+      } finally {
+        await served.close();
+      }
+    } finally {
+      await store.close();
+    }
+  });
+});
 
 defineScaleTests('sqlite', openSqlite);
 describePostgres('scale: web console on postgres', () => defineScaleTests('postgres', openPostgres));

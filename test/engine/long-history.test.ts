@@ -118,4 +118,21 @@ describe('a turn reads only what its request needs', () => {
       expect(reader.rows(), backend).toBeLessThanOrEqual(11);
     }
   });
+
+  it('scale: a long turn in a short conversation reads its summary and the messages after it, not all its own messages', async () => {
+    for (const [backend, store] of await backends()) {
+      // One message of input, then 400 of the turn's own, the first 390 summarized by the turn.
+      const { turn, all } = await conversationWith(store, 1, [{ at: 396, from: 2, through: 391 }], 400);
+      const running = await store.updateTurn(turn.id, {
+        options: { ...turn.options, state: { iterations: 200 } },
+      });
+      const reader = countingMessageReads(store);
+      const history = await historyForTurn(reader.store, running);
+      expect(history, backend).toEqual(await all());
+      expect(history, backend).toHaveLength(11);
+      // The input, the summary twice at most, the ten after the summarized range: never the
+      // 400 own messages.
+      expect(reader.rows(), backend).toBeLessThanOrEqual(13);
+    }
+  });
 });

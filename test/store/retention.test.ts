@@ -294,6 +294,27 @@ function describeRetention(name: string, open: () => Promise<Backend>): void {
       expect(await store.listEvents(fresh.id)).toHaveLength(1);
     });
 
+    it('scale: with vacuum, a prune on PostgreSQL vacuums the tables it deleted from and no other; SQLite reuses its pages without', async () => {
+      await run(3, new Date().toISOString());
+      const live = await run(2);
+      const report = await pruneStore(store, { streamPartsGraceMs: HOUR, vacuum: true }, { now: AHEAD() });
+      expect(report.deleted.streamParts).toBe(4);
+      expect(await store.listStreamParts(live.id)).toHaveLength(2);
+      if (name === 'sqlite') return void expect(report.vacuumed).toEqual([]);
+      expect(report.vacuumed).toEqual(['turnkit_stream_parts']);
+      const vacuumed = (table: string) =>
+        backend.count(
+          'pg_stat_user_tables',
+          'schemaname = current_schema() AND relname = ? AND last_vacuum IS NOT NULL',
+          [table],
+        );
+      expect(await vacuumed('turnkit_stream_parts')).toBe(1);
+      expect(await vacuumed('turnkit_events')).toBe(0);
+      const dry = await pruneStore(store, { vacuum: true }, { now: AHEAD(), dryRun: true });
+      expect(dry.vacuumed).toEqual([]);
+      await expect(pruneStore(store, { vacuum: 'yes' as never })).rejects.toBeInstanceOf(ArgumentError);
+    });
+
     it('scale: a bad policy is an ArgumentError and prunes nothing', async () => {
       const turn = await run(3, new Date().toISOString());
       await expect(pruneStore(store, { batchSize: 0 }, { now: AHEAD() })).rejects.toBeInstanceOf(

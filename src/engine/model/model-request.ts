@@ -12,11 +12,13 @@ import { activeHistory, hiddenRanges, projectSummary } from './summaries.js';
 import { atCallBoundaries } from './call-boundaries.js';
 import { promptDataBlock, renderSystemPrompt, untrustedBlock } from './system-prompt.js';
 import type { Runtime } from '../runtime.js';
-import { contextOf } from '../step/turn-state.js';
+import { contextOf, iterationsOf } from '../step/turn-state.js';
 import { EARLIER_TURNS_THROUGH } from '../../store/tree.js';
 
-/** Snapshots up to this many messages are read in one query, summaries or not. */
+/** Snapshots up to this many messages are read in one query, summaries or not... */
 export const SHORT_HISTORY = 32;
+/** ...while the turn has run at most this many iterations (its own messages grow with it). */
+const SHORT_TURN_ITERATIONS = 4;
 
 /**
  * The history a turn's next model call sees (spec §3.6, §3.7): its snapshot, what earlier turns
@@ -39,8 +41,9 @@ export async function historyForTurn(store: Store, turn: TurnRecord): Promise<Me
  */
 async function snapshotMessages(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
   const visible = { throughSequence: turn.contextMessageSequence, turnId: turn.id };
-  // A short conversation is read whole: one query rather than two.
-  if (turn.contextMessageSequence <= SHORT_HISTORY) return store.listMessages(turn.conversationId, visible);
+  // A short conversation and a short turn are read whole: one query rather than two.
+  if (turn.contextMessageSequence <= SHORT_HISTORY && iterationsOf(turn) <= SHORT_TURN_ITERATIONS)
+    return store.listMessages(turn.conversationId, visible);
   const summaries = await store.listMessages(turn.conversationId, { ...visible, kind: 'context_summary' });
   const hidden = hiddenRanges(summaries);
   if (hidden.length === 0) return store.listMessages(turn.conversationId, visible);

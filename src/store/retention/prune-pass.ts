@@ -31,6 +31,8 @@ export interface PruneReport {
   largestBatch: number;
   /** The longest a batch's statements ran inside its transaction (the write lock held), in ms. */
   longestBatchMs: number;
+  /** The tables the pass vacuumed (PostgreSQL, with the policy's `vacuum`). */
+  vacuumed: string[];
 }
 
 /** The statuses in which a turn has ended, as an SQL list (constants, never input). */
@@ -66,6 +68,7 @@ export class PrunePass {
       batches: 0,
       largestBatch: 0,
       longestBatchMs: 0,
+      vacuumed: [],
     };
   }
 

@@ -8,7 +8,7 @@ import { SqlStore } from '../sql/sql-store.js';
 import type { Store } from '../types.js';
 import { pruneConversations } from './conversation-retention.js';
 import { pruneEvents } from './event-retention.js';
-import type { PruneReport } from './prune-pass.js';
+import type { PruneReport, PrunedKind } from './prune-pass.js';
 import { PrunePass } from './prune-pass.js';
 import type { RetentionPolicy } from './retention-policy.js';
 import { resolveRetentionPolicy } from './retention-policy.js';
@@ -50,5 +50,29 @@ export async function pruneStore(
       keepLatest: resolved.conversationsKeepLatest,
     });
   }
+  if (resolved.vacuum && !pass.dryRun && pass.sql.dialect.name === 'postgres') await vacuum(pass);
   return pass.report;
+}
+
+const TABLES: Record<PrunedKind, string> = {
+  streamParts: 'turnkit_stream_parts',
+  events: 'turnkit_events',
+  conversations: 'turnkit_conversations',
+  messages: 'turnkit_messages',
+  turns: 'turnkit_turns',
+  toolExecutions: 'turnkit_tool_executions',
+  deliveries: 'turnkit_deliveries',
+  waits: 'turnkit_waits',
+};
+
+/**
+ * `VACUUM (ANALYZE)` of each table the pass deleted from, one at a time, outside any
+ * transaction: it takes no lock that stops reads or writes (decision 64's note on space).
+ */
+async function vacuum(pass: PrunePass): Promise<void> {
+  for (const [kind, table] of Object.entries(TABLES) as [PrunedKind, string][]) {
+    if (pass.report.deleted[kind] === 0) continue;
+    await pass.sql.read(`VACUUM (ANALYZE) ${table}`);
+    pass.report.vacuumed.push(table);
+  }
 }

@@ -19,6 +19,13 @@ export interface RetentionPolicy {
   conversationsKeepLatest?: number | null;
   /** Rows one transaction deletes at most (default 500): SQLite's write lock stays short. */
   batchSize?: number;
+  /**
+   * PostgreSQL: after a pass that deleted rows, `VACUUM (ANALYZE)` each table it deleted
+   * from, so their space is reused at once, not when autovacuum next passes (for a server
+   * where autovacuum is off or lags behind the deletes). Default false. SQLite reuses the
+   * pages it frees by itself: ignored there.
+   */
+  vacuum?: boolean;
 }
 
 /** A policy with its defaults applied and every value checked. */
@@ -28,6 +35,7 @@ interface ResolvedRetentionPolicy {
   conversationsMaxAgeMs: number | null;
   conversationsKeepLatest: number | null;
   batchSize: number;
+  vacuum: boolean;
 }
 
 const DEFAULT_STREAM_PARTS_GRACE_MS = 60 * 60 * 1000;
@@ -54,6 +62,13 @@ function count(name: string, value: number | null | undefined, min: number, max:
   return value;
 }
 
+function flag(name: string, value: boolean | undefined): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean')
+    throw new ArgumentError(`retention ${name} must be true or false, got ${JSON.stringify(value)}`);
+  return value;
+}
+
 export function resolveRetentionPolicy(policy: RetentionPolicy = {}): ResolvedRetentionPolicy {
   if (typeof policy !== 'object' || policy === null || Array.isArray(policy))
     throw new ArgumentError('a retention policy must be an object');
@@ -72,5 +87,6 @@ export function resolveRetentionPolicy(policy: RetentionPolicy = {}): ResolvedRe
       Number.MAX_SAFE_INTEGER,
     ),
     batchSize: count('batchSize', policy.batchSize, 1, MAX_BATCH_SIZE) ?? DEFAULT_RETENTION_BATCH_SIZE,
+    vacuum: flag('vacuum', policy.vacuum),
   };
 }

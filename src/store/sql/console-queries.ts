@@ -169,12 +169,15 @@ export class SqlConsoleReads implements ConsoleReads {
       after = ` AND (e.created_at, e.id) > (${this.#time}, ?)`;
       params.push(query.after.createdAt, query.after.id);
     }
-    // The executions are found by their status index; each is joined to its one turn.
+    // The executions are walked in order by their (status, created_at, id) index; each one's
+    // turn is probed by its key. A scalar subquery, not EXISTS: PostgreSQL never turns it into
+    // a join, so no statistics can make it merge-join the executions with the turns' primary
+    // key, which walks every turn up to the highest id with a call waiting (decision 76).
     const executions = await this.#rows<ToolExecutionRecord>(
       TOOL_EXECUTIONS,
       `SELECT e.* FROM turnkit_tool_executions e
-        WHERE e.status = ? AND EXISTS (SELECT 1 FROM turnkit_turns t WHERE t.id = e.turn_id
-          AND t.status IN (${marks(UNFINISHED_FOR_APPROVAL.length)}))${after}
+        WHERE e.status = ? AND (SELECT t.status FROM turnkit_turns t WHERE t.id = e.turn_id)
+          IN (${marks(UNFINISHED_FOR_APPROVAL.length)})${after}
         ORDER BY e.created_at, e.id LIMIT ${limitOf(query.limit)}`,
       params,
     );

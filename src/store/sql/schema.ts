@@ -271,6 +271,18 @@ export const MIGRATIONS: readonly Migration[] = [
         completed_at ${t.time})`,
     ],
   },
+  {
+    version: 11,
+    name: "a turn's executions by tool and in order",
+    // A turn's executions of one tool (the skills a model step offers, a replayed tool's
+    // earlier calls) by an index, not a walk of all the turn's executions: a long turn's
+    // per-step reads stay the same size as it runs; and a turn's executions in order, a
+    // console page at a time (decision 76).
+    statements: () => [
+      `CREATE INDEX turnkit_tool_executions_turn_tool ON turnkit_tool_executions (turn_id, tool_name, created_at, id)`,
+      `CREATE INDEX turnkit_tool_executions_turn_created ON turnkit_tool_executions (turn_id, created_at, id)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

@@ -792,7 +792,13 @@ export class SqlStore implements Store, ConsoleReadable {
       params.push(time(filter.after.createdAt), time(filter.after.createdAt), filter.after.id);
     }
     if (lane) return this.#laneTurns(where, params);
-    return this.#listTurns(where, params, 'created_at, id', filter.limit);
+    // The first turns to see a message: by the (conversation_id, context_message_sequence)
+    // index, which is creation order too (a conversation's turns are created in the order of
+    // the messages that start them). Ordered by creation time instead, PostgreSQL's generic
+    // plan walked every turn of the conversation to find none (decision 76).
+    const seeing = filter.seesSequence !== undefined && filter.conversationId !== undefined && !filter.after;
+    const order = seeing ? 'context_message_sequence, created_at, id' : 'created_at, id';
+    return this.#listTurns(where, params, order, filter.limit);
   }
 
   async listSubmittedTurns(options: { limit?: number } = {}): Promise<TurnRecord[]> {
