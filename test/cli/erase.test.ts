@@ -2,9 +2,11 @@
  * `turnkit erase` as an operator runs it: a spawned CLI against a real SQLite file, with a
  * `turnkit worker` on the task queue running the erasure workflow (the shared dev server).
  */
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { cliSession } from '../helpers/cli.js';
+import { cliSession, spawnCliWorker, stopCliWorker } from '../helpers/cli.js';
 import { requireTemporal } from '../helpers/temporal.js';
+import { waitUntil } from '../helpers/wait.js';
 
 describe.skipIf(!(await requireTemporal()))('turnkit erase', () => {
   const session = cliSession('erase');
@@ -78,4 +80,58 @@ describe.skipIf(!(await requireTemporal()))('turnkit erase', () => {
     expect(notJson.stderr).toContain('--principal is not JSON');
     expect(await session.store.listMessages(dave)).toHaveLength(2);
   }, 180_000);
+
+  it('privacy: an erasure whose worker is killed halfway (SIGKILL) completes on a new worker with the report its dry run gave', async () => {
+    const erin = { user: 'erin' };
+    for (let i = 0; i < 8; i++) await plant(erin);
+    const dry = await session.turnkit(['--json', 'erase', '--principal', '{"user":"erin"}', '--dry-run']);
+    expect(dry.code, dry.stderr).toBe(0);
+    const predicted = JSON.parse(dry.stdout) as { rows: Record<string, number> };
+    expect(predicted.rows).toMatchObject({ conversations: 8, messages: 16, turns: 8 });
+
+    // One row per delete: the erasure takes dozens of steps, and the worker dies among them.
+    const erasing = session.turnkit([
+      '--json',
+      'erase',
+      '--principal',
+      '{"user":"erin"}',
+      '--batch-size',
+      '1',
+    ]);
+    const ledger = new Database(session.env['TURNKIT_DATABASE_URL']!, {
+      readonly: true,
+      fileMustExist: true,
+    });
+    const stands = () =>
+      ledger
+        .prepare('SELECT state, completed_at FROM turnkit_erasures ORDER BY created_at DESC LIMIT 1')
+        .get() as { state: string; completed_at: string | null } | undefined;
+    let replacement: ReturnType<typeof spawnCliWorker> | undefined;
+    try {
+      await waitUntil(async () => {
+        const row = stands();
+        return row !== undefined && (JSON.parse(row.state) as { phase: string }).phase === 'rows';
+      }, 60_000);
+      session.worker.kill('SIGKILL');
+      await new Promise((resolve) => session.worker.once('exit', resolve));
+      expect(stands()?.completed_at).toBeNull();
+      // Killed halfway: some of erin's conversations are still there (dave's one is never erased).
+      const left = ledger.prepare('SELECT count(*) AS n FROM turnkit_conversations').get() as { n: number };
+      expect(left.n).toBeGreaterThan(1);
+
+      replacement = spawnCliWorker({ ...process.env, ...session.env }, session.dir);
+      await replacement.ready('turnkit worker: agents helper, slow');
+      const real = await erasing;
+      expect(real.code, real.stderr).toBe(0);
+      const report = JSON.parse(real.stdout) as { rows: Record<string, number>; dryRun: boolean };
+      expect(report.dryRun).toBe(false);
+      expect(report.rows).toEqual(predicted.rows);
+      expect(stands()?.completed_at).not.toBeNull();
+      const again = await session.turnkit(['erase', '--principal', '{"user":"erin"}']);
+      expect(again.stdout).toMatch(/^erase removed nothing/);
+    } finally {
+      ledger.close();
+      if (replacement) await stopCliWorker(replacement.child);
+    }
+  }, 240_000);
 });
