@@ -20,6 +20,7 @@
  * - `retention_soak_rows_per_recent_turn_growth_ratio`: the same for rows over the turns that
  *   ended in the last two windows (about 1 when retention keeps up, even while the turn rate
  *   of a shared machine changes, which moves the plain rows ratio);
+ *   `retention_soak_bytes_per_recent_turn_growth_ratio` the same for bytes;
  * - `retention_soak_vacuum` (1 with RETENTION_SOAK_VACUUM=1: the policy's `vacuum`) and, on
  *   PostgreSQL, `retention_soak_autovacuum_pg` (1 when the server's autovacuum is on): without
  *   either, PostgreSQL's tables keep growing, as docs/retention.md says.
@@ -229,15 +230,20 @@ async function soak(
     // Rows per turn that ended in the last two windows (a turn's rows stay about one window
     // after it ended): steady when retention keeps up, whatever the turn rate does.
     const doneBefore = (at: number) => [...samples].reverse().find((sample) => sample.at <= at)?.done ?? 0;
-    const perTurn = full.map((s) => s.rows / Math.max(1, s.done - doneBefore(s.at - 2 * WINDOW_MS)));
-    const perTurnGrowth = perTurn.length < 4 ? NaN : mean(perTurn.slice(half)) / mean(perTurn.slice(0, half));
+    const perTurnGrowth = (key: 'rows' | 'bytes') => {
+      const perTurn = full.map((s) => s[key] / Math.max(1, s.done - doneBefore(s.at - 2 * WINDOW_MS)));
+      return perTurn.length < 4 ? NaN : mean(perTurn.slice(half)) / mean(perTurn.slice(0, half));
+    };
     const keys = {
       [`retention_soak_turns${suffix}`]: done,
       [`retention_soak_seconds${suffix}`]: Math.round((Date.now() - started) / 100) / 10,
       [`retention_soak_stale_stream_parts${suffix}`]: await probe.staleStreamParts(lastCutoff),
       [`retention_soak_rows_growth_ratio${suffix}`]: Math.round(growth('rows') * 100) / 100,
-      [`retention_soak_rows_per_recent_turn_growth_ratio${suffix}`]: Math.round(perTurnGrowth * 100) / 100,
+      [`retention_soak_rows_per_recent_turn_growth_ratio${suffix}`]:
+        Math.round(perTurnGrowth('rows') * 100) / 100,
       [`retention_soak_bytes_growth_ratio${suffix}`]: Math.round(growth('bytes') * 100) / 100,
+      [`retention_soak_bytes_per_recent_turn_growth_ratio${suffix}`]:
+        Math.round(perTurnGrowth('bytes') * 100) / 100,
       [`retention_soak_rows_peak${suffix}`]: Math.max(...samples.map((s) => s.rows)),
       [`retention_soak_passes${suffix}`]: passes,
       [`retention_soak_largest_batch${suffix}`]: largestBatch,
