@@ -95,14 +95,24 @@ beforeAll(async () => {
     model,
   });
 });
-afterAll(async () => kit?.stop());
+// A failed assertion must not leave reviewer a's tool holding the worker open at shutdown.
+afterAll(async () => {
+  releaseA();
+  await kit?.stop();
+});
 
 describe('sub-agents as child workflows', () => {
   it('BG-12 E2E-01 two children run in parallel while the parent waits; one finishing does not release it; results come in call order', async () => {
     const run = await kit.client.run('coordinator', 'Review both parts');
-    await waitUntil(async () =>
-      (await run.turns()).some((t) => t.agentName === 'reviewer_b' && t.status === 'completed'),
-    );
+    // Reviewer a's turn turns running in its first step (the claim is folded into it), which
+    // may come after reviewer b has finished: wait for both.
+    await waitUntil(async () => {
+      const turns = await run.turns();
+      return (
+        turns.some((t) => t.agentName === 'reviewer_b' && t.status === 'completed') &&
+        turns.some((t) => t.agentName === 'reviewer_a' && t.status === 'running')
+      );
+    });
     const parent = await run.turn();
     expect(parent.status).toBe('waiting');
     expect(parent.claimToken).toBeNull();
