@@ -9,6 +9,7 @@ import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import { msToNumber } from '@temporalio/common/lib/time.js';
 import type { ActivitySettings, TurnActivities, TurnSettings } from './contract.js';
 import { DEFAULT_TURN_SETTINGS } from './contract.js';
+import type { RootDeadline } from './root-deadline.js';
 
 /** Store steps wait out a store outage of about five minutes (a restart or failover). */
 export const STORE_OUTAGE_RETRY = {
@@ -50,11 +51,12 @@ function timeouts(settings: Required<ActivitySettings>) {
  * stores on one task queue) refuses the work instead of missing the turn's rows (decision 67).
  * Only the payload changes: the commands, and so replay, stay as they were.
  */
+type Activity = ((input: object) => Promise<unknown>) & {
+  executeWithOptions(options: object, args: [object]): Promise<unknown>;
+};
+
 function stamped<P extends object>(proxy: P, storeId: string | undefined): P {
   if (storeId === undefined) return proxy;
-  type Activity = ((input: object) => Promise<unknown>) & {
-    executeWithOptions(options: object, args: [object]): Promise<unknown>;
-  };
   return new Proxy(proxy, {
     get(target, name) {
       const activity = Reflect.get(target, name) as Activity;
@@ -66,20 +68,51 @@ function stamped<P extends object>(proxy: P, storeId: string | undefined): P {
   });
 }
 
-export function turnActivities(settings: TurnSettings = {}) {
+/**
+ * A model, tool or output activity of a 0.6 run ends at the root deadline (decision 87): each
+ * call is scheduled with its timeouts cut to the time left, and a timeout at the deadline
+ * stops the turn as the root timer would have. Only the timeouts change, never the commands.
+ */
+function bounded<P extends object>(
+  proxy: P,
+  options: ActivityOptions,
+  deadline: RootDeadline | undefined,
+): P {
+  if (!deadline) return proxy;
+  return new Proxy(proxy, {
+    get(target, name) {
+      const activity = Reflect.get(target, name) as Activity;
+      const execute = async (overrides: object, args: [object]) => {
+        try {
+          return await activity.executeWithOptions({ ...overrides, ...deadline.bound(options) }, args);
+        } catch (error) {
+          deadline.failed(error);
+          throw error;
+        }
+      };
+      const call = (input: object) => execute({}, [input]);
+      call.executeWithOptions = execute;
+      return call;
+    },
+  });
+}
+
+/** The turn's activities; `deadline`: a 0.6 run's, which its model, tool and output calls end at. */
+export function turnActivities(settings: TurnSettings = {}, deadline?: RootDeadline) {
   const model = { ...DEFAULT_TURN_SETTINGS.model, ...settings.model };
   const tool = { ...DEFAULT_TURN_SETTINGS.tool, ...settings.tool };
   const output = { ...DEFAULT_TURN_SETTINGS.output, ...settings.output };
   const storeId = settings.store?.id;
   const proxy = (options: ActivityOptions) => stamped(proxyActivities<TurnActivities>(options), storeId);
+  const ending = (options: ActivityOptions) => bounded(proxy(options), options, deadline);
   return {
-    model: proxy({ ...timeouts(model), retry: infrastructureRetry(model) }),
-    tool: proxy({ ...timeouts(tool), retry: infrastructureRetry(tool) }),
+    model: ending({ ...timeouts(model), retry: infrastructureRetry(model) }),
+    tool: ending({ ...timeouts(tool), retry: infrastructureRetry(tool) }),
     maxProviderAttempts: settings.maxProviderAttempts ?? DEFAULT_TURN_SETTINGS.maxProviderAttempts,
     toolMaxAttempts: settings.maxToolAttempts ?? DEFAULT_TURN_SETTINGS.maxToolAttempts,
     // Output constraints and judges are user code and model calls: a scheduled activity with
     // its own timeout and heartbeat, never a short local one.
-    output: proxy({ ...timeouts(output), retry: infrastructureRetry(output) }),
+    output: ending({ ...timeouts(output), retry: infrastructureRetry(output) }),
     maxOutputAttempts: settings.maxOutputAttempts ?? DEFAULT_TURN_SETTINGS.maxOutputAttempts,
     // Failing a turn is a scheduled activity: the server runs it only for a workflow task it
     // accepted, so a stale task of this run can never fail the turn the live task runs.

@@ -482,7 +482,9 @@ export function turnStartOptions({ turn, task, settings }: TurnStart): {
       { key: TURNKIT_AGENT, value: turn.agentName },
       { key: TURNKIT_CONVERSATION_ID, value: turn.conversationId },
       { key: TURNKIT_ROOT_TURN_ID, value: turn.rootTurnId },
-      { key: TURNKIT_STATUS, value: turn.status },
+      // A pending turn's workflow starts by claiming it: it shows `running` from its start, and
+      // `pending` only while a busy lane or an open join refuses the claim (decision 87).
+      { key: TURNKIT_STATUS, value: turn.status === 'pending' ? 'running' : turn.status },
     ],
   };
 }

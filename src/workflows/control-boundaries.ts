@@ -21,6 +21,7 @@ export async function pauseAtBoundary(run: TurnRun): Promise<TurnDigest | null> 
   controls.paused = true;
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'paused' }]);
   run.console.update({ status: 'paused', lastStep: 'paused by a person' });
+  run.deadline.arm();
   await condition(() => !controls.pauseRequested);
   controls.paused = false;
   const digest = await runStoreStep(() =>
@@ -43,7 +44,10 @@ export async function commitToOutput(run: TurnRun): Promise<boolean> {
   const controls = run.controls;
   if (!controls) return false;
   for (;;) {
-    if (controls.authorizing > 0) await condition(() => controls.authorizing === 0);
+    if (controls.authorizing > 0) {
+      run.deadline.arm();
+      await condition(() => controls.authorizing === 0);
+    }
     // While paused, more controls may arrive: look again after the resume.
     if (!(await pauseAtBoundary(run))) break;
   }

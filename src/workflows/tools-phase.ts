@@ -182,6 +182,8 @@ export async function runToolsPhase(run: TurnRun, digest: TurnDigest): Promise<T
         ]),
       );
     await runStoreStep(() => store.suspendTurn(run.owner()));
+    // Children, joins and approvals are waited for: the root timer bounds the wait.
+    run.deadline.arm();
     upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'waiting' }]);
     const waitingOn = pass.subAgents.map((child) => child.agent);
     run.console.update({

@@ -1,9 +1,9 @@
 /**
  * How a turn workflow is asked to stop: the `cancel` signal, Temporal's own cancellation
- * request (0.5 runs) and the root timeout. The policy decides on a cancel in an activity; an
+ * request (0.5 runs) and the root timeout (root-deadline.ts). The policy decides on a cancel in an activity; an
  * accepted one, or the timeout, cancels the scope everything the turn does runs in.
  */
-import { CancellationScope, log, setHandler, sleep } from '@temporalio/workflow';
+import { CancellationScope, log, setHandler } from '@temporalio/workflow';
 import type { CancelRequest } from '../contract/cancel-request.js';
 import { parseCancelRequest } from '../contract/cancel-request.js';
 import type { TurnActivityProxies } from './activity-options.js';
@@ -62,13 +62,10 @@ export class TurnCancel {
     this.#accept(verdict.allowed, native);
   }
 
-  /** The root timeout is a durable timer from submission; it cancels whatever is in flight. */
-  startRootTimer(deadline: string): void {
-    const remaining = Math.max(Date.parse(deadline) - Date.now(), 0);
-    void CancellationScope.nonCancellable(() => sleep(remaining)).then(() => {
-      this.timedOut = true;
-      this.scope.cancel();
-    });
+  /** The root deadline passed (its timer, or an activity that ended at it): stops the turn. */
+  expire(): void {
+    this.timedOut = true;
+    this.scope.cancel();
   }
 
   #accept(allowed: boolean, request: CancelRequest): void {

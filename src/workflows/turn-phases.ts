@@ -55,6 +55,22 @@ async function claimOnce(run: TurnRun): Promise<ClaimStepDigest> {
   return done;
 }
 
+/**
+ * The turn's status in Temporal's visibility (`TurnKitStatus`). A turn's workflow starts
+ * showing `running` (`turnStartOptions`); on 0.6 runs the attribute is upserted only when it
+ * changes (decision 87): a claim refused by a busy lane or an open join shows `pending` while
+ * the turn waits, and the claim that follows shows `running` again. Earlier runs upsert
+ * `running` after the claim, as their histories recorded.
+ */
+function showStatus(run: TurnRun, status: 'pending' | 'running'): void {
+  if (!run.features.v0_6) {
+    if (status === 'running') upsertSearchAttributes([{ key: TURNKIT_STATUS, value: status }]);
+    return;
+  }
+  if (workflowInfo().typedSearchAttributes.get(TURNKIT_STATUS) === status) return;
+  upsertSearchAttributes([{ key: TURNKIT_STATUS, value: status }]);
+}
+
 /** Claims the turn; refused by a busy lane or an open join, waits for a nudge and claims again. */
 export async function claimWhenFree(run: TurnRun): Promise<ClaimStepDigest> {
   let seen = nudgeMark(run);
@@ -65,6 +81,7 @@ export async function claimWhenFree(run: TurnRun): Promise<ClaimStepDigest> {
     wait = Math.min(wait * 2, 30)
   ) {
     const claim = done.claim;
+    showStatus(run, 'pending');
     if (releasedPatch(run.features, PATCH_SIGNALLED_WAITS)) {
       // Woken by the lane (its predecessor finished) or by a join target; a timer backs it up.
       const until = claim.reason === 'waiting' && claim.deadline ? Date.parse(claim.deadline) : null;
@@ -76,7 +93,7 @@ export async function claimWhenFree(run: TurnRun): Promise<ClaimStepDigest> {
     done = await claimOnce(run);
   }
   if (done.claim.claimed) {
-    upsertSearchAttributes([{ key: TURNKIT_STATUS, value: 'running' }]);
+    showStatus(run, 'running');
     run.console.digest(done.claim);
   } else {
     run.console.update({ status: done.claim.status });
@@ -240,6 +257,8 @@ async function routedModelStep(
   input: ModelStepInput,
 ): Promise<ModelStepDigest> {
   const route = run.modelRoute!;
+  // A queued call waits for its provider's rate limit, which no timeout of its own bounds.
+  run.deadline.arm();
   const queueOf = (index: number) => route.queues[index] ?? workflowInfo().taskQueue;
   for (let index = 0; ;) {
     const proxy = routedModelActivities(run.settings, queueOf(index), route.fairnessKey);

@@ -13,6 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { TurnActivityProxies } from './activity-options.js';
 import { TurnConsole } from './console.js';
+import type { RootDeadline } from './root-deadline.js';
 import type { RunFeatures } from './patches.js';
 import type { TurnControls } from './controls.js';
 import type { TurnContinuation, TurnSettings, TurnWorkflowInput } from './contract.js';
@@ -46,11 +47,14 @@ export interface TurnRun {
   continued: TurnContinuation | undefined;
   /** Where the model calls run, as the claim said (decision 43); absent: the turn's own queue. */
   modelRoute?: ModelRoute | undefined;
+  /** The root timeout: armed before any wait that no activity's timeout bounds (decision 87). */
+  deadline: RootDeadline;
 }
 
 /** What a run is built from beside its input: decided at the workflow's start. */
 interface RunParts {
   activities: TurnActivityProxies;
+  deadline: RootDeadline;
   features: RunFeatures;
   controls: TurnControls | null;
   nudges: () => number;

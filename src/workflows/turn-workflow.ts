@@ -13,6 +13,7 @@ import {
 } from '@temporalio/workflow';
 import { turnActivities } from './activity-options.js';
 import { runFeatures } from './patches.js';
+import { RootDeadline } from './root-deadline.js';
 import { TurnControls } from './controls.js';
 import { TurnCancel } from './turn-cancel.js';
 import type { TurnWorkflowInput, TurnWorkflowResult } from './contract.js';
@@ -27,7 +28,8 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
   const { turnId } = input;
   // Before any command: see patches.ts.
   const features = runFeatures();
-  const activities = turnActivities(input.settings);
+  const deadline = new RootDeadline(features.v0_6);
+  const activities = turnActivities(input.settings, features.v0_6 ? deadline : undefined);
   // Everything the turn does runs in this scope, so cancel and the root timeout stop it alike.
   // On 0.5 runs it is shielded from Temporal's own cancellation, which is a request the
   // cancel policy decides on (below), not an order.
@@ -51,18 +53,20 @@ export async function turnWorkflow(input: TurnWorkflowInput): Promise<TurnWorkfl
     controls,
   );
   cancel.register(shield);
+  deadline.onExpire = () => cancel.expire();
 
-  const run = newTurnRun(input, { activities, features, controls, nudges: () => nudges });
+  const run = newTurnRun(input, { activities, features, controls, deadline, nudges: () => nudges });
   controls?.register(run, shield);
   let end: TurnEnd;
   try {
     end = await scope.run(async (): Promise<TurnEnd> => {
       const { claim, step } = await claimWhenFree(run);
       if (!claim.claimed) return { result: { turnId, status: claim.status, claimed: false } };
-      if (claim.deadline) cancel.startRootTimer(claim.deadline);
+      deadline.set(claim.deadline);
       const done = await runClaimedPhases(run, claim, step);
       if (done.continueAsNew) {
         // Handlers drained first: a cancel that arrived with the switch ends the turn below.
+        deadline.arm();
         await condition(allHandlersFinished);
         const current = CancellationScope.current();
         if (current.consideredCancelled) await current.cancelRequested;

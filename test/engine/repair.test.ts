@@ -144,6 +144,11 @@ describe('RC-02 repair pairs tool calls and results one-to-one', () => {
     expect(results['0:fast']!.error).toBe(false);
     expect(JSON.parse(results['1:hang']!.text).message).toBe(outcomeUnknown('turn failed: turn timed out'));
     expect(JSON.parse(results['2:later']!.text).message).toMatch(/^not executed: turn failed/);
+    // Decision 87: no root timer; the hanging call's activity ended at the deadline itself.
+    const history = await kit.client.temporal.workflow.getHandle(run.workflowId).fetchHistory();
+    const events = history.events ?? [];
+    expect(events.filter((e) => e.timerStartedEventAttributes)).toEqual([]);
+    expect(events.filter((e) => e.activityTaskTimedOutEventAttributes)).toHaveLength(1);
   });
 
   it('RC-02 a failure mid-tools (tool budget exhausted on the third call): every call still has exactly one result', async () => {

@@ -69,4 +69,20 @@ describe('release 0.6 histories (decision 82)', () => {
     expect(markers).toEqual(['core_patch']);
     expect(activities).toEqual(['claimStep', 'toolCall', 'toolCall']);
   });
+
+  it('decision 87: floor-tools.json starts no root timer and upserts its status once, at the end; floor-busy.json shows `pending` while the lane refuses it', () => {
+    const types = (name: string) =>
+      (
+        JSON.parse(readFileSync(new URL(name, dir), 'utf8')) as { events: { eventType: string }[] }
+      ).events.map((e) => e.eventType.replace('EVENT_TYPE_', ''));
+    const tools = types('floor-tools.json');
+    expect(tools).not.toContain('TIMER_STARTED');
+    // The patch's TemporalChangeVersion upsert, then only the final status.
+    expect(tools.filter((t) => t === 'UPSERT_WORKFLOW_SEARCH_ATTRIBUTES')).toHaveLength(2);
+    expect(tools.lastIndexOf('UPSERT_WORKFLOW_SEARCH_ATTRIBUTES')).toBe(tools.length - 2);
+    const busy = types('floor-busy.json');
+    // Refused: `pending` and the nudge's timer; claimed: `running`, then the final status.
+    expect(busy.filter((t) => t === 'UPSERT_WORKFLOW_SEARCH_ATTRIBUTES')).toHaveLength(4);
+    expect(busy.indexOf('TIMER_STARTED')).toBe(busy.indexOf('UPSERT_WORKFLOW_SEARCH_ATTRIBUTES', 6) + 1);
+  });
 });
