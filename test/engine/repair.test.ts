@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { repairTranscript } from '../../src/engine/end/transcript-repair.js';
-import { outcomeUnknown } from '../../src/engine/tools/verdict.js';
+import { outcomeUnknown } from '../../src/engine/step/result-texts.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';
 import { openStore } from '../../src/store/index.js';

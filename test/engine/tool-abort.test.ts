@@ -11,8 +11,8 @@ import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { defineTool } from '../../src/agents/tool.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { interruptOpen } from '../../src/engine/tools/tool-results.js';
-import { outcomeUnknown } from '../../src/engine/tools/verdict.js';
+import { interruptOpen } from '../../src/engine/step/tool-results.js';
+import { outcomeUnknown } from '../../src/engine/step/result-texts.js';
 import { runToolCall } from '../../src/engine/tools/tool-call.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 

@@ -21,7 +21,7 @@ import {
   unrunnable,
 } from '../../src/engine/tools/tool-failure.js';
 import type { CallView, ToolCall } from '../../src/engine/tools/verdict.js';
-import { OUTCOME_UNKNOWN } from '../../src/engine/tools/verdict.js';
+import { OUTCOME_UNKNOWN } from '../../src/engine/step/result-texts.js';
 
 const lookup = defineTool({
   name: 'lookup',

@@ -12,7 +12,7 @@ import { AgentRegistry } from '../../src/agents/registry.js';
 import { TurnKitClient } from '../../src/client/turnkit-client.js';
 import { applyFinding, diagnoseTurn } from '../../src/engine/end/repair.js';
 import { Runtime } from '../../src/engine/runtime.js';
-import { outcomeUnknown } from '../../src/engine/tools/verdict.js';
+import { outcomeUnknown } from '../../src/engine/step/result-texts.js';
 import { WorkflowStartError } from '../../src/errors.js';
 import { ScriptedModel } from '../../src/models/scripted-model.js';
 import type { ModelRequest } from '../../src/models/types.js';

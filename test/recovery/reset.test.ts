@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { defineTool } from '../../src/agents/tool.js';
 import type { RunHandle } from '../../src/client/run-handle.js';
-import { OUTCOME_UNKNOWN } from '../../src/engine/tools/verdict.js';
+import { OUTCOME_UNKNOWN } from '../../src/engine/step/result-texts.js';
 import type { ModelClient } from '../../src/models/types.js';
 import type { JsonObject } from '../../src/store/types.js';
 import type { TestKit } from '../helpers/turnkit.js';

@@ -10,7 +10,7 @@ import type { ControlRequest } from '../../contract/control-request.js';
 import { signedParams } from '../../contract/control-request.js';
 import type { ControlVerdict } from '../../contract/activities.js';
 import type { Runtime } from '../runtime.js';
-import { findToolExecution } from '../tools/execution-lookup.js';
+import { findToolExecution } from '../step/execution-lookup.js';
 import { principalOf, turnState } from '../step/turn-state.js';
 import { verifyOnce } from './signature-use.js';
 

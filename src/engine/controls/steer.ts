@@ -4,11 +4,11 @@
  */
 import { isOpenToolExecution } from '../../store/types.js';
 import type { MessageRecord } from '../../store/types.js';
-import { appendAfterResults } from '../tools/after-results.js';
+import { appendAfterResults } from '../step/after-results.js';
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
-import { appendResultOf, closeUnrun } from '../tools/tool-results.js';
-import { executionsOfCalls } from '../tools/execution-lookup.js';
+import { appendResultOf, closeUnrun } from '../step/tool-results.js';
+import { executionsOfCalls } from '../step/execution-lookup.js';
 import { toolCallParts } from '../step/turn-state.js';
 import { messageCreated, turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';

@@ -9,7 +9,7 @@ import type {
   TurnUpdate,
 } from '../../store/types.js';
 import type { Runtime } from '../runtime.js';
-import { interruptOpen } from '../tools/tool-results.js';
+import { interruptOpen } from '../step/tool-results.js';
 import type { CallbackVerdict } from './callback.js';
 import { callbackEvents, completionCallback, emitCallback } from './callback.js';
 import { messageCreated } from '../step/events.js';

@@ -1,7 +1,7 @@
 import type { Json, MessageRecord, Store, TurnRecord } from '../../store/types.js';
-import { appendAfterResultsTo } from '../tools/after-results.js';
-import { appendToolResultOnce } from '../tools/tool-results.js';
-import { outcomeUnknown } from '../tools/verdict.js';
+import { appendAfterResultsTo } from '../step/after-results.js';
+import { appendToolResultOnce } from '../step/tool-results.js';
+import { outcomeUnknown } from '../step/result-texts.js';
 import { toolCallParts } from '../step/turn-state.js';
 
 /**

@@ -1,10 +1,9 @@
 /** Starting or nudging the workflows of the store from outside them (repair, the lane). */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import type { TurnRecord } from '../../store/types.js';
+import type { Store, TurnRecord } from '../../store/types.js';
 import { laneStartOptions, laneFreeSignal, turnStartOptions } from '../../workflows/contract.js';
 import type { laneWorkflow } from '../../workflows/lane-workflow.js';
 import type { turnWorkflow } from '../../workflows/turn-workflow.js';
-import { taskOf } from '../lane/build-turn.js';
 import type { RepairContext } from './repair.js';
 
 /**
@@ -41,4 +40,16 @@ export async function wakeLane(context: RepairContext, conversationId: string): 
     ...laneStartOptions(conversationId, context.settings),
     taskQueue: context.taskQueue,
   });
+}
+
+/** What a turn is about: the text of its trigger (the last message it sees), else its id. */
+export async function taskOf(store: Store, turn: TurnRecord): Promise<string> {
+  const through = turn.contextMessageSequence;
+  // Usually the message at the snapshot's sequence: read it alone, not the whole history.
+  const trigger =
+    (
+      await store.listMessages(turn.conversationId, { throughSequence: through, afterSequence: through - 1 })
+    ).at(-1) ?? (await store.listMessages(turn.conversationId, { throughSequence: through })).at(-1);
+  const text = trigger?.content.find((part) => part.type === 'text');
+  return text && text.type === 'text' ? text.text : turn.id;
 }

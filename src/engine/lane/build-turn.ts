@@ -5,7 +5,7 @@ import { ArgumentError } from '../../errors.js';
 import type { Thinking } from '../../models/types.js';
 import type { ModelChoice } from '../../models/model-chain.js';
 import { modelChain } from '../../models/model-chain.js';
-import { TOOL_REPLAY_OPTION } from '../tools/tool-replay.js';
+import { TOOL_REPLAY_OPTION } from '../step/turn-options.js';
 import { jsonCopy, nowIso } from '../../store/records.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 
@@ -127,16 +127,4 @@ function outputJsonSchema(schema: z.ZodType | JsonObject | undefined): JsonObjec
   if (schema instanceof z.ZodType) return schemaToJson(schema);
   if (schema && typeof schema === 'object' && !Array.isArray(schema)) return schema;
   throw new ArgumentError('outputSchema must be a zod schema or a JSON Schema object');
-}
-
-/** What a turn is about: the text of its trigger (the last message it sees), else its id. */
-export async function taskOf(store: Store, turn: TurnRecord): Promise<string> {
-  const through = turn.contextMessageSequence;
-  // Usually the message at the snapshot's sequence: read it alone, not the whole history.
-  const trigger =
-    (
-      await store.listMessages(turn.conversationId, { throughSequence: through, afterSequence: through - 1 })
-    ).at(-1) ?? (await store.listMessages(turn.conversationId, { throughSequence: through })).at(-1);
-  const text = trigger?.content.find((part) => part.type === 'text');
-  return text && text.type === 'text' ? text.text : turn.id;
 }

@@ -12,7 +12,7 @@ import type { JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/ty
 import { turnDigest } from '../step/digest.js';
 import type { Runtime } from '../runtime.js';
 import { toolForTurn } from '../model/skills.js';
-import { findToolExecution } from './execution-lookup.js';
+import { findToolExecution } from '../step/execution-lookup.js';
 import { retryWhileStoreDown } from '../step/store-outage.js';
 import { closeToolsPhase } from './tools-phase.js';
 import { TurnStep } from '../step/turn-step.js';

@@ -19,8 +19,8 @@ import type { TurnStep, TurnTx } from '../step/turn-step.js';
 import type { TurnState } from '../step/turn-state.js';
 import { callHistory } from '../model/call-history.js';
 import { toolForTurn } from '../model/skills.js';
-import { findToolExecution } from './execution-lookup.js';
-import { appendToolResultOnce, closeUnrun, resultOf } from './tool-results.js';
+import { findToolExecution } from '../step/execution-lookup.js';
+import { appendToolResultOnce, closeUnrun, resultOf } from '../step/tool-results.js';
 import type { CallView, Closing, ToolCall } from './verdict.js';
 import { errorDetails } from './verdict.js';
 

@@ -9,7 +9,8 @@ import { AuthorizationError, BudgetError, LostClaim, ToolError, TurnKitError } f
 import { retryDelayMs } from '../step/retry-delay.js';
 import { afterToolSpend } from './budget-completion.js';
 import type { CallView, Decided, Verdict } from './verdict.js';
-import { errorDetails, failWith, OUTCOME_UNKNOWN, RUN } from './verdict.js';
+import { OUTCOME_UNKNOWN } from '../step/result-texts.js';
+import { errorDetails, failWith, RUN } from './verdict.js';
 
 /**
  * A replay-safe tool threw and has attempts left (`maxToolAttempts`): Temporal runs it again

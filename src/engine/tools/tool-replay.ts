@@ -7,11 +7,9 @@
 import { canonicalJson } from '../../store/records.js';
 import type { JsonObject, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
 import type { ToolDefinition } from '../../agents/tool.js';
+import { TOOL_REPLAY_OPTION } from '../step/turn-options.js';
 import type { CallView, Decided } from './verdict.js';
 import { failWith } from './verdict.js';
-
-/** The turn option's key: `{ turn_id }` of the recorded turn whose executions answer the calls. */
-export const TOOL_REPLAY_OPTION = 'tool_replay';
 
 /** The recorded turn this turn replays its tools from, if it was built with `toolReplay`. */
 export function toolReplaySource(turn: TurnRecord): string | null {

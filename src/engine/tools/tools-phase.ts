@@ -11,10 +11,10 @@ import { TurnStep } from '../step/turn-step.js';
 import type { TurnTx } from '../step/turn-step.js';
 import { toolCallParts } from '../step/turn-state.js';
 import type { Runtime } from '../runtime.js';
-import { appendAfterResults } from './after-results.js';
-import { executionsOfCalls, findToolExecution } from './execution-lookup.js';
+import { appendAfterResults } from '../step/after-results.js';
+import { executionsOfCalls, findToolExecution } from '../step/execution-lookup.js';
 import type { ToolCall } from './verdict.js';
-import { closeUnrun } from './tool-results.js';
+import { closeUnrun } from '../step/tool-results.js';
 import { SPEND_LIMIT_SKIP } from './budget-completion.js';
 import type { OwnerInput, TurnDigest } from '../../contract/digests.js';
 

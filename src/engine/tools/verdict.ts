@@ -70,14 +70,6 @@ export type Decided = Exclude<Verdict, { kind: 'run' }>;
 
 export const RUN: Verdict = { kind: 'run' };
 
-/** An interrupted call's result: what stopped it, and that its outcome is unknown. */
-export function outcomeUnknown(cause: string): string {
-  return `interrupted (${cause}) while this tool was running; its outcome is unknown, do not assume either way`;
-}
-
-/** A call whose attempt died with its worker, found still running by the retry. */
-export const OUTCOME_UNKNOWN = outcomeUnknown('the worker running it was lost');
-
 /** The verdict that fails the call with `message` (and `details`), unrun or run. */
 export function failWith(
   message: string,

@@ -6,7 +6,7 @@
  */
 import { nowIso } from '../../store/records.js';
 import { isOpenToolExecution } from '../../store/types.js';
-import { outcomeUnknown } from './verdict.js';
+import { outcomeUnknown } from './result-texts.js';
 import type {
   Json,
   JsonObject,

@@ -6,8 +6,8 @@
  */
 import type { AfterResultsMessage } from '../../agents/tool.js';
 import type { JsonObject, MessageRecord, Store, TurnRecord } from '../../store/types.js';
-import type { TurnTx } from '../step/turn-step.js';
-import { turnState } from '../step/turn-state.js';
+import type { TurnTx } from './turn-step.js';
+import { turnState } from './turn-state.js';
 
 /**
  * Writes the messages completed calls asked for after the results: every call of the
