@@ -238,7 +238,6 @@ function searchPathOption(schema: string | undefined): string | undefined {
 class PostgresDriver implements SqlDriver {
   readonly backend = 'postgres' as const;
   readonly dialect = POSTGRES_DIALECT;
-  readonly statementErrorsAbortTransaction = true;
   readonly autocommitWrites = true;
   readonly #pool: pg.Pool;
   readonly #target: Target;
@@ -342,10 +341,6 @@ class PostgresDriver implements SqlDriver {
 
   describeError(error: unknown): unknown {
     return describePgError(this.#target, error);
-  }
-
-  isUniqueViolation(error: unknown): boolean {
-    return (error as { code?: unknown })?.code === '23505';
   }
 
   async open(): Promise<MigrationResult> {

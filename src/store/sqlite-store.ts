@@ -173,7 +173,6 @@ class Connection {
 class SqliteDriver implements SqlDriver {
   readonly backend = 'sqlite' as const;
   readonly dialect = SQLITE_DIALECT;
-  readonly statementErrorsAbortTransaction = false;
   readonly autocommitWrites = false;
   readonly path: string;
   readonly #busyTimeoutMs: number;
@@ -250,11 +249,6 @@ class SqliteDriver implements SqlDriver {
     return describeSqliteError(this.path, error);
   }
 
-  isUniqueViolation(error: unknown): boolean {
-    const code = codeOf(error);
-    return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
-  }
-
   /**
    * `PRAGMA optimize` on the writer, between transactions. Statistics only steer the planner
    * (the store's plans do not depend on them): a round that fails, say while another process
@@ -301,7 +295,6 @@ export function memoryDriver(): SqlDriver {
   return {
     backend: 'memory',
     dialect: driver.dialect,
-    statementErrorsAbortTransaction: driver.statementErrorsAbortTransaction,
     autocommitWrites: driver.autocommitWrites,
     async transaction(fn) {
       await ready;
@@ -313,7 +306,6 @@ export function memoryDriver(): SqlDriver {
       return driver.query(sql, params);
     },
     describeError: (error) => driver.describeError(error),
-    isUniqueViolation: (error) => driver.isUniqueViolation(error),
     async close() {
       await ready.catch(() => undefined);
       await driver.close();

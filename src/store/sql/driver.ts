@@ -29,12 +29,6 @@ export type LockKey = 'graph' | 'migrations' | `conv:${string}` | `stream:${stri
 export interface SqlDriver {
   readonly backend: StoreBackend;
   readonly dialect: SqlDialect;
-  /**
-   * Whether a failed statement aborts the whole transaction (PostgreSQL). When it does, a
-   * write joining an open transaction runs inside a savepoint, so a refused insert (say, a
-   * duplicate tool execution the caller catches) does not poison the caller's block.
-   */
-  readonly statementErrorsAbortTransaction: boolean;
   /** Opens a transaction on one connection, runs `fn`, commits; rolls back when it throws. */
   transaction<T>(fn: (connection: SqlConnection) => Promise<T>): Promise<T>;
   /** Takes `key` inside the connection's transaction (a no-op where a transaction already
@@ -54,7 +48,5 @@ export interface SqlDriver {
     onPayload: (payload: string) => void,
     onLost: () => void,
   ): Promise<() => Promise<void>>;
-  /** Whether the error is a unique-constraint violation. */
-  isUniqueViolation(error: unknown): boolean;
   close(): Promise<void>;
 }

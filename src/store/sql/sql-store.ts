@@ -386,44 +386,21 @@ export class SqlStore implements Store, ConsoleReadable {
   }
 
   /**
-   * A write. Inside a transaction it takes `keys` and, when the write is `refusable` (an
-   * insert a unique index may refuse, which callers catch and go on from) and a failed
-   * statement would abort the whole transaction, runs in a savepoint so its refusal leaves
-   * the caller's block usable. Other writes (updates, claims, event appends) run without one:
-   * a savepoint costs two round trips, and should one of them fail after all, the block fails
-   * at COMMIT and nothing it wrote is kept. Outside a transaction it opens its own, unless it
-   * needs no lock and the driver runs autocommit writes (each write operation without keys is
-   * correct statement by statement).
+   * A write. Inside a transaction it takes `keys` and runs there. Inserts a unique index may
+   * refuse (which callers catch and go on from) are `ON CONFLICT DO NOTHING`, so a refusal is
+   * no failed statement and leaves the caller's block usable without a savepoint. Should
+   * another write fail after all, the block fails at COMMIT and nothing it wrote is kept.
+   * Outside a transaction it opens its own, unless it needs no lock and the driver runs
+   * autocommit writes (each write operation without keys is correct statement by statement).
    */
-  async #write<T>(
-    keys: readonly LockKey[],
-    fn: (connection: SqlConnection) => Promise<T>,
-    refusable = false,
-  ): Promise<T> {
+  async #write<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
     this.#assertOpen();
     const context = this.#current();
     try {
       if (context) {
-        const nested = this.#operation.getStore() === context;
         return await this.#serial(context, async () => {
           await this.#acquire(context, keys);
-          if (nested || !refusable || !this.#driver.statementErrorsAbortTransaction) {
-            return fn(context.connection);
-          }
-          await context.connection.query('SAVEPOINT turnkit_write');
-          try {
-            const result = await fn(context.connection);
-            await context.connection.query('RELEASE SAVEPOINT turnkit_write');
-            return result;
-          } catch (error) {
-            // If even this fails (a lost connection), the original error is the one to report;
-            // the transaction then fails at its next statement or at COMMIT.
-            await context.connection
-              .query('ROLLBACK TO SAVEPOINT turnkit_write')
-              .then(() => context.connection.query('RELEASE SAVEPOINT turnkit_write'))
-              .catch(() => undefined);
-            throw error;
-          }
+          return fn(context.connection);
         });
       }
       if (keys.length === 0 && this.#driver.autocommitWrites) return await fn(this.#autocommit);
@@ -431,11 +408,6 @@ export class SqlStore implements Store, ConsoleReadable {
     } catch (error) {
       throw this.#describe(error);
     }
-  }
-
-  /** A write a unique index may refuse (an insert): inside a transaction, in a savepoint. */
-  #refusable<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
-    return this.#write(keys, fn, true);
   }
 
   async atomic<T>(conversationId: string | null, fn: () => Promise<T>): Promise<T> {
@@ -448,7 +420,10 @@ export class SqlStore implements Store, ConsoleReadable {
 
   // Shared statements
 
-  /** INSERT … RETURNING *; with `parent`, only when that row exists (else RecordNotFound). */
+  /**
+   * INSERT … ON CONFLICT DO NOTHING RETURNING *; with `parent`, only when that row exists (else
+   * RecordNotFound). A row a unique index refused is a StoreError naming the duplicate.
+   */
   async #insert<T>(
     connection: SqlConnection,
     spec: TableSpec,
@@ -471,30 +446,20 @@ export class SqlStore implements Store, ConsoleReadable {
     } else {
       sql += `VALUES (${placeholders.join(', ')})`;
     }
-    let rows: Row[];
-    try {
-      rows = await connection.query(`${sql} RETURNING *`, params);
-    } catch (error) {
-      if (this.#driver.isUniqueViolation(error)) throw this.#duplicate(spec, record, error);
-      throw error;
-    }
-    if (!rows[0]) throw new RecordNotFound(parent!.spec.noun, parent!.id);
-    return this.#record(spec, rows[0], 'lenient') as Promise<T>;
+    const [row] = await connection.query(`${sql} ON CONFLICT DO NOTHING RETURNING *`, params);
+    if (row) return this.#record(spec, row, 'lenient') as Promise<T>;
+    if (parent && !(await this.#exists(connection, parent.spec, parent.id)))
+      throw new RecordNotFound(parent.spec.noun, parent.id);
+    throw this.#duplicate(spec, record);
   }
 
-  #duplicate(spec: TableSpec, record: object, cause: unknown): StoreError {
+  #duplicate(spec: TableSpec, record: object): StoreError {
     const r = record as Record<string, unknown>;
-    if (spec === TOOL_EXECUTIONS) {
-      return new StoreError(`turn ${r['turnId']} already has an execution for tool call ${r['toolCallId']}`, {
-        cause,
-      });
-    }
-    if (spec === MESSAGES) {
-      return new StoreError(`conversation ${r['conversationId']} already has a message with that sequence`, {
-        cause,
-      });
-    }
-    return new StoreError(`${spec.noun} ${String(r['id'])} already exists`, { cause });
+    if (spec === TOOL_EXECUTIONS)
+      return new StoreError(`turn ${r['turnId']} already has an execution for tool call ${r['toolCallId']}`);
+    if (spec === MESSAGES)
+      return new StoreError(`conversation ${r['conversationId']} already has a message with that sequence`);
+    return new StoreError(`${spec.noun} ${String(r['id'])} already exists`);
   }
 
   async #load<T extends object>(spec: TableSpec, id: string): Promise<T> {
@@ -536,7 +501,7 @@ export class SqlStore implements Store, ConsoleReadable {
 
   async createConversation(attrs: NewConversation): Promise<ConversationRecord> {
     const record = buildConversation(attrs);
-    return this.#refusable([], (c) => this.#insert(c, CONVERSATIONS, record));
+    return this.#write([], (c) => this.#insert(c, CONVERSATIONS, record));
   }
 
   async loadConversation(id: string): Promise<ConversationRecord> {
@@ -583,7 +548,7 @@ export class SqlStore implements Store, ConsoleReadable {
     const built = buildMessage(attrs);
     // Allocated under the conversation lock (taken here even outside atomic); the unique
     // (conversation_id, sequence) index is the backstop.
-    return this.#refusable([`conv:${attrs.conversationId}`], (c) =>
+    return this.#write([`conv:${attrs.conversationId}`], (c) =>
       this.#insert<MessageRecord>(c, MESSAGES, built, {
         spec: CONVERSATIONS,
         id: attrs.conversationId,
@@ -690,7 +655,7 @@ export class SqlStore implements Store, ConsoleReadable {
 
   async createTurn(attrs: NewTurn): Promise<TurnRecord> {
     const record = buildTurn(attrs);
-    return this.#refusable([], (c) =>
+    return this.#write([], (c) =>
       this.#insert<TurnRecord>(c, TURNS, record, { spec: CONVERSATIONS, id: record.conversationId }),
     );
   }
@@ -868,26 +833,21 @@ export class SqlStore implements Store, ConsoleReadable {
 
   // Deliveries
 
-  /** Race-safe insert-or-return: INSERT … ON CONFLICT (key) DO NOTHING, then the existing row. */
+  /** Race-safe insert-or-return: INSERT … ON CONFLICT DO NOTHING, then the row holding the key. */
   async createDelivery(attrs: NewDelivery): Promise<DeliveryRecord> {
     const record = buildDelivery(attrs);
-    return this.#refusable([], async (c) => {
+    return this.#write([], async (c) => {
       const { columns, values } = assignments(DELIVERIES, await this.#sealed.seal(c, DELIVERIES, record));
       const placeholders = columns.map((column) => this.#driver.dialect.param(column.kind));
-      let inserted: Row[];
-      try {
-        inserted = await c.query(
-          `INSERT INTO turnkit_deliveries (${columns.map((col) => col.column).join(', ')})
-            VALUES (${placeholders.join(', ')}) ON CONFLICT (key) DO NOTHING RETURNING *`,
-          values,
-        );
-      } catch (error) {
-        if (this.#driver.isUniqueViolation(error)) throw this.#duplicate(DELIVERIES, record, error);
-        throw error;
-      }
-      if (inserted[0]) return this.#record<DeliveryRecord>(DELIVERIES, inserted[0], 'lenient');
+      const [inserted] = await c.query(
+        `INSERT INTO turnkit_deliveries (${columns.map((col) => col.column).join(', ')})
+          VALUES (${placeholders.join(', ')}) ON CONFLICT DO NOTHING RETURNING *`,
+        values,
+      );
+      if (inserted) return this.#record<DeliveryRecord>(DELIVERIES, inserted, 'lenient');
+      // Refused by the key (the delivery exists: it is returned) or else by the id.
       const [existing] = await c.query(`SELECT * FROM turnkit_deliveries WHERE key = ?`, [record.key]);
-      if (!existing) throw new StoreError(`delivery key ${record.key} conflicted but no row holds it`);
+      if (!existing) throw this.#duplicate(DELIVERIES, record);
       return matchExistingDelivery(await this.#record<DeliveryRecord>(DELIVERIES, existing), attrs);
     });
   }
@@ -935,7 +895,7 @@ export class SqlStore implements Store, ConsoleReadable {
     };
     const { columns, values } = assignments(WAITS, record);
     const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
-    return this.#refusable([], async (c) => {
+    return this.#write([], async (c) => {
       const [inserted] = await c.query(
         `INSERT INTO turnkit_waits (${columns.map((col) => col.column).join(', ')})
           VALUES (${placeholders.join(', ')}) ON CONFLICT (turn_id, target_turn_id) DO NOTHING RETURNING *`,
@@ -1001,7 +961,7 @@ export class SqlStore implements Store, ConsoleReadable {
 
   async createToolExecution(attrs: NewToolExecution): Promise<ToolExecutionRecord> {
     const record = buildToolExecution(attrs);
-    return this.#refusable([], (c) =>
+    return this.#write([], (c) =>
       this.#insert<ToolExecutionRecord>(c, TOOL_EXECUTIONS, record, { spec: TURNS, id: record.turnId }),
     );
   }
