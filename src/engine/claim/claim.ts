@@ -178,14 +178,13 @@ export async function claimTurn(
       ...routeOf(runtime, agent, taken),
     };
   }
-  const outcome = await claimInLane(store, turnId, claimToken, initial);
+  const outcome = await claimInLane(store, turnId, claimToken, initial, (claimed) =>
+    runtime.emit(claimed, 'turn.started', {
+      status: claimed.status,
+      model: runtime.modelFor(agent, claimed),
+    }),
+  );
   if (!outcome.claimed) return { claimed: false, reason: outcome.reason, status: outcome.turn.status };
-  if (initial.status !== 'running') {
-    await runtime.emit(outcome.turn, 'turn.started', {
-      status: outcome.turn.status,
-      model: runtime.modelFor(agent, outcome.turn),
-    });
-  }
   // Before the phase loop (spec §3.2 step 4): a model that can never work fails the turn now.
   await validateModel(runtime, agent, outcome.turn);
   const turn = await injectWaitResults(runtime, outcome.turn, {

@@ -1,7 +1,7 @@
 /**
  * The events the engine appends to a turn's durable log (`turnkit_events`), typed, and the
- * live-stream parts they report. Events are appended after the write they report has
- * committed, then handed to listeners (decision 5).
+ * live-stream parts they report. Events are appended with the write they report, in its
+ * transaction, and handed to listeners after the commit (decisions 5, 86).
  */
 import type {
   EventRecord,
@@ -180,12 +180,11 @@ export async function appendEvents(
       ...parts,
       ...(await streamPartsForEvents(store, { id: turn.id, rootTurnId }, events)),
     ]);
-    const records: EventRecord[] = [];
-    for (const { type, payload } of events) {
-      records.push(
-        await store.appendEvent({ turnId: turn.id, conversationId: turn.conversationId, type, payload }),
-      );
-    }
+    const records = await store.appendEvents({
+      turnId: turn.id,
+      conversationId: turn.conversationId,
+      events,
+    });
     return { records, stored };
   });
 }

@@ -104,6 +104,8 @@ interface TxContext {
 
 const LANE_STATUSES = LANE_TURN_STATUSES;
 const EVENT_SEQUENCE_ATTEMPTS = 50;
+/** Events one INSERT writes at most (seven bound values each). */
+const EVENTS_PER_INSERT = 200;
 
 function encode(column: Column, value: unknown): unknown {
   if (value === null || value === undefined) return null;
@@ -1050,37 +1052,80 @@ export class SqlStore implements Store, ConsoleReadable {
 
   // Events
 
-  /**
-   * The per-turn sequence is computed in the INSERT itself; two writers that pick the same
-   * one collide on the primary key, the loser inserts nothing (ON CONFLICT DO NOTHING) and
-   * tries again with a fresh statement, which sees the winner's row. No lock is held.
-   */
   async appendEvent(attrs: {
     turnId: string;
     conversationId: string;
     type: string;
     payload?: JsonObject;
   }): Promise<EventRecord> {
-    const record = {
+    const { turnId, conversationId, type, payload } = attrs;
+    const [event] = await this.appendEvents({ turnId, conversationId, events: [{ type, payload }] });
+    return event!;
+  }
+
+  /**
+   * One multi-row INSERT (of at most EVENTS_PER_INSERT rows) whose sequences follow the turn's
+   * highest, in order, computed in the statement itself. Several events outside a transaction
+   * get one of their own, so that no reader sees a part of them.
+   */
+  async appendEvents(attrs: {
+    turnId: string;
+    conversationId: string;
+    events: readonly { type: string; payload?: JsonObject | undefined }[];
+  }): Promise<EventRecord[]> {
+    if (attrs.events.length === 0) return [];
+    const createdAt = nowIso();
+    const records = attrs.events.map(({ type, payload }) => ({
       turnId: attrs.turnId,
-      type: attrs.type,
+      type,
       conversationId: attrs.conversationId,
-      payload: attrs.payload ?? {},
-      createdAt: nowIso(),
+      payload: payload ?? {},
+      createdAt,
+    }));
+    const insert = async (c: SqlConnection) => {
+      const stored: EventRecord[] = [];
+      for (let start = 0; start < records.length; start += EVENTS_PER_INSERT)
+        stored.push(...(await this.#insertEvents(c, records.slice(start, start + EVENTS_PER_INSERT))));
+      return stored;
     };
-    return this.#write([], async (c) => {
-      const { columns, values } = assignments(EVENTS, await this.#sealed.seal(c, EVENTS, record));
-      const placeholders = columns.map((column) => this.#driver.dialect.param(column.kind));
-      const sql = `INSERT INTO turnkit_events (${columns.map((column) => column.column).join(', ')}, sequence)
-        SELECT ${placeholders.join(', ')}, COALESCE(MAX(sequence), 0) + 1 FROM turnkit_events WHERE turn_id = ?
-        ON CONFLICT (turn_id, sequence) DO NOTHING RETURNING *`;
-      for (let attempt = 0; attempt < EVENT_SEQUENCE_ATTEMPTS; attempt++) {
-        const [row] = await c.query(sql, [...values, attrs.turnId]);
-        if (row) return this.#record<EventRecord>(EVENTS, row, 'lenient');
+    if (records.length > 1 && !this.#current())
+      return this.#transaction([], (opened) => this.#serial(opened, () => insert(opened.connection)));
+    return this.#write([], insert);
+  }
+
+  /**
+   * Two writers that pick the same sequences collide on the primary key: the loser's rows are
+   * refused (ON CONFLICT DO NOTHING), it takes back those it did insert and tries again with a
+   * fresh statement, which sees the winner's rows. No lock is held.
+   */
+  async #insertEvents(c: SqlConnection, records: readonly object[]): Promise<EventRecord[]> {
+    const turnId = (records[0] as { turnId: string }).turnId;
+    const rows = [];
+    for (const record of records) rows.push(assignments(EVENTS, await this.#sealed.seal(c, EVENTS, record)));
+    const { columns } = rows[0]!;
+    const tuple = `(${[...columns.map((column) => this.#driver.dialect.param(column.kind)), this.#param(EVENTS, 'sequence')].join(', ')})`;
+    const sql = `INSERT INTO turnkit_events (${columns.map((column) => column.column).join(', ')}, sequence)
+      SELECT ${columns.map((_, i) => `v.column${i + 1}`).join(', ')}, base.latest + v.column${columns.length + 1}
+      FROM (VALUES ${rows.map(() => tuple).join(', ')}) AS v,
+        (SELECT COALESCE(MAX(sequence), 0) AS latest FROM turnkit_events WHERE turn_id = ?) AS base
+      WHERE true ON CONFLICT (turn_id, sequence) DO NOTHING RETURNING *`;
+    const params = [...rows.flatMap((row, i) => [...row.values, i + 1]), turnId];
+    for (let attempt = 0; attempt < EVENT_SEQUENCE_ATTEMPTS; attempt++) {
+      const inserted = await c.query(sql, params);
+      if (inserted.length === rows.length) {
+        const events = await this.#records<EventRecord>(EVENTS, inserted, 'lenient');
+        return events.sort((a, b) => a.sequence - b.sequence);
       }
-      throw new StoreError(`could not allocate an event sequence for turn ${attrs.turnId}: try again`, {
-        retryable: true,
-      });
+      if (inserted.length > 0) {
+        const sequences = inserted.map((row) => row['sequence']);
+        await c.query(`DELETE FROM turnkit_events WHERE turn_id = ? AND sequence IN (${marks(sequences)})`, [
+          turnId,
+          ...sequences,
+        ]);
+      }
+    }
+    throw new StoreError(`could not allocate an event sequence for turn ${turnId}: try again`, {
+      retryable: true,
     });
   }
 
