@@ -15,7 +15,7 @@
  */
 import pg from 'pg';
 import { ArgumentError, StoreError } from '../errors.js';
-import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
+import type { LockKey, Notice, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { loadStoreIdentity } from './sql/store-identity-row.js';
@@ -298,13 +298,16 @@ class PostgresDriver implements SqlDriver {
     }
   }
 
-  async lock(connection: SqlConnection, key: LockKey): Promise<void> {
-    await connection.query('SELECT pg_advisory_xact_lock(hashtextextended(?::text, 0))', [`turnkit:${key}`]);
-  }
-
-  /** NOTIFY is transactional: listeners hear of the parts when they commit, never before. */
-  async notify(connection: SqlConnection, channel: string, payload: string): Promise<void> {
-    await connection.query('SELECT pg_notify(?::text, ?::text)', [channel, payload]);
+  /** NOTIFY is transactional: listeners hear of it when the transaction commits, never before. */
+  async lock(connection: SqlConnection, key: LockKey, notice?: Notice): Promise<void> {
+    const lock = 'SELECT pg_advisory_xact_lock(hashtextextended(?::text, 0))';
+    if (!notice) await connection.query(lock, [`turnkit:${key}`]);
+    else
+      await connection.query(`${lock}, pg_notify(?::text, ?::text)`, [
+        `turnkit:${key}`,
+        notice.channel,
+        notice.payload,
+      ]);
   }
 
   /** A client of its own (not the pool's): a LISTEN connection stays open for as long as readers wait. */

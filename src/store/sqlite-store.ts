@@ -19,7 +19,7 @@ import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, stat
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError, StoreError } from '../errors.js';
-import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
+import type { LockKey, Notice, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { SqlStore } from './sql/sql-store.js';
@@ -236,7 +236,7 @@ class SqliteDriver implements SqlDriver {
     });
   }
 
-  async lock(_connection: SqlConnection, _key: LockKey): Promise<void> {
+  async lock(_connection: SqlConnection, _key: LockKey, _notice?: Notice): Promise<void> {
     // BEGIN IMMEDIATE already holds the database's single write lock.
   }
 
@@ -300,7 +300,7 @@ export function memoryDriver(): SqlDriver {
       await ready;
       return driver.transaction(fn);
     },
-    lock: (connection, key) => driver.lock(connection, key),
+    lock: (connection, key, notice) => driver.lock(connection, key, notice),
     async query(sql, params) {
       await ready;
       return driver.query(sql, params);

@@ -103,6 +103,7 @@ interface TxContext {
 }
 
 const LANE_STATUSES = LANE_TURN_STATUSES;
+const STREAM_LOCK = 'stream:';
 const EVENT_SEQUENCE_ATTEMPTS = 50;
 /** Events one INSERT writes at most (seven bound values each). */
 const EVENTS_PER_INSERT = 200;
@@ -336,10 +337,19 @@ export class SqlStore implements Store, ConsoleReadable {
     }
   }
 
+  /**
+   * Takes each key once per transaction. A root's stream lock also notifies the stream's
+   * listeners at commit, in the same statement: every taker of it appends parts of that root.
+   */
   async #acquire(context: TxContext, keys: readonly LockKey[]): Promise<void> {
     for (const key of keys) {
       if (context.locked.has(key)) continue;
-      await this.#driver.lock(context.connection, key);
+      const root = key.startsWith(STREAM_LOCK) ? key.slice(STREAM_LOCK.length) : null;
+      await this.#driver.lock(
+        context.connection,
+        key,
+        root === null ? undefined : { channel: STREAM_CHANNEL, payload: root },
+      );
       context.locked.add(key);
     }
   }
@@ -1147,14 +1157,14 @@ export class SqlStore implements Store, ConsoleReadable {
   /**
    * Each root's lock is taken before its rows are inserted and held until commit, so within a
    * root the sequence order is the commit order: a reader that saw sequence n never later
-   * finds a new row below n. PostgreSQL also notifies listeners at commit.
+   * finds a new row below n. PostgreSQL also notifies listeners at commit (with the lock).
    */
   async appendStreamParts(parts: readonly NewStreamPart[]): Promise<StreamPartRecord[]> {
     if (parts.length === 0) return [];
     const records = parts.map(buildStreamPart);
     const roots = [...new Set(records.map((part) => part.rootTurnId))];
     return this.#write(
-      roots.map((root) => `stream:${root}` as const),
+      roots.map((root) => `${STREAM_LOCK}${root}` as const),
       async (c) => {
         // One multi-row INSERT per run of parts with the same columns (one run, as the parts
         // are built); the sequence is assigned row by row, so sorting by it keeps the order.
@@ -1181,9 +1191,7 @@ export class SqlStore implements Store, ConsoleReadable {
           for (const inserted of rows)
             stored.push(await this.#record<StreamPartRecord>(STREAM_PARTS, inserted, 'lenient'));
         }
-        stored.sort((a, b) => a.sequence - b.sequence);
-        for (const root of roots) await this.#driver.notify?.(c, STREAM_CHANNEL, root);
-        return stored;
+        return stored.sort((a, b) => a.sequence - b.sequence);
       },
     );
   }
