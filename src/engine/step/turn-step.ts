@@ -8,7 +8,14 @@ import type { Agent } from '../../agents/agent.js';
 import type { Cost } from '../../models/cost.js';
 import { addUsage } from '../../models/cost.js';
 import type { ModelUsage } from '../../models/types.js';
-import type { JsonObject, NewStreamPart, Store, TurnRecord, TurnUpdate } from '../../store/types.js';
+import type {
+  JsonObject,
+  NewStreamPart,
+  Store,
+  ToolExecutionRecord,
+  TurnRecord,
+  TurnUpdate,
+} from '../../store/types.js';
 import type { OwnerInput } from '../../contract/digests.js';
 import type { Runtime } from '../runtime.js';
 import { Budget, exhaustsAtLimit } from './budget.js';
@@ -132,7 +139,7 @@ export class TurnStep {
       if (checkFence(turn, this.fence)) block.patchState({ task_mark: taskMark(this.fence) } as TurnState);
       const value = await fn(block);
       const parts = await block.flush();
-      await this.runtime.publish(block.turn, block.built(), parts);
+      await this.runtime.publish(block.turn, block.built(), parts, block.closed);
       return value;
     });
     this.#turn = block.turn;
@@ -147,6 +154,8 @@ export class TurnStep {
 
 class Block implements TurnTx {
   readonly store: Store;
+  /** Tool executions the block moved (their results are in the block's stream parts). */
+  readonly closed: ToolExecutionRecord[] = [];
   #events: BlockEvent[] = [];
   #turn: TurnRecord;
   #state: Partial<TurnState> | null = null;
@@ -161,12 +170,11 @@ class Block implements TurnTx {
     private readonly agent: Agent,
   ) {
     this.#turn = turn;
-    this.store = ownRowView(
-      base,
-      turn.id,
-      () => this.#turn,
-      (row) => (this.#turn = row),
-    );
+    this.store = ownRowView(base, turn.id, {
+      current: () => this.#turn,
+      wrote: (row) => (this.#turn = row),
+      claimed: (row) => this.closed.push(row),
+    });
   }
 
   get turn(): TurnRecord {
@@ -241,13 +249,20 @@ class Block implements TurnTx {
 /**
  * The store inside a block: this turn's row is answered from the block's read and kept as
  * writes to it return it, so a helper that loads the row again costs no read and never
- * writes back a copy older than the block's.
+ * writes back a copy older than the block's. The executions it claims are kept too.
  */
 function ownRowView(
   base: Store,
   turnId: string,
-  current: () => TurnRecord,
-  wrote: (row: TurnRecord) => void,
+  {
+    current,
+    wrote,
+    claimed,
+  }: {
+    current: () => TurnRecord;
+    wrote: (row: TurnRecord) => void;
+    claimed: (row: ToolExecutionRecord) => void;
+  },
 ): Store {
   const own: Partial<Record<keyof Store, unknown>> = {
     loadTurn: (id: string) =>
@@ -260,6 +275,11 @@ function ownRowView(
     claimTurn: async (id: string, options?: Parameters<Store['claimTurn']>[1]) => {
       const row = await base.claimTurn(id, options);
       if (row && id === turnId) wrote(row);
+      return row;
+    },
+    claimToolExecution: async (id: string, options?: Parameters<Store['claimToolExecution']>[1]) => {
+      const row = await base.claimToolExecution(id, options);
+      if (row) claimed(row);
       return row;
     },
   };
