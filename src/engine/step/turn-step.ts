@@ -119,9 +119,16 @@ export class TurnStep {
     return (this.#view ??= fencedView(this.runtime.store, this.fence));
   }
 
-  /** The fence check before crossing an external-effect boundary: LostClaim or StaleTask. */
+  /**
+   * The fence check before crossing an external-effect boundary: LostClaim or StaleTask. A read
+   * of the committed row, without the root lock, when it carries this task's mark already: every
+   * revocation commits under that lock, so the read sees each one committed before it (and one
+   * committed after it could not keep the effect from happening, locked or not). Else a block,
+   * which raises the mark.
+   */
   async observeClaim(): Promise<void> {
-    await this.write(async () => undefined);
+    if (checkFence(await this.runtime.store.loadTurn(this.fence.turnId), this.fence))
+      await this.write(async () => undefined);
   }
 
   /**
