@@ -6,7 +6,9 @@
  * A statement is anything the store sends but a transaction's BEGIN, COMMIT or ROLLBACK: those
  * are counted as transactions, as decision 31's profile counted them apart (its 82 statements
  * per turn). On PostgreSQL, advisory locks, savepoints and NOTIFY are statements: each is a
- * round trip. `round_trips` is everything, BEGIN and COMMIT included.
+ * round trip. `round_trips` is everything, BEGIN and COMMIT included. A BEGIN sent with the
+ * transaction's first lock (`BEGIN; SELECT pg_advisory_xact_lock(…)`, decision 86) is one
+ * round trip: a transaction, and a statement.
  */
 import type { Statement } from './statement-counter.js';
 
@@ -55,6 +57,12 @@ function kindOf(sql: string): string {
   return (/^\s*(\w+)/.exec(sql)?.[1] ?? '?').toUpperCase();
 }
 
+/** The kinds of what one round trip sent: BEGIN and the statement sent with it, or one. */
+function kindsOf(sql: string): string[] {
+  const begin = /^\s*BEGIN;\s*(.+)$/is.exec(sql);
+  return begin ? ['BEGIN', kindOf(begin[1]!)] : [kindOf(sql)];
+}
+
 const isControl = (kind: string) => kind === 'BEGIN' || kind === 'COMMIT' || kind === 'ROLLBACK';
 
 const perTurn = (count: number, turns: number) => Math.round((count / turns) * 10) / 10;
@@ -64,14 +72,17 @@ export function summarizeTurns(measured: { turnId: string; statements: Statement
   const byLabel: Record<string, Counts> = {};
   const rowLoadsByPhase: Record<string, number> = {};
   const byKind: Record<string, number> = {};
-  const sizes = measured.map((turn) => turn.statements.filter((s) => !isControl(kindOf(s.sql))).length);
+  const sizes = measured.map(
+    (turn) => turn.statements.flatMap((s) => kindsOf(s.sql)).filter((kind) => !isControl(kind)).length,
+  );
   for (const { turnId, statements } of measured) {
     for (const statement of statements) {
       const counts = (byLabel[statement.label] ??= { statements: 0, transactions: 0, rowLoads: 0 });
-      const kind = kindOf(statement.sql);
-      byKind[kind] = (byKind[kind] ?? 0) + 1;
-      if (kind === 'BEGIN') counts.transactions++;
-      if (!isControl(kind)) counts.statements++;
+      for (const kind of kindsOf(statement.sql)) {
+        byKind[kind] = (byKind[kind] ?? 0) + 1;
+        if (kind === 'BEGIN') counts.transactions++;
+        if (!isControl(kind)) counts.statements++;
+      }
       if (statement.turnRowId !== turnId) continue;
       counts.rowLoads++;
       const phase = PHASE[statement.label] ?? statement.label;

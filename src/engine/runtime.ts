@@ -14,6 +14,7 @@ import type {
   NewStreamPart,
   Store,
   StreamPartRecord,
+  ToolExecutionRecord,
   TurnRecord,
 } from '../store/types.js';
 import type { TracingOptions } from './telemetry/tracing.js';
@@ -253,14 +254,18 @@ export class Runtime {
     );
   }
 
-  /** `emitAll` for typed events (`step/events.ts`). */
+  /**
+   * `emitAll` for typed events (`step/events.ts`). `executions`: rows of the turn's tool
+   * executions the caller holds as they now stand, so their results need no read.
+   */
   async publish(
     turn: Pick<TurnRecord, 'id' | 'conversationId'> & { rootTurnId?: string },
     events: readonly AnyTurnEvent[],
     parts: readonly NewStreamPart[] = [],
+    executions: readonly ToolExecutionRecord[] = [],
   ): Promise<StreamPartRecord[]> {
     if (events.length === 0 && parts.length === 0) return [];
-    const { records, stored } = await appendEvents(this.store, turn, events, parts);
+    const { records, stored } = await appendEvents(this.store, turn, events, parts, executions);
     // Appended in the caller's transaction, if any: listeners hear of them once it commits.
     await afterCommit(() => this.#notify(turn.id, records));
     return stored;

@@ -15,7 +15,7 @@
  */
 import pg from 'pg';
 import { ArgumentError, StoreError } from '../errors.js';
-import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
+import type { LockKey, Notice, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { loadStoreIdentity } from './sql/store-identity-row.js';
@@ -223,6 +223,35 @@ function describePgError(target: Target, error: unknown): unknown {
 
 const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
+/** `text` as a SQL expression that no quoting setting can misread: its UTF-8 bytes in hex. */
+const textLiteral = (text: string) =>
+  `convert_from(decode('${Buffer.from(text).toString('hex')}', 'hex'), 'UTF8')`;
+
+const LOCK_SQL = (key: string) => `pg_advisory_xact_lock(hashtextextended(${key}, 0))`;
+const NOTIFY_SQL = (channel: string, payload: string) => `pg_notify(${channel}, ${payload})`;
+
+/**
+ * A transaction's connection. BEGIN is sent with its first statement: in the same round trip
+ * as the first lock (a simple query of both, the lock's key as a literal), else just before
+ * it. A transaction that sent nothing sends no BEGIN and no COMMIT.
+ */
+class TransactionConnection implements SqlConnection {
+  begun = false;
+
+  constructor(readonly client: pg.PoolClient) {}
+
+  async query(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
+    if (!this.begun) await this.begin();
+    return run(this.client, sql, params);
+  }
+
+  /** BEGIN, and `first` (a statement without parameters) in the same round trip. */
+  async begin(first?: string): Promise<void> {
+    this.begun = true;
+    await this.client.query(first ? `BEGIN; ${first}` : 'BEGIN');
+  }
+}
+
 /**
  * The libpq startup `options` that select the schema. The server splits that string on
  * whitespace and unescapes backslashes, so both are escaped: a schema name with a space (or a
@@ -238,7 +267,6 @@ function searchPathOption(schema: string | undefined): string | undefined {
 class PostgresDriver implements SqlDriver {
   readonly backend = 'postgres' as const;
   readonly dialect = POSTGRES_DIALECT;
-  readonly statementErrorsAbortTransaction = true;
   readonly autocommitWrites = true;
   readonly #pool: pg.Pool;
   readonly #target: Target;
@@ -269,17 +297,15 @@ class PostgresDriver implements SqlDriver {
 
   async transaction<T>(fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
     const client = await this.#pool.connect();
-    const connection: SqlConnection = {
-      query: (sql, params = []) => run(client, sql, params),
-    };
+    const connection = new TransactionConnection(client);
     let broken: unknown;
     // A server lost between two statements of the block is reported by the next statement;
     // the client's 'error' event, with nobody listening, would crash the process.
     const lost = (error: unknown) => (broken = error);
     client.on('error', lost);
     try {
-      await client.query('BEGIN');
       const result = await fn(connection);
+      if (!connection.begun) return result;
       // COMMIT of a transaction that a failed statement aborted (one whose error the block
       // caught) quietly rolls back: that must not look like success.
       const commit = await client.query('COMMIT');
@@ -290,7 +316,8 @@ class PostgresDriver implements SqlDriver {
       }
       return result;
     } catch (error) {
-      await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError));
+      if (connection.begun)
+        await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError));
       throw error;
     } finally {
       client.off('error', lost);
@@ -299,13 +326,21 @@ class PostgresDriver implements SqlDriver {
     }
   }
 
-  async lock(connection: SqlConnection, key: LockKey): Promise<void> {
-    await connection.query('SELECT pg_advisory_xact_lock(hashtextextended(?::text, 0))', [`turnkit:${key}`]);
-  }
-
-  /** NOTIFY is transactional: listeners hear of the parts when they commit, never before. */
-  async notify(connection: SqlConnection, channel: string, payload: string): Promise<void> {
-    await connection.query('SELECT pg_notify(?::text, ?::text)', [channel, payload]);
+  /**
+   * NOTIFY is transactional: listeners hear of it when the transaction commits, never before.
+   * A transaction's first lock goes with its BEGIN, in one round trip.
+   */
+  async lock(connection: SqlConnection, key: LockKey, notice?: Notice): Promise<void> {
+    if (connection instanceof TransactionConnection && !connection.begun) {
+      const literal = (text: string) => textLiteral(text);
+      const notify = notice ? `, ${NOTIFY_SQL(literal(notice.channel), literal(notice.payload))}` : '';
+      return connection.begin(`SELECT ${LOCK_SQL(literal(`turnkit:${key}`))}${notify}`);
+    }
+    const notify = notice ? `, ${NOTIFY_SQL('?::text', '?::text')}` : '';
+    await connection.query(`SELECT ${LOCK_SQL('?::text')}${notify}`, [
+      `turnkit:${key}`,
+      ...(notice ? [notice.channel, notice.payload] : []),
+    ]);
   }
 
   /** A client of its own (not the pool's): a LISTEN connection stays open for as long as readers wait. */
@@ -342,10 +377,6 @@ class PostgresDriver implements SqlDriver {
 
   describeError(error: unknown): unknown {
     return describePgError(this.#target, error);
-  }
-
-  isUniqueViolation(error: unknown): boolean {
-    return (error as { code?: unknown })?.code === '23505';
   }
 
   async open(): Promise<MigrationResult> {

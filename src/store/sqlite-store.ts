@@ -19,7 +19,7 @@ import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, stat
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError, StoreError } from '../errors.js';
-import type { LockKey, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
+import type { LockKey, Notice, Row, SqlConnection, SqlDialect, SqlDriver } from './sql/driver.js';
 import type { MigrationResult } from './sql/migrate.js';
 import { migrate } from './sql/migrate.js';
 import { SqlStore } from './sql/sql-store.js';
@@ -173,7 +173,6 @@ class Connection {
 class SqliteDriver implements SqlDriver {
   readonly backend = 'sqlite' as const;
   readonly dialect = SQLITE_DIALECT;
-  readonly statementErrorsAbortTransaction = false;
   readonly autocommitWrites = false;
   readonly path: string;
   readonly #busyTimeoutMs: number;
@@ -237,7 +236,7 @@ class SqliteDriver implements SqlDriver {
     });
   }
 
-  async lock(_connection: SqlConnection, _key: LockKey): Promise<void> {
+  async lock(_connection: SqlConnection, _key: LockKey, _notice?: Notice): Promise<void> {
     // BEGIN IMMEDIATE already holds the database's single write lock.
   }
 
@@ -248,11 +247,6 @@ class SqliteDriver implements SqlDriver {
 
   describeError(error: unknown): unknown {
     return describeSqliteError(this.path, error);
-  }
-
-  isUniqueViolation(error: unknown): boolean {
-    const code = codeOf(error);
-    return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
   }
 
   /**
@@ -301,19 +295,17 @@ export function memoryDriver(): SqlDriver {
   return {
     backend: 'memory',
     dialect: driver.dialect,
-    statementErrorsAbortTransaction: driver.statementErrorsAbortTransaction,
     autocommitWrites: driver.autocommitWrites,
     async transaction(fn) {
       await ready;
       return driver.transaction(fn);
     },
-    lock: (connection, key) => driver.lock(connection, key),
+    lock: (connection, key, notice) => driver.lock(connection, key, notice),
     async query(sql, params) {
       await ready;
       return driver.query(sql, params);
     },
     describeError: (error) => driver.describeError(error),
-    isUniqueViolation: (error) => driver.isUniqueViolation(error),
     async close() {
       await ready.catch(() => undefined);
       await driver.close();

@@ -73,13 +73,15 @@ export const EARLIER_TURNS_THROUGH = 'earlier_turns_through';
  * steps 2 and 4, are the engine's). Under the root lock then the turn's conversation lock:
  * reload, refuse unless pending, refuse unless the lane admits it, then CAS pending → running
  * with startedAt kept, heartbeatAt now and the token. A retry with the token that already
- * owns the running turn gets the same claim back.
+ * owns the running turn gets the same claim back. `started` runs in the claim's transaction
+ * when this call moved the turn to running (its events commit with the claim).
  */
 export async function claimInLane(
   store: Store,
   turnId: string,
   claimToken: string,
   loaded?: TurnRecord,
+  started?: (turn: TurnRecord) => Promise<void>,
 ): Promise<LaneClaim> {
   // The caller's unlocked read, if it has one: only the root and the conversation come from it.
   const initial = loaded ?? (await store.loadTurn(turnId));
@@ -99,9 +101,9 @@ export async function claimInLane(
         heartbeatAt: now,
         ...(await earlierTurnsAtStart(store, turn)),
       });
-      return claimed
-        ? { claimed: true, turn: claimed }
-        : { claimed: false, reason: 'not_pending', turn: await store.loadTurn(turnId) };
+      if (!claimed) return { claimed: false, reason: 'not_pending', turn: await store.loadTurn(turnId) };
+      await started?.(claimed);
+      return { claimed: true, turn: claimed };
     }),
   );
 }

@@ -590,6 +590,15 @@ export interface Store {
     type: string;
     payload?: JsonObject;
   }): Promise<EventRecord>;
+  /**
+   * Appends several events of one turn, in order, with sequences that follow one another (one
+   * statement where the store can). Joins an enclosing transaction.
+   */
+  appendEvents(attrs: {
+    turnId: string;
+    conversationId: string;
+    events: readonly { type: string; payload?: JsonObject | undefined }[];
+  }): Promise<EventRecord[]>;
   listEvents(turnId: string, options?: { afterSequence?: number; limit?: number }): Promise<EventRecord[]>;
 
   /**

@@ -1296,6 +1296,38 @@ export function describeStoreContract(
         expect(await store.listEvents(other.id)).toEqual([single]);
         expect(await store.listEvents('turn_missing')).toEqual([]);
       });
+
+      it('appendEvents appends in order with consecutive sequences, even beside concurrent appends', async () => {
+        const c = await conversation();
+        const turn = await turnIn(c.id);
+        const batch = (name: string) =>
+          store.appendEvents({
+            turnId: turn.id,
+            conversationId: c.id,
+            events: ['a', 'b', 'c'].map((type) => ({ type: `${name}.${type}`, payload: { name } })),
+          });
+        const results = await Promise.all([
+          batch('x'),
+          store.appendEvent({ turnId: turn.id, conversationId: c.id, type: 'single' }),
+          batch('y'),
+          store.atomic(c.id, () => batch('z')),
+        ]);
+        for (const events of [results[0], results[2], results[3]]) {
+          expect(events.map((e) => e.type.split('.')[1])).toEqual(['a', 'b', 'c']);
+          const [first] = events.map((e) => e.sequence);
+          expect(events.map((e) => e.sequence)).toEqual([first, first! + 1, first! + 2]);
+        }
+        const stored = await store.listEvents(turn.id);
+        expect(stored.map((e) => e.sequence)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+        expect(await store.appendEvents({ turnId: turn.id, conversationId: c.id, events: [] })).toEqual([]);
+        const many = await store.appendEvents({
+          turnId: turn.id,
+          conversationId: c.id,
+          events: Array.from({ length: 450 }, (_, i) => ({ type: 'many', payload: { i } })),
+        });
+        expect(many.map((e) => e.payload['i'])).toEqual(Array.from({ length: 450 }, (_, i) => i));
+        expect(many.map((e) => e.sequence)).toEqual(Array.from({ length: 450 }, (_, i) => i + 11));
+      });
     });
 
     describe('live stream parts', () => {

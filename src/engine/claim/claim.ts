@@ -3,7 +3,7 @@ import { claimInLane, rootConversationId } from '../../store/tree.js';
 import { waitsReady } from '../../store/wait-graph.js';
 import { isFinished, subAgentResult } from '../step/sub-agents.js';
 import { checkTaskMark } from '../step/fence.js';
-import type { Store, TurnRecord, TurnStatus } from '../../store/types.js';
+import type { Store, TurnRecord, TurnStatus, WaitRecord } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
 import { turnDigest } from '../step/digest.js';
 import { validateModel } from '../model/model-failure.js';
@@ -15,15 +15,16 @@ import { TurnStep } from '../step/turn-step.js';
 import type { ClaimDigest, OwnerInput } from '../../contract/digests.js';
 
 /**
- * Spec §5.3 step 2: a fresh turn with application-level waits may start only once every
- * target is finished, or once the root deadline has passed (so it can fail "timed out").
+ * Spec §5.3 step 2: a fresh turn with application-level waits (`edges`) may start only once
+ * every target is finished, or once the root deadline has passed (so it can fail "timed out").
  */
 async function joinOpen(
   store: Store,
   turn: TurnRecord,
+  edges: readonly WaitRecord[],
   deadline: () => Promise<Date | null>,
 ): Promise<boolean> {
-  if ((await store.listWaits({ turnId: turn.id })).length === 0) return true;
+  if (edges.length === 0) return true;
   if (await waitsReady(store, turn.id)) return true;
   const at = await deadline();
   return at !== null && Date.now() >= at.getTime();
@@ -31,11 +32,17 @@ async function joinOpen(
 
 /**
  * Spec §5.3 step 4: before its first model call, a joined turn gets one user message with
- * the JSON `{"wait_results": [...]}` of its targets, once (`state.wait_input`).
+ * the JSON `{"wait_results": [...]}` of its targets, once (`state.wait_input`). `known`: the
+ * turn's waits as the claim read them.
  */
-async function injectWaitResults(runtime: Runtime, turn: TurnRecord, owner: OwnerInput): Promise<TurnRecord> {
+async function injectWaitResults(
+  runtime: Runtime,
+  turn: TurnRecord,
+  owner: OwnerInput,
+  known: readonly WaitRecord[] | undefined,
+): Promise<TurnRecord> {
   if (turnState(turn).phase || turnState(turn).wait_input) return turn;
-  const edges = await runtime.store.listWaits({ turnId: turn.id });
+  const edges = known ?? (await runtime.store.listWaits({ turnId: turn.id }));
   if (edges.length === 0) return turn;
   const targets = await Promise.all(edges.map((edge) => runtime.store.loadTurn(edge.targetTurnId)));
   if (!targets.every(isFinished)) return turn;
@@ -150,8 +157,10 @@ export async function claimTurn(
       latest.id === latest.rootTurnId ? latest : await (root ??= store.loadTurn(latest.rootTurnId)),
       agent.limits,
     );
+  let edges: WaitRecord[] | undefined;
   if (!turnState(initial).phase && (initial.status === 'waiting' || initial.status === 'pending')) {
-    if (!(await joinOpen(store, initial, deadline))) {
+    edges = await store.listWaits({ turnId });
+    if (!(await joinOpen(store, initial, edges, deadline))) {
       const at = await deadline();
       return {
         claimed: false,
@@ -178,21 +187,21 @@ export async function claimTurn(
       ...routeOf(runtime, agent, taken),
     };
   }
-  const outcome = await claimInLane(store, turnId, claimToken, initial);
+  const outcome = await claimInLane(store, turnId, claimToken, initial, (claimed) =>
+    runtime.emit(claimed, 'turn.started', {
+      status: claimed.status,
+      model: runtime.modelFor(agent, claimed),
+    }),
+  );
   if (!outcome.claimed) return { claimed: false, reason: outcome.reason, status: outcome.turn.status };
-  if (initial.status !== 'running') {
-    await runtime.emit(outcome.turn, 'turn.started', {
-      status: outcome.turn.status,
-      model: runtime.modelFor(agent, outcome.turn),
-    });
-  }
   // Before the phase loop (spec §3.2 step 4): a model that can never work fails the turn now.
   await validateModel(runtime, agent, outcome.turn);
-  const turn = await injectWaitResults(runtime, outcome.turn, {
+  const owner = {
     turnId,
     claimToken,
     ...(options.taskHistoryLength !== undefined ? { taskHistoryLength: options.taskHistoryLength } : {}),
-  });
+  };
+  const turn = await injectWaitResults(runtime, outcome.turn, owner, edges);
   return {
     claimed: true,
     ...turnDigest(agent, turn, await deadline(turn)),

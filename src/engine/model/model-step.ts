@@ -167,7 +167,7 @@ async function callModel(
 
 /**
  * Stores the response in one block: usage and cost, the assistant message, the next phase
- * and the step key, and whether it starts a budget completion (`saving`); then its events.
+ * and the step key, whether it starts a budget completion (`saving`), and its events.
  * Undefined when this step's response is stored already.
  */
 async function persistResponse(
@@ -229,22 +229,23 @@ async function persistResponse(
       providerMessageId: result.providerMessageId ?? null,
       metadata,
     });
-    return { message, saving };
+    tx.emit(
+      messageCreated(message),
+      ...calls.map((call) => turnEvent('tool_call.created', { id: call.id, name: call.name })),
+      (committed) =>
+        turnEvent('model.completed', {
+          model: result.model ?? request.model,
+          requested_model: request.model,
+          tool_call_count: calls.length,
+          usage: usageDigest(committed.usage) as unknown as JsonObject,
+          cost: cost.total,
+        }),
+      ...(saving ? [saving] : []),
+    );
+    return { saving };
   });
   if (!stored) return undefined;
-  const { message, saving } = stored;
-  await step.publish([
-    messageCreated(message),
-    ...calls.map((call) => turnEvent('tool_call.created', { id: call.id, name: call.name })),
-    turnEvent('model.completed', {
-      model: result.model ?? request.model,
-      requested_model: request.model,
-      tool_call_count: calls.length,
-      usage: usageDigest(step.turn.usage) as unknown as JsonObject,
-      cost: cost.total,
-    }),
-    ...(saving ? [saving] : []),
-  ]);
+  const { saving } = stored;
   return { cost: cost.total, saving: saving !== undefined };
 }
 

@@ -1,7 +1,7 @@
 /**
  * The events the engine appends to a turn's durable log (`turnkit_events`), typed, and the
- * live-stream parts they report. Events are appended after the write they report has
- * committed, then handed to listeners (decision 5).
+ * live-stream parts they report. Events are appended with the write they report, in its
+ * transaction, and handed to listeners after the commit (decisions 5, 86).
  */
 import type {
   EventRecord,
@@ -11,6 +11,7 @@ import type {
   NewStreamPart,
   Store,
   StreamPartRecord,
+  ToolExecutionRecord,
   TurnRecord,
 } from '../../store/types.js';
 
@@ -103,17 +104,20 @@ async function streamPartsForEvents(
   store: Store,
   turn: StreamTurn,
   events: readonly AnyTurnEvent[],
+  known: readonly ToolExecutionRecord[],
 ): Promise<NewStreamPart[]> {
   const base = { rootTurnId: turn.rootTurnId, turnId: turn.id };
   const callIdOf = (payload: JsonObject) => (typeof payload['id'] === 'string' ? payload['id'] : null);
-  // Only the executions these events report on, read once (a long turn has thousands).
+  // Only the executions these events report on and the caller does not hold, read once (a
+  // long turn has thousands).
+  const held = known.filter((row) => row.turnId === turn.id);
   const reported = events.flatMap(({ type, payload }) => {
     const id = TOOL_RESULT_EVENTS[type] ? callIdOf(payload) : null;
-    return id === null ? [] : [id];
+    return id === null || held.some((row) => row.toolCallId === id) ? [] : [id];
   });
   const executions = reported.length
-    ? await store.listToolExecutions({ turnId: turn.id, toolCallIds: reported })
-    : [];
+    ? [...held, ...(await store.listToolExecutions({ turnId: turn.id, toolCallIds: reported }))]
+    : held;
   const parts: NewStreamPart[] = [];
   for (const { type, payload } of events) {
     const status = STATUS_EVENTS[type];
@@ -128,7 +132,8 @@ async function streamPartsForEvents(
     const outcome = TOOL_RESULT_EVENTS[type];
     if (!outcome) continue;
     const id = callIdOf(payload);
-    const execution = executions.find((row) => row.toolCallId === id);
+    // The last row held for a call is its latest (a block may move one twice).
+    const execution = executions.findLast((row) => row.toolCallId === id);
     parts.push({
       ...base,
       type: 'tool.result',
@@ -166,26 +171,27 @@ function bounded(output: Json): Json {
 
 /**
  * Appends events in one store transaction, in order, with the stream parts they report and
- * `parts`. Returns the events and the stream parts stored.
+ * `parts`. `known`: executions the caller holds as they now stand (no read for their results).
+ * Returns the events and the stream parts stored.
  */
 export async function appendEvents(
   store: Store,
   turn: Pick<TurnRecord, 'id' | 'conversationId'> & { rootTurnId?: string },
   events: readonly AnyTurnEvent[],
   parts: readonly NewStreamPart[] = [],
+  known: readonly ToolExecutionRecord[] = [],
 ): Promise<{ records: EventRecord[]; stored: StreamPartRecord[] }> {
   return store.atomic(null, async () => {
     const rootTurnId = turn.rootTurnId ?? (await store.loadTurn(turn.id)).rootTurnId;
     const stored = await store.appendStreamParts([
       ...parts,
-      ...(await streamPartsForEvents(store, { id: turn.id, rootTurnId }, events)),
+      ...(await streamPartsForEvents(store, { id: turn.id, rootTurnId }, events, known)),
     ]);
-    const records: EventRecord[] = [];
-    for (const { type, payload } of events) {
-      records.push(
-        await store.appendEvent({ turnId: turn.id, conversationId: turn.conversationId, type, payload }),
-      );
-    }
+    const records = await store.appendEvents({
+      turnId: turn.id,
+      conversationId: turn.conversationId,
+      events,
+    });
     return { records, stored };
   });
 }

@@ -90,6 +90,7 @@ const UNFENCED: ReadonlySet<string> = new Set<keyof Store>([
   'countToolExecutions',
   'budgetUsage',
   'appendEvent',
+  'appendEvents',
   'listEvents',
   'appendStreamParts',
   'listStreamParts',

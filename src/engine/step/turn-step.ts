@@ -1,14 +1,21 @@
 /**
  * The unit of work every activity that acts as a turn's owner opens: the turn loaded once,
  * and every write a visible block, `step.write(tx => …)`, whose one locked read of the row is
- * the fence check. What the block changes on the row is written once, at its end; its events
- * go out after the commit (decision 5).
+ * the fence check. What the block changes on the row is written once, at its end, with its
+ * events and stream parts; listeners hear of the events after the commit (decisions 5, 86).
  */
 import type { Agent } from '../../agents/agent.js';
 import type { Cost } from '../../models/cost.js';
 import { addUsage } from '../../models/cost.js';
 import type { ModelUsage } from '../../models/types.js';
-import type { JsonObject, NewStreamPart, Store, TurnRecord, TurnUpdate } from '../../store/types.js';
+import type {
+  JsonObject,
+  NewStreamPart,
+  Store,
+  ToolExecutionRecord,
+  TurnRecord,
+  TurnUpdate,
+} from '../../store/types.js';
 import type { OwnerInput } from '../../contract/digests.js';
 import type { Runtime } from '../runtime.js';
 import { Budget, exhaustsAtLimit } from './budget.js';
@@ -19,6 +26,8 @@ import type { StepErrorField, TurnState } from './turn-state.js';
 import { nextStepErrorCount, turnState } from './turn-state.js';
 
 type StreamParts = readonly NewStreamPart[] | ((turn: TurnRecord) => readonly NewStreamPart[]);
+/** An event, or one built from the row as the block's update leaves it. */
+type BlockEvent = AnyTurnEvent | ((turn: TurnRecord) => AnyTurnEvent);
 
 /** One block of `TurnStep.write`: the row read under the root lock, and what the block changes. */
 export interface TurnTx {
@@ -38,16 +47,16 @@ export interface TurnTx {
   set(attrs: TurnUpdate): void;
   /** Counts one more error of `step` under `field` (a different step starts over at 1). */
   countError(field: StepErrorField, step: string): number;
-  /** Appended with its stream parts once the block commits; listeners hear of it after. */
-  emit(...events: AnyTurnEvent[]): void;
   /**
-   * Appended in the block's own transaction, so the write it reports and the event commit
-   * together (a crash keeps both or neither); listeners hear of it after the commit.
+   * Appended with its stream parts at the block's end, in its transaction, so the write it
+   * reports and the event commit together (a crash keeps both or neither); listeners hear of
+   * it after the commit. Given as a function, built from the row as the block's update leaves it.
    */
-  record(...events: AnyTurnEvent[]): void;
+  emit(...events: BlockEvent[]): void;
   /**
-   * Stream parts written last in the block (the stream's lock comes after every other); given
-   * as a function, built from the row as the block's update leaves it.
+   * Stream parts written last in the block, before those its events report (the stream's lock
+   * comes after every other); given as a function, built from the row as the block's update
+   * leaves it.
    */
   stream(parts: StreamParts): void;
 }
@@ -110,15 +119,23 @@ export class TurnStep {
     return (this.#view ??= fencedView(this.runtime.store, this.fence));
   }
 
-  /** The fence check before crossing an external-effect boundary: LostClaim or StaleTask. */
+  /**
+   * The fence check before crossing an external-effect boundary: LostClaim or StaleTask. A read
+   * of the committed row, without the root lock, when it carries this task's mark already: every
+   * revocation commits under that lock, so the read sees each one committed before it (and one
+   * committed after it could not keep the effect from happening, locked or not). Else a block,
+   * which raises the mark.
+   */
   async observeClaim(): Promise<void> {
-    await this.write(async () => undefined);
+    if (checkFence(await this.runtime.store.loadTurn(this.fence.turnId), this.fence))
+      await this.write(async () => undefined);
   }
 
   /**
    * One transaction under the root lock. The row is read once, and that read is the fence
-   * check; the block's changes to the row are one update at its end, its events go out after
-   * the commit (after the outermost one, when this block joins a caller's transaction).
+   * check; the block's changes to the row are one update at its end, then its events and
+   * stream parts; listeners hear of the events after the commit (after the outermost one,
+   * when this block joins a caller's transaction).
    */
   async write<T>(fn: (tx: TurnTx) => Promise<T>): Promise<T> {
     const store = this.runtime.store;
@@ -128,12 +145,11 @@ export class TurnStep {
       block = new Block(store, turn, this.agent);
       if (checkFence(turn, this.fence)) block.patchState({ task_mark: taskMark(this.fence) } as TurnState);
       const value = await fn(block);
-      await block.flush();
-      await this.runtime.publish(block.turn, block.recorded);
+      const parts = await block.flush();
+      await this.runtime.publish(block.turn, block.built(), parts, block.closed);
       return value;
     });
     this.#turn = block.turn;
-    await this.runtime.publish(block.turn, block.events);
     return result;
   }
 
@@ -144,9 +160,10 @@ export class TurnStep {
 }
 
 class Block implements TurnTx {
-  readonly events: AnyTurnEvent[] = [];
-  readonly recorded: AnyTurnEvent[] = [];
   readonly store: Store;
+  /** Tool executions the block moved (their results are in the block's stream parts). */
+  readonly closed: ToolExecutionRecord[] = [];
+  #events: BlockEvent[] = [];
   #turn: TurnRecord;
   #state: Partial<TurnState> | null = null;
   #attrs: TurnUpdate = {};
@@ -160,12 +177,11 @@ class Block implements TurnTx {
     private readonly agent: Agent,
   ) {
     this.#turn = turn;
-    this.store = ownRowView(
-      base,
-      turn.id,
-      () => this.#turn,
-      (row) => (this.#turn = row),
-    );
+    this.store = ownRowView(base, turn.id, {
+      current: () => this.#turn,
+      wrote: (row) => (this.#turn = row),
+      claimed: (row) => this.closed.push(row),
+    });
   }
 
   get turn(): TurnRecord {
@@ -202,20 +218,21 @@ class Block implements TurnTx {
     return count;
   }
 
-  emit(...events: AnyTurnEvent[]): void {
-    this.events.push(...events);
+  emit(...events: BlockEvent[]): void {
+    this.#events.push(...events);
   }
 
-  record(...events: AnyTurnEvent[]): void {
-    this.recorded.push(...events);
+  /** The block's events, those given as functions built from the row as its update left it. */
+  built(): AnyTurnEvent[] {
+    return this.#events.map((event) => (typeof event === 'function' ? event(this.#turn) : event));
   }
 
   stream(parts: StreamParts): void {
     this.#parts.push(parts);
   }
 
-  /** The block's one update of the row, then its stream parts. */
-  async flush(): Promise<void> {
+  /** The block's one update of the row; returns its stream parts, built from the updated row. */
+  async flush(): Promise<NewStreamPart[]> {
     const turn = this.#turn;
     const update: TurnUpdate = { ...this.#attrs };
     if (this.#state) {
@@ -232,21 +249,27 @@ class Block implements TurnTx {
       Object.assign(update, { usage, cost });
     }
     if (Object.keys(update).length > 0) this.#turn = await this.base.updateTurn(turn.id, update);
-    const parts = this.#parts.flatMap((next) => (typeof next === 'function' ? next(this.#turn) : next));
-    if (parts.length > 0) await this.base.appendStreamParts(parts);
+    return this.#parts.flatMap((next) => (typeof next === 'function' ? next(this.#turn) : next));
   }
 }
 
 /**
  * The store inside a block: this turn's row is answered from the block's read and kept as
  * writes to it return it, so a helper that loads the row again costs no read and never
- * writes back a copy older than the block's.
+ * writes back a copy older than the block's. The executions it claims are kept too.
  */
 function ownRowView(
   base: Store,
   turnId: string,
-  current: () => TurnRecord,
-  wrote: (row: TurnRecord) => void,
+  {
+    current,
+    wrote,
+    claimed,
+  }: {
+    current: () => TurnRecord;
+    wrote: (row: TurnRecord) => void;
+    claimed: (row: ToolExecutionRecord) => void;
+  },
 ): Store {
   const own: Partial<Record<keyof Store, unknown>> = {
     loadTurn: (id: string) =>
@@ -259,6 +282,11 @@ function ownRowView(
     claimTurn: async (id: string, options?: Parameters<Store['claimTurn']>[1]) => {
       const row = await base.claimTurn(id, options);
       if (row && id === turnId) wrote(row);
+      return row;
+    },
+    claimToolExecution: async (id: string, options?: Parameters<Store['claimToolExecution']>[1]) => {
+      const row = await base.claimToolExecution(id, options);
+      if (row) claimed(row);
       return row;
     },
   };

@@ -78,6 +78,6 @@ export function decideApproval(view: CallView, decision: ApprovalDecision | unde
   return failWith(
     message,
     { rejected: true, ...(decision.timedOut ? { timed_out: true } : {}) },
-    { before: [rejected] },
+    { events: [rejected] },
   );
 }

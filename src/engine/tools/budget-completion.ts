@@ -40,7 +40,7 @@ export async function afterToolSpend(view: CallView, error: BudgetError): Promis
   const reached = { reached_by: 'tool', tool_call_id: view.call.id };
   return failWith(error.message, denied, {
     patch: { budget_completion_call_id: save.id },
-    before: [turnEvent('budget_completion.started', { id: save.id, name: save.name, ...reached })],
+    events: [turnEvent('budget_completion.started', { id: save.id, name: save.name, ...reached })],
   });
 }
 

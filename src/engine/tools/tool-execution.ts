@@ -195,8 +195,7 @@ export class ToolExecution implements CallView {
     closing: Closing,
   ): Promise<ToolExecutionRecord | null> {
     if (closing.patch) tx.patchState(closing.patch);
-    tx.record(...(closing.recorded ?? []));
-    tx.emit(...(closing.before ?? []));
+    tx.emit(...(closing.events ?? []));
     if (closing.status === 'cancelled') return this.skip(tx, execution, String(closing.payload['message']));
     return this.close(tx, execution!, closing.status, closing.payload);
   }

@@ -79,5 +79,5 @@ function blocked(view: CallView, reason: string, error?: string): Verdict {
     principal: principalOf(view.turn),
     ...(error ? { policy_error: error } : {}),
   });
-  return failWith(blockedMessage(reason), { policy_blocked: true }, { recorded: [event] });
+  return failWith(blockedMessage(reason), { policy_blocked: true }, { events: [event] });
 }

@@ -43,10 +43,8 @@ export interface CallView {
 export interface Closing {
   status: 'completed' | 'failed' | 'interrupted' | 'cancelled';
   payload: JsonObject;
-  /** Published after the commit, before the close's own `tool_call.*` event. */
-  before?: readonly TurnEvent[];
-  /** Appended in the close's own transaction (they report a write that commits with it). */
-  recorded?: readonly TurnEvent[];
+  /** Appended in the close's own transaction, before its own `tool_call.*` event. */
+  events?: readonly TurnEvent[];
   /** Merged into the turn's state in the same transaction. */
   patch?: Partial<TurnState>;
   /** Raised once the close has committed: the attempt ends on it (a budget denial fails the turn). */

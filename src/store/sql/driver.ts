@@ -23,38 +23,37 @@ export interface SqlConnection {
   query(sql: string, params?: readonly unknown[]): Promise<Row[]>;
 }
 
+/** What listeners of `channel` hear when a transaction commits. */
+export interface Notice {
+  channel: string;
+  payload: string;
+}
+
 /** A named lock held until the end of the current transaction. */
 export type LockKey = 'graph' | 'migrations' | `conv:${string}` | `stream:${string}`;
 
 export interface SqlDriver {
   readonly backend: StoreBackend;
   readonly dialect: SqlDialect;
-  /**
-   * Whether a failed statement aborts the whole transaction (PostgreSQL). When it does, a
-   * write joining an open transaction runs inside a savepoint, so a refused insert (say, a
-   * duplicate tool execution the caller catches) does not poison the caller's block.
-   */
-  readonly statementErrorsAbortTransaction: boolean;
   /** Opens a transaction on one connection, runs `fn`, commits; rolls back when it throws. */
   transaction<T>(fn: (connection: SqlConnection) => Promise<T>): Promise<T>;
-  /** Takes `key` inside the connection's transaction (a no-op where a transaction already
-   * serializes every writer, as SQLite's BEGIN IMMEDIATE does). */
-  lock(connection: SqlConnection, key: LockKey): Promise<void>;
+  /**
+   * Takes `key` inside the connection's transaction (a no-op where a transaction already
+   * serializes every writer, as SQLite's BEGIN IMMEDIATE does). Given `notice`, the same
+   * statement tells listeners of its channel once the transaction commits (PostgreSQL NOTIFY).
+   */
+  lock(connection: SqlConnection, key: LockKey, notice?: Notice): Promise<void>;
   /** A statement outside any transaction: a read, or a write that is atomic by itself. */
   query(sql: string, params?: readonly unknown[]): Promise<Row[]>;
   /** Whether `query` may run writes (PostgreSQL autocommit); else writes open a transaction. */
   readonly autocommitWrites: boolean;
   /** Turns a driver error into a StoreError a user can act on (or returns it unchanged). */
   describeError(error: unknown): unknown;
-  /** Tells listeners of `channel` when the connection's transaction commits (PostgreSQL NOTIFY). */
-  notify?(connection: SqlConnection, channel: string, payload: string): Promise<void>;
   /** Listens on `channel` on a connection of its own; resolves to the unlisten. `onLost`: the connection died. */
   listen?(
     channel: string,
     onPayload: (payload: string) => void,
     onLost: () => void,
   ): Promise<() => Promise<void>>;
-  /** Whether the error is a unique-constraint violation. */
-  isUniqueViolation(error: unknown): boolean;
   close(): Promise<void>;
 }

@@ -103,7 +103,10 @@ interface TxContext {
 }
 
 const LANE_STATUSES = LANE_TURN_STATUSES;
+const STREAM_LOCK = 'stream:';
 const EVENT_SEQUENCE_ATTEMPTS = 50;
+/** Events one INSERT writes at most (seven bound values each). */
+const EVENTS_PER_INSERT = 200;
 
 function encode(column: Column, value: unknown): unknown {
   if (value === null || value === undefined) return null;
@@ -334,10 +337,19 @@ export class SqlStore implements Store, ConsoleReadable {
     }
   }
 
+  /**
+   * Takes each key once per transaction. A root's stream lock also notifies the stream's
+   * listeners at commit, in the same statement: every taker of it appends parts of that root.
+   */
   async #acquire(context: TxContext, keys: readonly LockKey[]): Promise<void> {
     for (const key of keys) {
       if (context.locked.has(key)) continue;
-      await this.#driver.lock(context.connection, key);
+      const root = key.startsWith(STREAM_LOCK) ? key.slice(STREAM_LOCK.length) : null;
+      await this.#driver.lock(
+        context.connection,
+        key,
+        root === null ? undefined : { channel: STREAM_CHANNEL, payload: root },
+      );
       context.locked.add(key);
     }
   }
@@ -386,44 +398,21 @@ export class SqlStore implements Store, ConsoleReadable {
   }
 
   /**
-   * A write. Inside a transaction it takes `keys` and, when the write is `refusable` (an
-   * insert a unique index may refuse, which callers catch and go on from) and a failed
-   * statement would abort the whole transaction, runs in a savepoint so its refusal leaves
-   * the caller's block usable. Other writes (updates, claims, event appends) run without one:
-   * a savepoint costs two round trips, and should one of them fail after all, the block fails
-   * at COMMIT and nothing it wrote is kept. Outside a transaction it opens its own, unless it
-   * needs no lock and the driver runs autocommit writes (each write operation without keys is
-   * correct statement by statement).
+   * A write. Inside a transaction it takes `keys` and runs there. Inserts a unique index may
+   * refuse (which callers catch and go on from) are `ON CONFLICT DO NOTHING`, so a refusal is
+   * no failed statement and leaves the caller's block usable without a savepoint. Should
+   * another write fail after all, the block fails at COMMIT and nothing it wrote is kept.
+   * Outside a transaction it opens its own, unless it needs no lock and the driver runs
+   * autocommit writes (each write operation without keys is correct statement by statement).
    */
-  async #write<T>(
-    keys: readonly LockKey[],
-    fn: (connection: SqlConnection) => Promise<T>,
-    refusable = false,
-  ): Promise<T> {
+  async #write<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
     this.#assertOpen();
     const context = this.#current();
     try {
       if (context) {
-        const nested = this.#operation.getStore() === context;
         return await this.#serial(context, async () => {
           await this.#acquire(context, keys);
-          if (nested || !refusable || !this.#driver.statementErrorsAbortTransaction) {
-            return fn(context.connection);
-          }
-          await context.connection.query('SAVEPOINT turnkit_write');
-          try {
-            const result = await fn(context.connection);
-            await context.connection.query('RELEASE SAVEPOINT turnkit_write');
-            return result;
-          } catch (error) {
-            // If even this fails (a lost connection), the original error is the one to report;
-            // the transaction then fails at its next statement or at COMMIT.
-            await context.connection
-              .query('ROLLBACK TO SAVEPOINT turnkit_write')
-              .then(() => context.connection.query('RELEASE SAVEPOINT turnkit_write'))
-              .catch(() => undefined);
-            throw error;
-          }
+          return fn(context.connection);
         });
       }
       if (keys.length === 0 && this.#driver.autocommitWrites) return await fn(this.#autocommit);
@@ -431,11 +420,6 @@ export class SqlStore implements Store, ConsoleReadable {
     } catch (error) {
       throw this.#describe(error);
     }
-  }
-
-  /** A write a unique index may refuse (an insert): inside a transaction, in a savepoint. */
-  #refusable<T>(keys: readonly LockKey[], fn: (connection: SqlConnection) => Promise<T>): Promise<T> {
-    return this.#write(keys, fn, true);
   }
 
   async atomic<T>(conversationId: string | null, fn: () => Promise<T>): Promise<T> {
@@ -448,7 +432,10 @@ export class SqlStore implements Store, ConsoleReadable {
 
   // Shared statements
 
-  /** INSERT … RETURNING *; with `parent`, only when that row exists (else RecordNotFound). */
+  /**
+   * INSERT … ON CONFLICT DO NOTHING RETURNING *; with `parent`, only when that row exists (else
+   * RecordNotFound). A row a unique index refused is a StoreError naming the duplicate.
+   */
   async #insert<T>(
     connection: SqlConnection,
     spec: TableSpec,
@@ -471,30 +458,20 @@ export class SqlStore implements Store, ConsoleReadable {
     } else {
       sql += `VALUES (${placeholders.join(', ')})`;
     }
-    let rows: Row[];
-    try {
-      rows = await connection.query(`${sql} RETURNING *`, params);
-    } catch (error) {
-      if (this.#driver.isUniqueViolation(error)) throw this.#duplicate(spec, record, error);
-      throw error;
-    }
-    if (!rows[0]) throw new RecordNotFound(parent!.spec.noun, parent!.id);
-    return this.#record(spec, rows[0], 'lenient') as Promise<T>;
+    const [row] = await connection.query(`${sql} ON CONFLICT DO NOTHING RETURNING *`, params);
+    if (row) return this.#record(spec, row, 'lenient') as Promise<T>;
+    if (parent && !(await this.#exists(connection, parent.spec, parent.id)))
+      throw new RecordNotFound(parent.spec.noun, parent.id);
+    throw this.#duplicate(spec, record);
   }
 
-  #duplicate(spec: TableSpec, record: object, cause: unknown): StoreError {
+  #duplicate(spec: TableSpec, record: object): StoreError {
     const r = record as Record<string, unknown>;
-    if (spec === TOOL_EXECUTIONS) {
-      return new StoreError(`turn ${r['turnId']} already has an execution for tool call ${r['toolCallId']}`, {
-        cause,
-      });
-    }
-    if (spec === MESSAGES) {
-      return new StoreError(`conversation ${r['conversationId']} already has a message with that sequence`, {
-        cause,
-      });
-    }
-    return new StoreError(`${spec.noun} ${String(r['id'])} already exists`, { cause });
+    if (spec === TOOL_EXECUTIONS)
+      return new StoreError(`turn ${r['turnId']} already has an execution for tool call ${r['toolCallId']}`);
+    if (spec === MESSAGES)
+      return new StoreError(`conversation ${r['conversationId']} already has a message with that sequence`);
+    return new StoreError(`${spec.noun} ${String(r['id'])} already exists`);
   }
 
   async #load<T extends object>(spec: TableSpec, id: string): Promise<T> {
@@ -536,7 +513,7 @@ export class SqlStore implements Store, ConsoleReadable {
 
   async createConversation(attrs: NewConversation): Promise<ConversationRecord> {
     const record = buildConversation(attrs);
-    return this.#refusable([], (c) => this.#insert(c, CONVERSATIONS, record));
+    return this.#write([], (c) => this.#insert(c, CONVERSATIONS, record));
   }
 
   async loadConversation(id: string): Promise<ConversationRecord> {
@@ -583,7 +560,7 @@ export class SqlStore implements Store, ConsoleReadable {
     const built = buildMessage(attrs);
     // Allocated under the conversation lock (taken here even outside atomic); the unique
     // (conversation_id, sequence) index is the backstop.
-    return this.#refusable([`conv:${attrs.conversationId}`], (c) =>
+    return this.#write([`conv:${attrs.conversationId}`], (c) =>
       this.#insert<MessageRecord>(c, MESSAGES, built, {
         spec: CONVERSATIONS,
         id: attrs.conversationId,
@@ -690,7 +667,7 @@ export class SqlStore implements Store, ConsoleReadable {
 
   async createTurn(attrs: NewTurn): Promise<TurnRecord> {
     const record = buildTurn(attrs);
-    return this.#refusable([], (c) =>
+    return this.#write([], (c) =>
       this.#insert<TurnRecord>(c, TURNS, record, { spec: CONVERSATIONS, id: record.conversationId }),
     );
   }
@@ -868,26 +845,21 @@ export class SqlStore implements Store, ConsoleReadable {
 
   // Deliveries
 
-  /** Race-safe insert-or-return: INSERT … ON CONFLICT (key) DO NOTHING, then the existing row. */
+  /** Race-safe insert-or-return: INSERT … ON CONFLICT DO NOTHING, then the row holding the key. */
   async createDelivery(attrs: NewDelivery): Promise<DeliveryRecord> {
     const record = buildDelivery(attrs);
-    return this.#refusable([], async (c) => {
+    return this.#write([], async (c) => {
       const { columns, values } = assignments(DELIVERIES, await this.#sealed.seal(c, DELIVERIES, record));
       const placeholders = columns.map((column) => this.#driver.dialect.param(column.kind));
-      let inserted: Row[];
-      try {
-        inserted = await c.query(
-          `INSERT INTO turnkit_deliveries (${columns.map((col) => col.column).join(', ')})
-            VALUES (${placeholders.join(', ')}) ON CONFLICT (key) DO NOTHING RETURNING *`,
-          values,
-        );
-      } catch (error) {
-        if (this.#driver.isUniqueViolation(error)) throw this.#duplicate(DELIVERIES, record, error);
-        throw error;
-      }
-      if (inserted[0]) return this.#record<DeliveryRecord>(DELIVERIES, inserted[0], 'lenient');
+      const [inserted] = await c.query(
+        `INSERT INTO turnkit_deliveries (${columns.map((col) => col.column).join(', ')})
+          VALUES (${placeholders.join(', ')}) ON CONFLICT DO NOTHING RETURNING *`,
+        values,
+      );
+      if (inserted) return this.#record<DeliveryRecord>(DELIVERIES, inserted, 'lenient');
+      // Refused by the key (the delivery exists: it is returned) or else by the id.
       const [existing] = await c.query(`SELECT * FROM turnkit_deliveries WHERE key = ?`, [record.key]);
-      if (!existing) throw new StoreError(`delivery key ${record.key} conflicted but no row holds it`);
+      if (!existing) throw this.#duplicate(DELIVERIES, record);
       return matchExistingDelivery(await this.#record<DeliveryRecord>(DELIVERIES, existing), attrs);
     });
   }
@@ -935,7 +907,7 @@ export class SqlStore implements Store, ConsoleReadable {
     };
     const { columns, values } = assignments(WAITS, record);
     const placeholders = columns.map((c) => this.#driver.dialect.param(c.kind));
-    return this.#refusable([], async (c) => {
+    return this.#write([], async (c) => {
       const [inserted] = await c.query(
         `INSERT INTO turnkit_waits (${columns.map((col) => col.column).join(', ')})
           VALUES (${placeholders.join(', ')}) ON CONFLICT (turn_id, target_turn_id) DO NOTHING RETURNING *`,
@@ -1001,7 +973,7 @@ export class SqlStore implements Store, ConsoleReadable {
 
   async createToolExecution(attrs: NewToolExecution): Promise<ToolExecutionRecord> {
     const record = buildToolExecution(attrs);
-    return this.#refusable([], (c) =>
+    return this.#write([], (c) =>
       this.#insert<ToolExecutionRecord>(c, TOOL_EXECUTIONS, record, { spec: TURNS, id: record.turnId }),
     );
   }
@@ -1090,37 +1062,80 @@ export class SqlStore implements Store, ConsoleReadable {
 
   // Events
 
-  /**
-   * The per-turn sequence is computed in the INSERT itself; two writers that pick the same
-   * one collide on the primary key, the loser inserts nothing (ON CONFLICT DO NOTHING) and
-   * tries again with a fresh statement, which sees the winner's row. No lock is held.
-   */
   async appendEvent(attrs: {
     turnId: string;
     conversationId: string;
     type: string;
     payload?: JsonObject;
   }): Promise<EventRecord> {
-    const record = {
+    const { turnId, conversationId, type, payload } = attrs;
+    const [event] = await this.appendEvents({ turnId, conversationId, events: [{ type, payload }] });
+    return event!;
+  }
+
+  /**
+   * One multi-row INSERT (of at most EVENTS_PER_INSERT rows) whose sequences follow the turn's
+   * highest, in order, computed in the statement itself. Several events outside a transaction
+   * get one of their own, so that no reader sees a part of them.
+   */
+  async appendEvents(attrs: {
+    turnId: string;
+    conversationId: string;
+    events: readonly { type: string; payload?: JsonObject | undefined }[];
+  }): Promise<EventRecord[]> {
+    if (attrs.events.length === 0) return [];
+    const createdAt = nowIso();
+    const records = attrs.events.map(({ type, payload }) => ({
       turnId: attrs.turnId,
-      type: attrs.type,
+      type,
       conversationId: attrs.conversationId,
-      payload: attrs.payload ?? {},
-      createdAt: nowIso(),
+      payload: payload ?? {},
+      createdAt,
+    }));
+    const insert = async (c: SqlConnection) => {
+      const stored: EventRecord[] = [];
+      for (let start = 0; start < records.length; start += EVENTS_PER_INSERT)
+        stored.push(...(await this.#insertEvents(c, records.slice(start, start + EVENTS_PER_INSERT))));
+      return stored;
     };
-    return this.#write([], async (c) => {
-      const { columns, values } = assignments(EVENTS, await this.#sealed.seal(c, EVENTS, record));
-      const placeholders = columns.map((column) => this.#driver.dialect.param(column.kind));
-      const sql = `INSERT INTO turnkit_events (${columns.map((column) => column.column).join(', ')}, sequence)
-        SELECT ${placeholders.join(', ')}, COALESCE(MAX(sequence), 0) + 1 FROM turnkit_events WHERE turn_id = ?
-        ON CONFLICT (turn_id, sequence) DO NOTHING RETURNING *`;
-      for (let attempt = 0; attempt < EVENT_SEQUENCE_ATTEMPTS; attempt++) {
-        const [row] = await c.query(sql, [...values, attrs.turnId]);
-        if (row) return this.#record<EventRecord>(EVENTS, row, 'lenient');
+    if (records.length > 1 && !this.#current())
+      return this.#transaction([], (opened) => this.#serial(opened, () => insert(opened.connection)));
+    return this.#write([], insert);
+  }
+
+  /**
+   * Two writers that pick the same sequences collide on the primary key: the loser's rows are
+   * refused (ON CONFLICT DO NOTHING), it takes back those it did insert and tries again with a
+   * fresh statement, which sees the winner's rows. No lock is held.
+   */
+  async #insertEvents(c: SqlConnection, records: readonly object[]): Promise<EventRecord[]> {
+    const turnId = (records[0] as { turnId: string }).turnId;
+    const rows = [];
+    for (const record of records) rows.push(assignments(EVENTS, await this.#sealed.seal(c, EVENTS, record)));
+    const { columns } = rows[0]!;
+    const tuple = `(${[...columns.map((column) => this.#driver.dialect.param(column.kind)), this.#param(EVENTS, 'sequence')].join(', ')})`;
+    const sql = `INSERT INTO turnkit_events (${columns.map((column) => column.column).join(', ')}, sequence)
+      SELECT ${columns.map((_, i) => `v.column${i + 1}`).join(', ')}, base.latest + v.column${columns.length + 1}
+      FROM (VALUES ${rows.map(() => tuple).join(', ')}) AS v,
+        (SELECT COALESCE(MAX(sequence), 0) AS latest FROM turnkit_events WHERE turn_id = ?) AS base
+      WHERE true ON CONFLICT (turn_id, sequence) DO NOTHING RETURNING *`;
+    const params = [...rows.flatMap((row, i) => [...row.values, i + 1]), turnId];
+    for (let attempt = 0; attempt < EVENT_SEQUENCE_ATTEMPTS; attempt++) {
+      const inserted = await c.query(sql, params);
+      if (inserted.length === rows.length) {
+        const events = await this.#records<EventRecord>(EVENTS, inserted, 'lenient');
+        return events.sort((a, b) => a.sequence - b.sequence);
       }
-      throw new StoreError(`could not allocate an event sequence for turn ${attrs.turnId}: try again`, {
-        retryable: true,
-      });
+      if (inserted.length > 0) {
+        const sequences = inserted.map((row) => row['sequence']);
+        await c.query(`DELETE FROM turnkit_events WHERE turn_id = ? AND sequence IN (${marks(sequences)})`, [
+          turnId,
+          ...sequences,
+        ]);
+      }
+    }
+    throw new StoreError(`could not allocate an event sequence for turn ${turnId}: try again`, {
+      retryable: true,
     });
   }
 
@@ -1142,14 +1157,14 @@ export class SqlStore implements Store, ConsoleReadable {
   /**
    * Each root's lock is taken before its rows are inserted and held until commit, so within a
    * root the sequence order is the commit order: a reader that saw sequence n never later
-   * finds a new row below n. PostgreSQL also notifies listeners at commit.
+   * finds a new row below n. PostgreSQL also notifies listeners at commit (with the lock).
    */
   async appendStreamParts(parts: readonly NewStreamPart[]): Promise<StreamPartRecord[]> {
     if (parts.length === 0) return [];
     const records = parts.map(buildStreamPart);
     const roots = [...new Set(records.map((part) => part.rootTurnId))];
     return this.#write(
-      roots.map((root) => `stream:${root}` as const),
+      roots.map((root) => `${STREAM_LOCK}${root}` as const),
       async (c) => {
         // One multi-row INSERT per run of parts with the same columns (one run, as the parts
         // are built); the sequence is assigned row by row, so sorting by it keeps the order.
@@ -1176,9 +1191,7 @@ export class SqlStore implements Store, ConsoleReadable {
           for (const inserted of rows)
             stored.push(await this.#record<StreamPartRecord>(STREAM_PARTS, inserted, 'lenient'));
         }
-        stored.sort((a, b) => a.sequence - b.sequence);
-        for (const root of roots) await this.#driver.notify?.(c, STREAM_CHANNEL, root);
-        return stored;
+        return stored.sort((a, b) => a.sequence - b.sequence);
       },
     );
   }
