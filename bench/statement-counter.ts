@@ -42,11 +42,16 @@ export function stopCounting(): Statement[] {
 }
 
 const TURN_ROW_READ = /^\s*SELECT\b.*\bFROM turnkit_turns WHERE id = (\?|\$1)\s*$/is;
+/** The same read sent last in a simple query with BEGIN and the locks, its id a literal (decision 88). */
+const TURN_ROW_READ_LAST = /;\s*SELECT\b[^;]*\bFROM turnkit_turns WHERE id = \$(tk\d*)\$(.*?)\$\1\$\s*$/is;
 
 function record(sql: string, params: readonly unknown[] | undefined): void {
   if (!counting) return;
   const text = sql.replace(/\s+/g, ' ').trim();
-  const id = TURN_ROW_READ.test(text) && typeof params?.[0] === 'string' ? params[0] : null;
+  const id =
+    TURN_ROW_READ.test(text) && typeof params?.[0] === 'string'
+      ? params[0]
+      : (TURN_ROW_READ_LAST.exec(text)?.[2] ?? null);
   log.push({ label: label.getStore() ?? 'other', sql: text, turnRowId: id, params: params ?? [] });
 }
 

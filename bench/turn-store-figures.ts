@@ -7,8 +7,9 @@
  * are counted as transactions, as decision 31's profile counted them apart (its 82 statements
  * per turn). On PostgreSQL, advisory locks, savepoints and NOTIFY are statements: each is a
  * round trip. `round_trips` is everything, BEGIN and COMMIT included. A BEGIN sent with the
- * transaction's first lock (`BEGIN; SELECT pg_advisory_xact_lock(…)`, decision 86) is one
- * round trip: a transaction, and a statement.
+ * transaction's first lock (`BEGIN; SELECT pg_advisory_xact_lock(…)`, decision 86), and its
+ * first statement with them (decision 88), is one round trip: a transaction, and a statement
+ * for each statement in it.
  */
 import type { Statement } from './statement-counter.js';
 
@@ -57,10 +58,18 @@ function kindOf(sql: string): string {
   return (/^\s*(\w+)/.exec(sql)?.[1] ?? '?').toUpperCase();
 }
 
-/** The kinds of what one round trip sent: BEGIN and the statement sent with it, or one. */
-function kindsOf(sql: string): string[] {
-  const begin = /^\s*BEGIN;\s*(.+)$/is.exec(sql);
-  return begin ? ['BEGIN', kindOf(begin[1]!)] : [kindOf(sql)];
+/**
+ * The kinds of what one round trip sent: one statement, or a simple query of several (BEGIN,
+ * the first locks and the first statement, decision 88), split at `; ` (the store's SQL has
+ * no `;` of its own; a string value sent as a literal is in dollar quotes, left whole).
+ */
+export function kindsOf(sql: string): string[] {
+  if (!/^\s*BEGIN;/i.test(sql)) return [kindOf(sql)];
+  const unquoted = sql.replace(/\$(tk\d*)\$[\s\S]*?\$\1\$/g, "''");
+  return unquoted
+    .split(/;\s*/)
+    .filter((part) => part.trim() !== '')
+    .map(kindOf);
 }
 
 const isControl = (kind: string) => kind === 'BEGIN' || kind === 'COMMIT' || kind === 'ROLLBACK';

@@ -5,7 +5,8 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { authorizeCancel, cancelTurn, rejectCancel } from '../engine/end/cancel.js';
-import { claimTurn } from '../engine/claim/claim.js';
+import type { Claimed } from '../engine/claim/claim.js';
+import { claimTurnRow } from '../engine/claim/claim.js';
 import { authorizeControl } from '../engine/controls/authorize.js';
 import { pauseTurn } from '../engine/controls/pause.js';
 import { resumePausedTurn, resumeTurn } from '../engine/claim/resume.js';
@@ -35,7 +36,7 @@ import type { RetentionActivities } from '../contract/retention.js';
 import type { ErasureActivities } from '../erasure/erasure-types.js';
 import { erasureActivities } from './erasure-activities.js';
 import type { TurnActivities, TurnSettings } from '../workflows/contract.js';
-import type { ClaimDigest, OwnerInput, TurnDigest } from '../contract/digests.js';
+import type { OwnerInput, TurnDigest } from '../contract/digests.js';
 import type { FinishRequest, ModelStepInput } from '../contract/activities.js';
 import { claimTokenOf, turnWorkflowId } from '../workflows/contract.js';
 
@@ -158,14 +159,16 @@ function laneActivities(
  * (decision 33). Best effort: a check that fails (the frontend unreachable) leaves the refusal
  * as it is, and the next refusal, the lane or `turnkit repair` checks again.
  */
-async function claimForRun(runtime: Runtime, input: OwnerInput): Promise<ClaimDigest> {
+async function claimForRun(runtime: Runtime, input: OwnerInput, reserveStep?: string): Promise<Claimed> {
   const run = Context.current().info.workflowExecution;
   const supersede =
     run?.workflowId === turnWorkflowId(input.turnId) && claimTokenOf(run.runId) === input.claimToken;
-  const claim = await claimTurn(runtime, input.turnId, input.claimToken, {
+  const claimed = await claimTurnRow(runtime, input.turnId, input.claimToken, {
     supersede,
     ...(input.taskHistoryLength !== undefined ? { taskHistoryLength: input.taskHistoryLength } : {}),
+    ...(reserveStep !== undefined ? { reserveStep } : {}),
   });
+  const claim = claimed.digest;
   if (!claim.claimed && claim.reason === 'lane_busy') {
     await checkLaneAhead(repairContext(runtime), input.turnId).catch((error: unknown) =>
       Context.current().log.warn('turnkit lane check failed', {
@@ -174,18 +177,25 @@ async function claimForRun(runtime: Runtime, input: OwnerInput): Promise<ClaimDi
       }),
     );
   }
-  return claim;
+  return claimed;
 }
 
 /**
  * The model step; given `finish` (0.6), a response that ends the turn's last phase is followed
  * by the output step in this activity when nothing is left to check (decision 82).
  */
-async function modelStep(runtime: Runtime, pacer: HeartbeatPacer, input: ModelStepInput) {
+async function modelStep(runtime: Runtime, pacer: HeartbeatPacer, input: ModelStepInput, claimed?: Claimed) {
   const { attempt } = Context.current().info;
   let dispatches = 0;
   return storeOutageAware(pacer, async (hooks) => {
-    const digest = await runModelStep(runtime, input, { ...hooks, retry: attempt > 1 || dispatches++ > 0 });
+    // The claim's row and reservation serve the first dispatch only: a store outage reads anew.
+    const first = dispatches === 0 ? claimed : undefined;
+    const digest = await runModelStep(
+      runtime,
+      input,
+      { ...hooks, retry: attempt > 1 || dispatches++ > 0 },
+      first?.turn ? { turn: first.turn, ...(first.reserved ? { reserved: first.reserved } : {}) } : undefined,
+    );
     return withFinish(runtime, input, digest);
   });
 }
@@ -203,17 +213,19 @@ async function withFinish<D extends TurnDigest>(
 
 function claimActivities(runtime: Runtime, pacer: HeartbeatPacer): Activities<'claimTurn' | 'claimStep'> {
   return {
-    claimTurn: (input) => mappingFailures(() => claimForRun(runtime, input)),
+    claimTurn: (input) => mappingFailures(async () => (await claimForRun(runtime, input)).digest),
 
-    // The run's first step (decision 82): the claim, then the model call in the same activity.
+    // The run's first step (decision 82): the claim, then the model call in the same activity,
+    // which takes the claim's row and the iteration it reserved (decision 88).
     async claimStep(input) {
-      const claim = await mappingFailures(() =>
-        retryWhileStoreDown(() => claimForRun(runtime, input), {
+      const claimed = await mappingFailures(() =>
+        retryWhileStoreDown(() => claimForRun(runtime, input, input.step), {
           signal: Context.current().cancellationSignal,
         }),
       );
+      const claim = claimed.digest;
       if (!claim.claimed || claim.phase !== 'model' || claim.modelRoute) return { claim };
-      return { claim, step: await modelStep(runtime, pacer, input) };
+      return { claim, step: await modelStep(runtime, pacer, input, claimed) };
     },
   };
 }

@@ -231,24 +231,64 @@ const LOCK_SQL = (key: string) => `pg_advisory_xact_lock(hashtextextended(${key}
 const NOTIFY_SQL = (channel: string, payload: string) => `pg_notify(${channel}, ${payload})`;
 
 /**
- * A transaction's connection. BEGIN is sent with its first statement: in the same round trip
- * as the first lock (a simple query of both, the lock's key as a literal), else just before
- * it. A transaction that sent nothing sends no BEGIN and no COMMIT.
+ * `sql` (numbered) with its parameters written in as literals, for a simple query; null when a
+ * value is not one a literal can carry as the parameter would (only strings, finite numbers,
+ * booleans and null are). A string goes in dollar quotes under a tag it does not contain: an
+ * untyped literal, whose type PostgreSQL infers from its place as it infers a parameter's, and
+ * which no quoting setting reads otherwise (decision 88).
+ */
+export function withLiterals(sql: string, params: readonly unknown[]): string | null {
+  const literals: string[] = [];
+  for (const value of params) {
+    if (value === null || value === undefined) literals.push('NULL');
+    else if (typeof value === 'boolean') literals.push(value ? 'TRUE' : 'FALSE');
+    else if (typeof value === 'number' && Number.isFinite(value)) literals.push(dollarQuoted(String(value)));
+    else if (typeof value === 'string' && !value.includes('\0')) literals.push(dollarQuoted(value));
+    else return null;
+  }
+  return sql.replace(/\$(\d+)/g, (_match, index: string) => literals[Number(index) - 1] ?? 'NULL');
+}
+
+function dollarQuoted(text: string): string {
+  let tag = 'tk';
+  for (let n = 0; text.includes(`$${tag}$`); n++) tag = `tk${n}`;
+  return `$${tag}$${text}$${tag}$`;
+}
+
+/**
+ * A transaction's connection. BEGIN is sent with the transaction's first statement, in one
+ * round trip with the locks taken before it (a simple query: the locks' keys and the
+ * statement's parameters as literals, decision 88); a statement whose values a literal cannot
+ * carry goes just after BEGIN and the locks. A transaction that sent nothing sends no BEGIN
+ * and no COMMIT (and took no lock: every block's first statement comes after its locks).
  */
 class TransactionConnection implements SqlConnection {
   begun = false;
+  /** Statements without parameters (the first locks) that go with BEGIN. */
+  #lead: string[] = [];
 
   constructor(readonly client: pg.PoolClient) {}
 
   async query(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
-    if (!this.begun) await this.begin();
+    if (!this.begun) {
+      const lead = this.#lead.splice(0);
+      const literal = lead.length > 0 ? withLiterals(numbered(sql), params) : null;
+      this.begun = true;
+      if (literal !== null) {
+        const results = (await this.client.query(
+          `BEGIN; ${lead.join('; ')}; ${literal}`,
+        )) as unknown as pg.QueryResult[];
+        return results.at(-1)!.rows as Row[];
+      }
+      await this.client.query(['BEGIN', ...lead].join('; '));
+    }
     return run(this.client, sql, params);
   }
 
-  /** BEGIN, and `first` (a statement without parameters) in the same round trip. */
-  async begin(first?: string): Promise<void> {
-    this.begun = true;
-    await this.client.query(first ? `BEGIN; ${first}` : 'BEGIN');
+  /** A statement without parameters sent with BEGIN, before the transaction's first statement. */
+  lead(statement: string): void {
+    if (this.begun) throw new Error('lead() after the transaction began');
+    this.#lead.push(statement);
   }
 }
 
@@ -334,7 +374,7 @@ class PostgresDriver implements SqlDriver {
     if (connection instanceof TransactionConnection && !connection.begun) {
       const literal = (text: string) => textLiteral(text);
       const notify = notice ? `, ${NOTIFY_SQL(literal(notice.channel), literal(notice.payload))}` : '';
-      return connection.begin(`SELECT ${LOCK_SQL(literal(`turnkit:${key}`))}${notify}`);
+      return connection.lead(`SELECT ${LOCK_SQL(literal(`turnkit:${key}`))}${notify}`);
     }
     const notify = notice ? `, ${NOTIFY_SQL('?::text', '?::text')}` : '';
     await connection.query(`SELECT ${LOCK_SQL('?::text')}${notify}`, [

@@ -73,15 +73,23 @@ export const EARLIER_TURNS_THROUGH = 'earlier_turns_through';
  * steps 2 and 4, are the engine's). Under the root lock then the turn's conversation lock:
  * reload, refuse unless pending, refuse unless the lane admits it, then CAS pending → running
  * with startedAt kept, heartbeatAt now and the token. A retry with the token that already
- * owns the running turn gets the same claim back. `started` runs in the claim's transaction
- * when this call moved the turn to running (its events commit with the claim).
+ * owns the running turn gets the same claim back. Hooks, in the claim's transaction:
+ * `prepare` may return the options the claim writes (given those it would write), so that
+ * what the turn's first step reserves goes in the claim's one update; `started` runs when
+ * this call moved the turn to running (its events commit with the claim).
  */
 export async function claimInLane(
   store: Store,
   turnId: string,
   claimToken: string,
   loaded?: TurnRecord,
-  started?: (turn: TurnRecord) => Promise<void>,
+  hooks: {
+    prepare?: (
+      turn: TurnRecord,
+      options: TurnRecord['options'],
+    ) => Promise<TurnRecord['options'] | undefined>;
+    started?: (turn: TurnRecord) => Promise<void>;
+  } = {},
 ): Promise<LaneClaim> {
   // The caller's unlocked read, if it has one: only the root and the conversation come from it.
   const initial = loaded ?? (await store.loadTurn(turnId));
@@ -92,6 +100,8 @@ export async function claimInLane(
       if (turn.status === 'running' && turn.claimToken === claimToken) return { claimed: true, turn };
       if (turn.status !== 'pending') return { claimed: false, reason: 'not_pending', turn };
       if (!(await laneAdmits(store, turn))) return { claimed: false, reason: 'lane_busy', turn };
+      const earlier = (await earlierTurnsAtStart(store, turn)).options;
+      const options = (await hooks.prepare?.(turn, earlier ?? turn.options)) ?? earlier;
       const now = nowIso();
       const claimed = await store.claimTurn(turnId, {
         from: 'pending',
@@ -99,10 +109,10 @@ export async function claimInLane(
         claimToken,
         startedAt: turn.startedAt ?? now,
         heartbeatAt: now,
-        ...(await earlierTurnsAtStart(store, turn)),
+        ...(options ? { options } : {}),
       });
       if (!claimed) return { claimed: false, reason: 'not_pending', turn: await store.loadTurn(turnId) };
-      await started?.(claimed);
+      await hooks.started?.(claimed);
       return { claimed: true, turn: claimed };
     }),
   );

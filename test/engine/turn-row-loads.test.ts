@@ -9,7 +9,8 @@ import { z } from 'zod';
 import { defineAgent } from '../../src/agents/agent.js';
 import { AgentRegistry } from '../../src/agents/registry.js';
 import { defineTool } from '../../src/agents/tool.js';
-import { claimTurn } from '../../src/engine/claim/claim.js';
+import { claimTurn, claimTurnRow } from '../../src/engine/claim/claim.js';
+import { BudgetError } from '../../src/errors.js';
 import { buildTurn } from '../../src/engine/lane/build-turn.js';
 import { runModelStep } from '../../src/engine/model/model-step.js';
 import { runOutputStep } from '../../src/engine/output/output-step.js';
@@ -45,20 +46,25 @@ function counting(base: MemoryStore, turnId: () => string | null) {
   return { store, count };
 }
 
-async function benchTurn() {
+async function benchTurn(turnAgent = agent) {
   let turnId: string | null = null;
   const { store, count } = counting(new MemoryStore(), () => turnId);
   const model = new ScriptedModel({
     bench: () => ({ toolCalls: [{ name: 'finish', arguments: { answer: '42' } }] }),
   });
-  const runtime = new Runtime({ store, agents: new AgentRegistry([agent]), model, defaultModel: 'scripted' });
+  const runtime = new Runtime({
+    store,
+    agents: new AgentRegistry([turnAgent]),
+    model,
+    defaultModel: 'scripted',
+  });
   const conversation = await store.createConversation({ agentName: 'bench' });
   const message = await store.appendMessage({
     conversationId: conversation.id,
     role: 'user',
     content: 'What is the answer?',
   });
-  const turn = await buildTurn(store, agent, conversation.id, message, { submit: true });
+  const turn = await buildTurn(store, turnAgent, conversation.id, message, { submit: true });
   turnId = turn.id;
   return { runtime, store, count, turnId: turn.id };
 }
@@ -107,5 +113,54 @@ describe('row loads of the bench turn', () => {
     expect(loads['claim']).toBeLessThanOrEqual(2);
     expect(loads['model']).toBeLessThanOrEqual(3);
     expect(loads['output']).toBeLessThanOrEqual(2);
+  });
+
+  it('claimStep (decision 88): the claim reserves the step it makes next, and the step reads its row only in its response block', async () => {
+    const { runtime, store, count, turnId } = await benchTurn();
+    const claimToken = 's'.repeat(32);
+    const step = 'ssss:1';
+    const claimed = await claimTurnRow(runtime, turnId, claimToken, { reserveStep: step });
+    expect(claimed.digest.claimed).toBe(true);
+    // Committed with the claim: the iteration and the step it is for.
+    const row = await store.loadTurn(turnId);
+    expect(row.status).toBe('running');
+    expect(row.options['state']).toMatchObject({ iterations: 1, reserved_step: step });
+    expect(claimed.reserved?.iterations).toBe(1);
+
+    const before = count.loads;
+    const model = await runModelStep(
+      runtime,
+      { turnId, claimToken, step, compaction: true, maxProviderAttempts: 5 },
+      { signal: new AbortController().signal, heartbeat: () => undefined },
+      { turn: claimed.turn!, reserved: claimed.reserved! },
+    );
+    expect(model).toMatchObject({ phase: 'tools', reused: false });
+    expect(count.loads - before).toBe(1);
+    // Reserved once: the step did not take a second iteration.
+    expect((await store.loadTurn(turnId)).options['state']).toMatchObject({
+      iterations: 1,
+      model_step: step,
+    });
+    expect((await store.budgetUsage(turnId)).iterations).toBe(1);
+  });
+
+  it('claimStep (decision 88): a budget that refuses the step leaves the claim committed without a reservation, and the step raises', async () => {
+    const spent = defineAgent({ name: 'bench', tools: [finish], limits: { maxIterations: 0 } });
+    const { runtime, store, turnId } = await benchTurn(spent);
+    const claimToken = 't'.repeat(32);
+    const claimed = await claimTurnRow(runtime, turnId, claimToken, { reserveStep: 'tttt:1' });
+    expect(claimed.digest.claimed).toBe(true);
+    expect(claimed.reserved).toBeUndefined();
+    const row = await store.loadTurn(turnId);
+    expect(row.status).toBe('running');
+    expect(row.options['state'] ?? {}).not.toHaveProperty('reserved_step');
+    await expect(
+      runModelStep(
+        runtime,
+        { turnId, claimToken, step: 'tttt:1' },
+        { signal: new AbortController().signal, heartbeat: () => undefined },
+        { turn: claimed.turn! },
+      ),
+    ).rejects.toThrow(BudgetError);
   });
 });

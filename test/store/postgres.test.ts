@@ -2,7 +2,7 @@ import pg from 'pg';
 import { expect, it } from 'vitest';
 import { StoreError } from '../../src/errors.js';
 import { openStore } from '../../src/store/index.js';
-import { PostgresStore } from '../../src/store/postgres-store.js';
+import { PostgresStore, withLiterals } from '../../src/store/postgres-store.js';
 import { MIGRATIONS } from '../../src/store/sql/schema.js';
 import type { Store } from '../../src/store/types.js';
 import { describePostgres, dropPgTestSchema, pgTestSchema, pgTestUrl } from '../helpers/postgres.js';
@@ -185,4 +185,64 @@ describePostgres('postgres prepared statements', () => {
       },
       { pool: { max: 1 } },
     ));
+});
+
+describePostgres('postgres: a transaction opens with its first statement (decision 88)', () => {
+  const awkward = [
+    "it's",
+    'back\\slash \\x41 and \\\\',
+    '$tk$ closes a tag $tk0$ and $tk1$',
+    '$1 and $2 look like parameters',
+    'ünïcödé ✓ 𝄞',
+    '',
+    '; SELECT 1; --',
+  ];
+
+  it('values written in as literals come back as the parameters would have: strings, numbers, booleans, null', async () => {
+    const client = new pg.Client({ connectionString: pgTestUrl() });
+    await client.connect();
+    try {
+      for (const value of awkward) {
+        const sql = withLiterals('SELECT $1::text AS t, $2 AS u, $3::bigint AS n, $4 AS b, $5::text AS z', [
+          value,
+          value,
+          42,
+          true,
+          null,
+        ]);
+        expect(sql).not.toBeNull();
+        const { rows } = await client.query(sql!);
+        expect(rows[0]).toEqual({ t: value, u: value, n: '42', b: true, z: null });
+      }
+      // Untyped, as a parameter: PostgreSQL infers the column's type from the comparison.
+      const timed = withLiterals('SELECT $1 < now() AS earlier', ['2020-01-01T00:00:00.000Z']);
+      expect((await client.query(timed!)).rows[0]).toEqual({ earlier: true });
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a value a literal cannot carry is left to a parameter', () => {
+    expect(withLiterals('SELECT $1', [{ a: 1 }])).toBeNull();
+    expect(withLiterals('SELECT $1', [Buffer.from('x')])).toBeNull();
+    expect(withLiterals('SELECT $1', [Number.NaN])).toBeNull();
+    expect(withLiterals('SELECT $1', ['nul\0'])).toBeNull();
+  });
+
+  it('a block whose first statement rides with BEGIN and its lock reads and writes as any other, and rolls back whole', () =>
+    inSchema(async (store) => {
+      for (const subject of awkward) {
+        const c = await store.createConversation({ agentName: 'a', metadata: { subject } });
+        const read = await store.atomic(c.id, () => store.loadConversation(c.id));
+        expect(read.metadata).toEqual({ subject });
+        const failed = await store
+          .atomic(c.id, async () => {
+            await store.updateConversation(c.id, { metadata: { subject: 'changed' } });
+            throw new Error('stop');
+          })
+          .catch((error: unknown) => error);
+        expect((failed as Error).message).toBe('stop');
+        expect((await store.loadConversation(c.id)).metadata).toEqual({ subject });
+      }
+    }));
 });

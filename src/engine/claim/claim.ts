@@ -5,6 +5,7 @@ import { isFinished, subAgentResult } from '../step/sub-agents.js';
 import { checkTaskMark } from '../step/fence.js';
 import type { Store, TurnRecord, TurnStatus, WaitRecord } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
+import { ClaimReservation } from './reserve.js';
 import { turnDigest } from '../step/digest.js';
 import { validateModel } from '../model/model-failure.js';
 import type { Runtime } from '../runtime.js';
@@ -99,6 +100,21 @@ export interface ClaimOptions {
   supersede?: boolean;
   /** The claiming workflow task's history length (see OwnerInput). */
   taskHistoryLength?: number;
+  /**
+   * The model step the claiming activity makes next (`claimStep`, decision 88): a lane claim
+   * reserves that step's iteration in its own update, when the budget allows it, so the step
+   * needs no transaction of its own before its request.
+   */
+  reserveStep?: string;
+}
+
+/** A claim, with the row it left and the budget of the step it reserved (decision 88). */
+export interface Claimed {
+  digest: ClaimDigest;
+  /** The row as the claim committed it (absent when refused). */
+  turn?: TurnRecord;
+  /** The tree's budget with `reserveStep`'s iteration taken, when the claim reserved it. */
+  reserved?: Budget;
 }
 
 /**
@@ -147,6 +163,16 @@ export async function claimTurn(
   claimToken: string,
   options: ClaimOptions = {},
 ): Promise<ClaimDigest> {
+  return (await claimTurnRow(runtime, turnId, claimToken, options)).digest;
+}
+
+/** `claimTurn`, with the row the claim left and the budget of the step it reserved. */
+export async function claimTurnRow(
+  runtime: Runtime,
+  turnId: string,
+  claimToken: string,
+  options: ClaimOptions = {},
+): Promise<Claimed> {
   const store = runtime.store;
   const initial = await store.loadTurn(turnId);
   const agent = runtime.agents.resolve(initial.agentName);
@@ -163,10 +189,12 @@ export async function claimTurn(
     if (!(await joinOpen(store, initial, edges, deadline))) {
       const at = await deadline();
       return {
-        claimed: false,
-        reason: 'waiting',
-        status: initial.status,
-        deadline: at?.toISOString() ?? null,
+        digest: {
+          claimed: false,
+          reason: 'waiting',
+          status: initial.status,
+          deadline: at?.toISOString() ?? null,
+        },
       };
     }
     if (initial.status === 'waiting') {
@@ -181,21 +209,23 @@ export async function claimTurn(
   if (taken) {
     await runtime.emit(taken, 'turn.reclaimed', { status: initial.status, phase: phaseOf(taken) });
     await validateModel(runtime, agent, taken);
-    return {
-      claimed: true,
-      ...turnDigest(agent, taken, await deadline(taken)),
-      ...routeOf(runtime, agent, taken),
-    };
+    return { digest: granted(runtime, agent, taken, await deadline(taken)), turn: taken };
   }
-  const outcome = await claimInLane(store, turnId, claimToken, initial, (claimed) =>
-    runtime.emit(claimed, 'turn.started', {
-      status: claimed.status,
-      model: runtime.modelFor(agent, claimed),
-    }),
-  );
-  if (!outcome.claimed) return { claimed: false, reason: outcome.reason, status: outcome.turn.status };
+  const reservation = new ClaimReservation(runtime, agent);
+  const outcome = await claimInLane(store, turnId, claimToken, initial, {
+    ...(options.reserveStep !== undefined && options.taskHistoryLength === undefined
+      ? { prepare: reservation.prepare(options.reserveStep) }
+      : {}),
+    started: (claimed) =>
+      runtime.emit(claimed, 'turn.started', {
+        status: claimed.status,
+        model: runtime.modelFor(agent, claimed),
+      }),
+  });
+  if (!outcome.claimed)
+    return { digest: { claimed: false, reason: outcome.reason, status: outcome.turn.status } };
   // Before the phase loop (spec §3.2 step 4): a model that can never work fails the turn now.
-  await validateModel(runtime, agent, outcome.turn);
+  await reservation.validate(outcome.turn);
   const owner = {
     turnId,
     claimToken,
@@ -203,10 +233,16 @@ export async function claimTurn(
   };
   const turn = await injectWaitResults(runtime, outcome.turn, owner, edges);
   return {
-    claimed: true,
-    ...turnDigest(agent, turn, await deadline(turn)),
-    ...routeOf(runtime, agent, turn),
+    digest: granted(runtime, agent, turn, await deadline(turn)),
+    turn,
+    // A join's input written after the claim moved the row on: its step reserves for itself.
+    ...(reservation.budget && turn === outcome.turn ? { reserved: reservation.budget } : {}),
   };
+}
+
+/** The digest of a claim granted. */
+function granted(runtime: Runtime, agent: Agent, turn: TurnRecord, deadline: Date | null): ClaimDigest {
+  return { claimed: true, ...turnDigest(agent, turn, deadline), ...routeOf(runtime, agent, turn) };
 }
 
 /** `{ modelRoute }` when the worker routes some of the turn's models to queues of their own. */

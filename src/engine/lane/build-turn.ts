@@ -7,7 +7,14 @@ import type { ModelChoice } from '../../models/model-chain.js';
 import { modelChain } from '../../models/model-chain.js';
 import { TOOL_REPLAY_OPTION } from '../step/turn-options.js';
 import { jsonCopy, nowIso } from '../../store/records.js';
-import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
+import type {
+  ConversationRecord,
+  Json,
+  JsonObject,
+  Store,
+  ToolExecutionRecord,
+  TurnRecord,
+} from '../../store/types.js';
 
 export interface BuildTurnOptions {
   /** The turn's id, when the caller allocated it first (to authorize with it). */
@@ -56,8 +63,10 @@ export async function buildTurn(
   conversationId: string,
   trigger: { id: string; sequence: number },
   options: BuildTurnOptions = {},
+  /** The conversation's row, when the caller has just written it. */
+  written?: ConversationRecord,
 ): Promise<TurnRecord> {
-  const conversation = await store.loadConversation(conversationId);
+  const conversation = written ?? (await store.loadConversation(conversationId));
   const { lineage } = options;
   const thinking =
     options.thinking !== undefined

@@ -26,7 +26,9 @@ export interface TurnRows {
 
 /** Writes the rows; call it under the conversation's lock (`store.atomic(conversationId, …)`). */
 export async function writeTurnRows(store: Store, agent: Agent, rows: TurnRows): Promise<TurnRecord> {
-  if (rows.conversation) await store.createConversation({ ...rows.conversation, id: rows.conversationId });
+  const conversation = rows.conversation
+    ? await store.createConversation({ ...rows.conversation, id: rows.conversationId })
+    : undefined;
   const message = await store.appendMessage({
     conversationId: rows.conversationId,
     role: 'user',
@@ -39,5 +41,6 @@ export async function writeTurnRows(store: Store, agent: Agent, rows: TurnRows):
     rows.conversationId,
     { id: message.id, sequence: message.sequence },
     rows.turn,
+    conversation,
   );
 }

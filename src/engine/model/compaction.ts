@@ -174,12 +174,18 @@ export function compactionMetadata(
 }
 
 /** Whether the model phase about to run should compact first (spec §3.6 auto trigger). */
-export async function compactionDue(store: Store, agent: Agent, turn: TurnRecord): Promise<boolean> {
+export async function compactionDue(
+  store: Store,
+  agent: Agent,
+  turn: TurnRecord,
+  /** The turn's history, when the caller has read it already. */
+  read?: readonly MessageRecord[],
+): Promise<boolean> {
   const policy = agent.compaction;
   const compact = turn.options['compact'];
   if (!policy || compact === false) return false;
   if (compact === true && turnState(turn).compaction_forced) return false;
-  const history = await historyForTurn(store, turn);
+  const history = read ?? (await historyForTurn(store, turn));
   // Nothing to summarize (a single huge message, say): no activity for nothing.
   if (!selectForCompaction(history, policy)) return false;
   if (compact === true) return true;

@@ -80,13 +80,11 @@ async function earlierTurnsMessages(store: Store, turn: TurnRecord): Promise<Mes
   return range.filter((message) => message.turnId !== null && message.turnId !== turn.id);
 }
 
-/** The history in the order the model reads it (compaction reads it as stored). */
-export async function modelHistory(store: Store, turn: TurnRecord): Promise<MessageRecord[]> {
+/** The history (`read`, if given) in the order the model reads it (compaction reads it as stored). */
+export async function modelHistory(store: Store, turn: TurnRecord, read?: readonly MessageRecord[]) {
   const trigger = turn.options['trigger_message_id'];
-  return atCallBoundaries(await historyForTurn(store, turn), {
-    id: turn.id,
-    triggerMessageId: typeof trigger === 'string' ? trigger : null,
-  });
+  const viewer = { id: turn.id, triggerMessageId: typeof trigger === 'string' ? trigger : null };
+  return atCallBoundaries(read ?? (await historyForTurn(store, turn)), viewer);
 }
 
 /** Text parts as they are; an image part as a short placeholder (never its bytes). */
@@ -243,11 +241,13 @@ export async function buildModelRequest(
   depth: number,
   /** The model of the chain that serves this attempt (default: the chain's first). */
   serving?: string,
+  /** The turn's history (`historyForTurn`), when the caller has read it already. */
+  history?: readonly MessageRecord[],
 ): Promise<TurnPreview> {
   const mode = effectivePromptMode(agent, turn, depth);
   const model = serving ?? runtime.modelFor(agent, turn);
   const conversation = await store.loadConversation(turn.conversationId);
-  const loaded = await loadedSkillsOf(store, turn.id);
+  const loaded = await loadedSkillsOf(store, agent, turn.id);
   const tools = offeredTools(agent, loaded);
   const live =
     mode === 'full' || mode === 'task'
@@ -268,7 +268,7 @@ export async function buildModelRequest(
     runtime.logger.warn(
       `turnkit: context contributor ${failure.index} of ${agent.name} failed: ${failure.message}`,
     );
-  const messages = projectMessages(await modelHistory(store, turn));
+  const messages = projectMessages(await modelHistory(store, turn, history));
   const thinking =
     'thinking' in turn.options ? (turn.options['thinking'] as ModelRequest['thinking']) : agent.thinking;
   const outputSchema =

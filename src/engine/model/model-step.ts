@@ -2,14 +2,14 @@ import { ConfigError, ModelError } from '../../errors.js';
 import { costFromUsage } from '../../models/cost.js';
 import type { ModelRequest, ModelResult } from '../../models/types.js';
 import { nowIso } from '../../store/records.js';
-import type { ContentPart, JsonObject, NewStreamPart } from '../../store/types.js';
+import type { ContentPart, JsonObject, MessageRecord, NewStreamPart, TurnRecord } from '../../store/types.js';
 import type { Budget } from '../step/budget.js';
 import { modelSpanEnd, modelSpanStart } from '../telemetry/genai-spans.js';
 import { turnDigest } from '../step/digest.js';
 import { messageCreated, turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
 import { compactionDue } from './compaction.js';
-import { buildModelRequest } from './model-request.js';
+import { buildModelRequest, historyForTurn } from './model-request.js';
 import { DeltaWriter, stepFinishedParts, stepStartedParts } from './live-stream.js';
 import { countProviderError, handingOver, HandedOver, modelFailure, servingModel } from './model-failure.js';
 import { uniqueCalls } from './tool-call-ids.js';
@@ -47,22 +47,38 @@ export async function runModelStep(
   runtime: Runtime,
   input: ModelStepInput,
   hooks: ModelStepHooks,
+  /** The claim of this activity (`claimStep`): its row, and the iteration it reserved for this step. */
+  claimed?: { turn: TurnRecord; reserved?: Budget },
 ): Promise<ModelStepDigest> {
-  const step = await TurnStep.open(runtime, input);
+  const step = await TurnStep.open(runtime, input, claimed?.turn);
   if (step.state.model_step === input.step) return reused(step);
   checkNoModelCall(step.state);
+  // Read once, for the trigger and for the request: a reservation writes no message.
+  let history =
+    input.compaction && step.agent.compaction ? await historyForTurn(runtime.store, step.turn) : undefined;
   // Before anything is reserved: the workflow runs compactStep, then this step again.
-  if (input.compaction && (await compactionDue(runtime.store, step.agent, step.turn)))
+  if (input.compaction && (await compactionDue(runtime.store, step.agent, step.turn, history)))
     return { ...reused(step), reused: false, compactionDue: true };
   const depth = await depthOf(runtime.store, step.turn);
-  const budget = await reserveIteration(step, input.step, depth);
+  const budget =
+    claimed?.reserved && step.state.reserved_step === input.step
+      ? claimed.reserved
+      : await reserveIteration(step, input.step, depth);
   // One span per model call (a no-op without tracing); a failed call ends it failed.
   let served: string | undefined;
   const chat = (retry: boolean) =>
     runtime.telemetry.span('chat', modelSpanStart(step.turn, input.step), async (span) => {
       // Named for the model asked before the call, so a failed call's span names it too.
-      const { request, result, deltas } = await callModel(step, depth, { ...hooks, retry }, input, (model) =>
-        span.rename(`chat ${model}`),
+      // A second try (the chain's next model) reads the history anew.
+      const read = history;
+      history = undefined;
+      const { request, result, deltas } = await callModel(
+        step,
+        depth,
+        { ...hooks, retry },
+        input,
+        (model) => span.rename(`chat ${model}`),
+        read,
       );
       served = request.model;
       span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(step.agent), request, result));
@@ -117,6 +133,7 @@ async function callModel(
   hooks: ModelStepHooks,
   input: ModelStepInput,
   asking: (model: string) => void,
+  history?: readonly MessageRecord[],
 ): Promise<{ request: ModelRequest; result: ModelResult; deltas: NewStreamPart[] }> {
   const { runtime, agent, turn } = step;
   const chain = runtime.modelsFor(agent, turn);
@@ -128,6 +145,7 @@ async function callModel(
     turn,
     depth,
     serving.model,
+    history,
   );
   asking(request.model);
   // The live stream opens this attempt's step with the event, in one transaction; the

@@ -4,8 +4,12 @@ import { LOAD_SKILL, loadedSkillKeys } from '../../agents/skill.js';
 import type { ToolDefinition } from '../../agents/tool.js';
 import type { Store, TurnRecord } from '../../store/types.js';
 
-/** The skills this turn loaded, from its completed `load_skill` executions in the store. */
-export async function loadedSkillsOf(store: Store, turnId: string): Promise<Set<string>> {
+/**
+ * The skills this turn loaded, from its completed `load_skill` executions in the store; none,
+ * without a read, for an agent with no skill to load.
+ */
+export async function loadedSkillsOf(store: Store, agent: Agent, turnId: string): Promise<Set<string>> {
+  if (agent.availableSkills.length === 0) return new Set();
   return loadedSkillKeys(await store.listToolExecutions({ turnId, toolName: LOAD_SKILL }));
 }
 
@@ -21,7 +25,7 @@ export async function toolForTurn(
 ): Promise<ToolDefinition | undefined> {
   const tool = agent.effectiveTools.find((candidate) => candidate.name === name);
   if (!tool || !agent.skillTools.has(name)) return tool;
-  return offeredTools(agent, await loadedSkillsOf(store, turn.id)).find(
+  return offeredTools(agent, await loadedSkillsOf(store, agent, turn.id)).find(
     (candidate) => candidate.name === name,
   );
 }

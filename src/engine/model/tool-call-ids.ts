@@ -35,10 +35,14 @@ export async function uniqueCalls(step: TurnStep, responseParts: readonly Conten
   const proposed = responseParts.flatMap((part) =>
     part.type === 'tool_call' && typeof part.id === 'string' && part.id.trim() !== '' ? [part.id.trim()] : [],
   );
+  // A turn runs calls only of a response it stored (which sets `parts`): before its first, none.
+  const earlier = proposed.length > 0 && step.state.parts !== undefined;
   const taken = new Set(
-    (await step.store.listToolExecutions({ turnId: step.turn.id, toolCallIds: proposed })).map(
-      (row) => row.toolCallId,
-    ),
+    earlier
+      ? (await step.store.listToolExecutions({ turnId: step.turn.id, toolCallIds: proposed })).map(
+          (row) => row.toolCallId,
+        )
+      : [],
   );
   return uniqueToolCallIds(responseParts, taken);
 }

@@ -123,7 +123,7 @@ export async function checkTurnOutput(step: TurnStep, hooks: OutputCheckHooks): 
   const key = auditKey(state);
   // The agent's own checks, then those of its skills: always-loaded ones and the ones this
   // turn loaded (read from the store, so a retried audit on another worker sees the same list).
-  const loaded = await loadedSkillsOf(step.store, turn.id);
+  const loaded = await loadedSkillsOf(step.store, agent, turn.id);
   const skills = [...agent.skills, ...agent.availableSkills.filter((skill) => loaded.has(skill.key))];
   const policies = [...agent.outputPolicies, ...skills.flatMap((skill) => skill.outputPolicies)];
   // A judge is a model call, which a turn past its spend limit no longer makes (decision 38).
