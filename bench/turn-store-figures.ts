@@ -60,14 +60,13 @@ function kindOf(sql: string): string {
 
 /**
  * The kinds of what one round trip sent: one statement, or a simple query of several (BEGIN,
- * the first locks and the first statement, decision 88), split at `; ` (the store's SQL has
- * no `;` of its own; a string value sent as a literal is in dollar quotes, left whole).
+ * locks and the statement after them, or COMMIT; decision 88), split at `;` (the store's SQL
+ * has no `;` of its own; a value sent as a literal is in dollar quotes, left out first).
  */
-export function kindsOf(sql: string): string[] {
-  if (!/^\s*BEGIN;/i.test(sql)) return [kindOf(sql)];
+function kindsOf(sql: string): string[] {
   const unquoted = sql.replace(/\$(tk\d*)\$[\s\S]*?\$\1\$/g, "''");
   return unquoted
-    .split(/;\s*/)
+    .split(';')
     .filter((part) => part.trim() !== '')
     .map(kindOf);
 }

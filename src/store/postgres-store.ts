@@ -256,39 +256,48 @@ function dollarQuoted(text: string): string {
 }
 
 /**
- * A transaction's connection. BEGIN is sent with the transaction's first statement, in one
- * round trip with the locks taken before it (a simple query: the locks' keys and the
- * statement's parameters as literals, decision 88); a statement whose values a literal cannot
- * carry goes just after BEGIN and the locks. A transaction that sent nothing sends no BEGIN
- * and no COMMIT (and took no lock: every block's first statement comes after its locks).
+ * A transaction's connection. A lock (with its NOTIFY) is sent with the statement after it, in
+ * one simple query, and BEGIN with the transaction's first statement (decision 88): the locks'
+ * keys and the statement's parameters go in as literals. A statement whose values a literal
+ * cannot carry goes after its locks, in a round trip of its own. Locks still waiting at the end
+ * go with COMMIT. A transaction that sent nothing sends no BEGIN and no COMMIT (and took no
+ * lock: every block's first statement comes after its locks).
  */
 class TransactionConnection implements SqlConnection {
   begun = false;
-  /** Statements without parameters (the first locks) that go with BEGIN. */
+  /** Statements without parameters (locks) that go with the next statement. */
   #lead: string[] = [];
 
   constructor(readonly client: pg.PoolClient) {}
 
   async query(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
-    if (!this.begun) {
-      const lead = this.#lead.splice(0);
-      const literal = lead.length > 0 ? withLiterals(numbered(sql), params) : null;
-      this.begun = true;
+    const lead = [...(this.begun ? [] : ['BEGIN']), ...this.#lead.splice(0)];
+    this.begun = true;
+    if (lead.length > 0) {
+      const literal = withLiterals(numbered(sql), params);
       if (literal !== null) {
         const results = (await this.client.query(
-          `BEGIN; ${lead.join('; ')}; ${literal}`,
+          `${lead.join('; ')}; ${literal}`,
         )) as unknown as pg.QueryResult[];
         return results.at(-1)!.rows as Row[];
       }
-      await this.client.query(['BEGIN', ...lead].join('; '));
+      await this.client.query(lead.join('; '));
     }
     return run(this.client, sql, params);
   }
 
-  /** A statement without parameters sent with BEGIN, before the transaction's first statement. */
+  /** A statement without parameters (a lock) sent with the next one. */
   lead(statement: string): void {
-    if (this.begun) throw new Error('lead() after the transaction began');
     this.#lead.push(statement);
+  }
+
+  /** COMMIT, with any locks still waiting; false when the transaction sent nothing. */
+  async commit(): Promise<pg.QueryResult | null> {
+    if (!this.begun) return null;
+    const lead = this.#lead.splice(0);
+    if (lead.length === 0) return this.client.query('COMMIT');
+    const results = (await this.client.query(`${lead.join('; ')}; COMMIT`)) as unknown as pg.QueryResult[];
+    return results.at(-1)!;
   }
 }
 
@@ -345,11 +354,10 @@ class PostgresDriver implements SqlDriver {
     client.on('error', lost);
     try {
       const result = await fn(connection);
-      if (!connection.begun) return result;
       // COMMIT of a transaction that a failed statement aborted (one whose error the block
       // caught) quietly rolls back: that must not look like success.
-      const commit = await client.query('COMMIT');
-      if (commit.command === 'ROLLBACK') {
+      const commit = await connection.commit();
+      if (commit?.command === 'ROLLBACK') {
         throw new StoreError(
           'PostgreSQL rolled the transaction back at COMMIT: a statement inside it failed and the block went on; nothing it wrote was kept',
         );
@@ -368,10 +376,10 @@ class PostgresDriver implements SqlDriver {
 
   /**
    * NOTIFY is transactional: listeners hear of it when the transaction commits, never before.
-   * A transaction's first lock goes with its BEGIN, in one round trip.
+   * In a transaction, the lock goes with the statement after it (and the first with BEGIN).
    */
   async lock(connection: SqlConnection, key: LockKey, notice?: Notice): Promise<void> {
-    if (connection instanceof TransactionConnection && !connection.begun) {
+    if (connection instanceof TransactionConnection) {
       const literal = (text: string) => textLiteral(text);
       const notify = notice ? `, ${NOTIFY_SQL(literal(notice.channel), literal(notice.payload))}` : '';
       return connection.lead(`SELECT ${LOCK_SQL(literal(`turnkit:${key}`))}${notify}`);
