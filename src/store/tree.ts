@@ -1,7 +1,7 @@
 /** Turn-tree lookups and the lane claim (spec §5.3, §5.12), built on Store primitives. */
 import { nowIso } from './records.js';
 import type { Store, TurnRecord } from './types.js';
-import { BUSY_TURN_STATUSES, LANE_TURN_STATUSES } from './types.js';
+import { BUSY_TURN_STATUSES } from './types.js';
 
 /** The conversation of the turn's root turn: the lock every write of the tree serializes on. */
 export async function rootConversationId(store: Store, turn: TurnRecord): Promise<string> {
@@ -31,17 +31,12 @@ export type LaneClaim =
   { claimed: true; turn: TurnRecord } | { claimed: false; reason: LaneRefusal; turn: TurnRecord };
 
 /**
- * Whether the conversation's lane lets `turn` start (spec §5.3 step 3). Inline turns are not
- * in a lane. A background turn may start only when no other turn of its conversation is
- * running or waiting and it is the oldest submitted pending turn there. Call it under the
- * turn's conversation lock, or the answer is stale before it is used.
+ * Whether the conversation's lane (`lane`, its open turns) lets `turn` start (spec §5.3 step
+ * 3). Inline turns are not in a lane. A background turn may start only when no other turn of
+ * its conversation is running or waiting and it is the oldest submitted pending turn there.
+ * Read the lane under the turn's conversation lock, or the answer is stale before it is used.
  */
-async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolean> {
-  if (turn.submittedAt === null) return true;
-  const lane = await store.listTurns({
-    conversationId: turn.conversationId,
-    status: [...LANE_TURN_STATUSES],
-  });
+function laneAdmits(lane: readonly TurnRecord[], turn: TurnRecord): boolean {
   if (lane.some((other) => other.id !== turn.id && BUSY_TURN_STATUSES.includes(other.status))) return false;
   const oldest = lane.find((other) => other.status === 'pending' && other.submittedAt !== null);
   return oldest === undefined || oldest.id === turn.id;
@@ -49,20 +44,16 @@ async function laneAdmits(store: Store, turn: TurnRecord): Promise<boolean> {
 
 /**
  * A lane turn starts with every earlier turn's work in view (decision 52): the conversation's
- * newest message sequence when it starts is kept as `options.earlier_turns_through`, and what
- * the turns ahead of it wrote up to there (results, answers, repairs, cancels) joins its
- * snapshot. The lane admits it only when no other turn of its conversation is busy, so those
- * turns have written everything by then. Only on the first claim: a started turn keeps what
- * it saw. An inline turn is in no lane and keeps its snapshot alone.
+ * newest message sequence when it starts (`latest`) is kept as `options.earlier_turns_through`,
+ * and what the turns ahead of it wrote up to there (results, answers, repairs, cancels) joins
+ * its snapshot. The lane admits it only when no other turn of its conversation is busy, so
+ * those turns have written everything by then. Only on the first claim: a started turn keeps
+ * what it saw. An inline turn is in no lane and keeps its snapshot alone.
  */
-async function earlierTurnsAtStart(
-  store: Store,
-  turn: TurnRecord,
-): Promise<{ options?: TurnRecord['options'] }> {
-  if (turn.submittedAt === null || turn.startedAt !== null) return {};
-  const latest = await store.latestMessageSequence(turn.conversationId);
-  if (latest <= turn.contextMessageSequence) return {};
-  return { options: { ...turn.options, [EARLIER_TURNS_THROUGH]: latest } };
+function earlierTurnsAtStart(turn: TurnRecord, latest: number): TurnRecord['options'] | undefined {
+  if (turn.submittedAt === null || turn.startedAt !== null) return undefined;
+  if (latest <= turn.contextMessageSequence) return undefined;
+  return { ...turn.options, [EARLIER_TURNS_THROUGH]: latest };
 }
 
 /** The turn option that holds how far a lane turn sees its earlier turns' messages. */
@@ -99,8 +90,10 @@ export async function claimInLane(
       const turn = await store.loadTurn(turnId);
       if (turn.status === 'running' && turn.claimToken === claimToken) return { claimed: true, turn };
       if (turn.status !== 'pending') return { claimed: false, reason: 'not_pending', turn };
-      if (!(await laneAdmits(store, turn))) return { claimed: false, reason: 'lane_busy', turn };
-      const earlier = (await earlierTurnsAtStart(store, turn)).options;
+      // One read for the lane and the newest message (an inline turn is in no lane).
+      const lane = turn.submittedAt === null ? null : await store.listLane(turn.conversationId);
+      if (lane && !laneAdmits(lane.turns, turn)) return { claimed: false, reason: 'lane_busy', turn };
+      const earlier = lane ? earlierTurnsAtStart(turn, lane.latestMessageSequence) : undefined;
       const options = (await hooks.prepare?.(turn, earlier ?? turn.options)) ?? earlier;
       const now = nowIso();
       const claimed = await store.claimTurn(turnId, {

@@ -530,6 +530,12 @@ export interface Store {
   claimTurn(id: string, options?: ClaimTurnOptions): Promise<TurnRecord | null>;
   /** Filters are AND-ed; order createdAt, id. */
   listTurns(filter?: ListTurnsFilter): Promise<TurnRecord[]>;
+  /**
+   * A conversation's lane in one read: its open turns (pending, waiting, running, paused), as
+   * `listTurns` lists them, and its newest message sequence (0 for none): what a lane claim
+   * decides on (decision 88).
+   */
+  listLane(conversationId: string): Promise<{ turns: TurnRecord[]; latestMessageSequence: number }>;
   /** Historical inventory of submitted turns, order createdAt, id. */
   listSubmittedTurns(options?: { limit?: number }): Promise<TurnRecord[]>;
   /** Submitted and pending/waiting/running; order updatedAt, id; bounded. */

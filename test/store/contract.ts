@@ -1584,6 +1584,36 @@ export function describeStoreContract(
         expect((await store.loadTurn(other.id)).claimToken).toBe(laneWinners[0]!.turn.claimToken);
       });
 
+      it("listLane: a conversation's open turns oldest first, and its newest message sequence, in one read (decision 88)", async () => {
+        const c = await conversation();
+        expect(await store.listLane(c.id)).toEqual({ turns: [], latestMessageSequence: 0 });
+        const [first, second, done] = [
+          await submittedTurn(c.id),
+          await submittedTurn(c.id),
+          await submittedTurn(c.id),
+        ];
+        await store.updateTurn(done.id, { status: 'completed' });
+        await store.appendMessage({ conversationId: c.id, role: 'user', content: 'later' });
+        const latest = await store.latestMessageSequence(c.id);
+        expect(latest).toBeGreaterThan(0);
+        const lane = await store.listLane(c.id);
+        expect(ids(lane.turns)).toEqual([first.id, second.id]);
+        expect(lane.latestMessageSequence).toBe(latest);
+        expect(ids(lane.turns)).toEqual(
+          ids(
+            await store.listTurns({
+              conversationId: c.id,
+              status: ['pending', 'waiting', 'running', 'paused'],
+            }),
+          ),
+        );
+        // Another conversation's messages and turns are not its own.
+        expect(await store.listLane((await conversation()).id)).toEqual({
+          turns: [],
+          latestMessageSequence: 0,
+        });
+      });
+
       it('DB-02 two submitted turns in one conversation claimed concurrently → only one running', async () => {
         const c = await conversation();
         const [first, second] = [await submittedTurn(c.id), await submittedTurn(c.id)];

@@ -77,6 +77,7 @@ const UNFENCED: ReadonlySet<string> = new Set<keyof Store>([
   'listMessages',
   'loadTurn',
   'listTurns',
+  'listLane',
   'listSubmittedTurns',
   'listActionableTurns',
   'listStaleInlineTurns',

@@ -778,6 +778,26 @@ export class SqlStore implements Store, ConsoleReadable {
     return this.#listTurns(where, params, order, filter.limit);
   }
 
+  async listLane(conversationId: string): Promise<{ turns: TurnRecord[]; latestMessageSequence: number }> {
+    // The claiming turn is open itself, so a lane that matters has a row to carry the sequence.
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT *, (SELECT MAX(m.sequence) FROM turnkit_messages m WHERE m.conversation_id = ?) AS turnkit_latest
+          FROM turnkit_turns WHERE conversation_id = ? AND ${LANE_INDEX_PREDICATE}`,
+        [conversationId, conversationId],
+      ),
+    );
+    const latest =
+      rows.length > 0
+        ? Number(rows[0]!['turnkit_latest'] ?? 0)
+        : await this.latestMessageSequence(conversationId);
+    const turns = await this.#records<TurnRecord>(TURNS, rows, 'lenient');
+    turns.sort((a, b) =>
+      a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1,
+    );
+    return { turns, latestMessageSequence: latest };
+  }
+
   async listSubmittedTurns(options: { limit?: number } = {}): Promise<TurnRecord[]> {
     return this.#listTurns(['submitted_at IS NOT NULL'], [], 'created_at, id', options.limit);
   }
