@@ -159,7 +159,11 @@ function laneActivities(
  * (decision 33). Best effort: a check that fails (the frontend unreachable) leaves the refusal
  * as it is, and the next refusal, the lane or `turnkit repair` checks again.
  */
-async function claimForRun(runtime: Runtime, input: OwnerInput, reserveStep?: string): Promise<Claimed> {
+async function claimForRun(
+  runtime: Runtime,
+  input: OwnerInput,
+  reserveStep?: ModelStepInput,
+): Promise<Claimed> {
   const run = Context.current().info.workflowExecution;
   const supersede =
     run?.workflowId === turnWorkflowId(input.turnId) && claimTokenOf(run.runId) === input.claimToken;
@@ -194,7 +198,13 @@ async function modelStep(runtime: Runtime, pacer: HeartbeatPacer, input: ModelSt
       runtime,
       input,
       { ...hooks, retry: attempt > 1 || dispatches++ > 0 },
-      first?.turn ? { turn: first.turn, ...(first.reserved ? { reserved: first.reserved } : {}) } : undefined,
+      first?.turn
+        ? {
+            turn: first.turn,
+            ...(first.reserved ? { reserved: first.reserved } : {}),
+            ...(first.opened ? { opened: first.opened } : {}),
+          }
+        : undefined,
     );
     return withFinish(runtime, input, digest);
   });
@@ -216,10 +226,10 @@ function claimActivities(runtime: Runtime, pacer: HeartbeatPacer): Activities<'c
     claimTurn: (input) => mappingFailures(async () => (await claimForRun(runtime, input)).digest),
 
     // The run's first step (decision 82): the claim, then the model call in the same activity,
-    // which takes the claim's row and the iteration it reserved (decision 88).
+    // which takes the claim's row, the iteration it reserved and the call it opened (decision 88).
     async claimStep(input) {
       const claimed = await mappingFailures(() =>
-        retryWhileStoreDown(() => claimForRun(runtime, input, input.step), {
+        retryWhileStoreDown(() => claimForRun(runtime, input, input), {
           signal: Context.current().cancellationSignal,
         }),
       );

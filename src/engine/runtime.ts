@@ -263,9 +263,11 @@ export class Runtime {
     events: readonly AnyTurnEvent[],
     parts: readonly NewStreamPart[] = [],
     executions: readonly ToolExecutionRecord[] = [],
+    /** `parts` after those the events report. */
+    partsLast = false,
   ): Promise<StreamPartRecord[]> {
     if (events.length === 0 && parts.length === 0) return [];
-    const { records, stored } = await appendEvents(this.store, turn, events, parts, executions);
+    const { records, stored } = await appendEvents(this.store, turn, events, parts, executions, partsLast);
     // Appended in the caller's transaction, if any: listeners hear of them once it commits.
     await afterCommit(() => this.#notify(turn.id, records));
     return stored;

@@ -119,23 +119,38 @@ describe('row loads of the bench turn', () => {
     const { runtime, store, count, turnId } = await benchTurn();
     const claimToken = 's'.repeat(32);
     const step = 'ssss:1';
-    const claimed = await claimTurnRow(runtime, turnId, claimToken, { reserveStep: step });
+    const input = { turnId, claimToken, step, compaction: true, maxProviderAttempts: 5 };
+    const claimed = await claimTurnRow(runtime, turnId, claimToken, { reserveStep: input });
     expect(claimed.digest.claimed).toBe(true);
     // Committed with the claim: the iteration and the step it is for.
     const row = await store.loadTurn(turnId);
     expect(row.status).toBe('running');
     expect(row.options['state']).toMatchObject({ iterations: 1, reserved_step: step });
     expect(claimed.reserved?.iterations).toBe(1);
+    // The call is opened in the claim's transaction: its event after the claim's, its step's
+    // parts after the claim's status.
+    expect(claimed.opened?.request.messages.at(-1)).toMatchObject({ role: 'user' });
+    expect((await store.listEvents(turnId)).map((event) => event.type)).toEqual([
+      'turn.started',
+      'model.requested',
+    ]);
+    const parts = await store.listStreamParts(turnId);
+    expect(parts.map((part) => part.type)).toEqual(['status', 'step.started']);
+    expect(claimed.opened?.attempt).toBe(parts[1]!.sequence);
 
     const before = count.loads;
     const model = await runModelStep(
       runtime,
-      { turnId, claimToken, step, compaction: true, maxProviderAttempts: 5 },
+      input,
       { signal: new AbortController().signal, heartbeat: () => undefined },
-      { turn: claimed.turn!, reserved: claimed.reserved! },
+      { turn: claimed.turn!, reserved: claimed.reserved!, opened: claimed.opened! },
     );
     expect(model).toMatchObject({ phase: 'tools', reused: false });
     expect(count.loads - before).toBe(1);
+    // The step opened no call of its own.
+    expect((await store.listEvents(turnId)).filter((event) => event.type === 'model.requested')).toHaveLength(
+      1,
+    );
     // Reserved once: the step did not take a second iteration.
     expect((await store.loadTurn(turnId)).options['state']).toMatchObject({
       iterations: 1,
@@ -148,9 +163,12 @@ describe('row loads of the bench turn', () => {
     const spent = defineAgent({ name: 'bench', tools: [finish], limits: { maxIterations: 0 } });
     const { runtime, store, turnId } = await benchTurn(spent);
     const claimToken = 't'.repeat(32);
-    const claimed = await claimTurnRow(runtime, turnId, claimToken, { reserveStep: 'tttt:1' });
+    const claimed = await claimTurnRow(runtime, turnId, claimToken, {
+      reserveStep: { turnId, claimToken, step: 'tttt:1' },
+    });
     expect(claimed.digest.claimed).toBe(true);
     expect(claimed.reserved).toBeUndefined();
+    expect(claimed.opened).toBeUndefined();
     const row = await store.loadTurn(turnId);
     expect(row.status).toBe('running');
     expect(row.options['state'] ?? {}).not.toHaveProperty('reserved_step');

@@ -6,6 +6,8 @@ import { checkTaskMark } from '../step/fence.js';
 import type { Store, TurnRecord, TurnStatus, WaitRecord } from '../../store/types.js';
 import { Budget } from '../step/budget.js';
 import { ClaimReservation } from './reserve.js';
+import type { OpenedCall } from '../model/model-opening.js';
+import type { ModelStepInput } from '../../contract/activities.js';
 import { turnDigest } from '../step/digest.js';
 import { validateModel } from '../model/model-failure.js';
 import type { Runtime } from '../runtime.js';
@@ -105,7 +107,7 @@ export interface ClaimOptions {
    * reserves that step's iteration in its own update, when the budget allows it, so the step
    * needs no transaction of its own before its request.
    */
-  reserveStep?: string;
+  reserveStep?: ModelStepInput;
 }
 
 /** A claim, with the row it left and the budget of the step it reserved (decision 88). */
@@ -115,6 +117,8 @@ export interface Claimed {
   turn?: TurnRecord;
   /** The tree's budget with `reserveStep`'s iteration taken, when the claim reserved it. */
   reserved?: Budget;
+  /** `reserveStep`'s call, when the claim's transaction opened it too. */
+  opened?: OpenedCall;
 }
 
 /**
@@ -214,13 +218,10 @@ export async function claimTurnRow(
   const reservation = new ClaimReservation(runtime, agent);
   const outcome = await claimInLane(store, turnId, claimToken, initial, {
     ...(options.reserveStep !== undefined && options.taskHistoryLength === undefined
-      ? { prepare: reservation.prepare(options.reserveStep) }
+      ? { prepare: reservation.prepare(options.reserveStep.step) }
       : {}),
-    started: (claimed) =>
-      runtime.emit(claimed, 'turn.started', {
-        status: claimed.status,
-        model: runtime.modelFor(agent, claimed),
-      }),
+    // A joined turn's first call follows its wait results (written after the claim): not opened here.
+    started: reservation.started(edges?.length === 0 ? options.reserveStep : undefined),
   });
   if (!outcome.claimed)
     return { digest: { claimed: false, reason: outcome.reason, status: outcome.turn.status } };
@@ -237,6 +238,7 @@ export async function claimTurnRow(
     turn,
     // A join's input written after the claim moved the row on: its step reserves for itself.
     ...(reservation.budget && turn === outcome.turn ? { reserved: reservation.budget } : {}),
+    ...(reservation.opened && turn === outcome.turn ? { opened: reservation.opened } : {}),
   };
 }
 

@@ -6,6 +6,10 @@
 import type { Agent } from '../../agents/agent.js';
 import { BudgetError } from '../../errors.js';
 import { validateModel } from '../model/model-failure.js';
+import type { OpenedCall } from '../model/model-opening.js';
+import { openInClaim } from '../model/model-opening.js';
+import type { ModelStepInput } from '../../contract/activities.js';
+import { turnEvent } from '../step/events.js';
 import type { JsonObject, TurnRecord } from '../../store/types.js';
 import { Budget, exhaustsAtLimit } from '../step/budget.js';
 import { depthOf, iterationsOf, phaseOf, turnState } from '../step/turn-state.js';
@@ -14,6 +18,8 @@ import type { Runtime } from '../runtime.js';
 export class ClaimReservation {
   /** The tree's budget with the step's iteration taken, once the claim reserved it. */
   budget: Budget | undefined;
+  /** The step's call, when the claim's transaction opened it too. */
+  opened: OpenedCall | undefined;
 
   #validation: Promise<void> | undefined;
 
@@ -59,6 +65,32 @@ export class ClaimReservation {
       this.budget = budget;
       const state = { ...turnState(turn), iterations: iterationsOf(turn) + 1, reserved_step: step };
       return { ...options, state: state as JsonObject };
+    };
+  }
+
+  /**
+   * The claim's `started` hook: `turn.started`, and, when the claim reserved the step and the
+   * call can be opened under the claim's locks (`openInClaim`), the call's `model.requested`
+   * and the parts that start its step, after the claim's status, in the claim's transaction.
+   */
+  started(input: ModelStepInput | undefined) {
+    return async (claimed: TurnRecord): Promise<void> => {
+      const { runtime, agent } = this;
+      const begun = turnEvent('turn.started', {
+        status: claimed.status,
+        model: runtime.modelFor(agent, claimed),
+      });
+      const opening =
+        input && this.budget && turnState(claimed).reserved_step === input.step
+          ? await openInClaim(runtime, agent, claimed, input)
+          : undefined;
+      if (!opening) {
+        await runtime.publish(claimed, [begun]);
+        return;
+      }
+      const stored = await runtime.publish(claimed, [begun, opening.requested], opening.parts, [], true);
+      const attempt = stored.find((part) => part.type === 'step.started')!.sequence;
+      this.opened = { request: opening.request, attempt };
     };
   }
 }

@@ -9,13 +9,15 @@ import { turnDigest } from '../step/digest.js';
 import { messageCreated, turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
 import { compactionDue } from './compaction.js';
-import { buildModelRequest, historyForTurn } from './model-request.js';
-import { DeltaWriter, stepFinishedParts, stepStartedParts } from './live-stream.js';
-import { countProviderError, handingOver, HandedOver, modelFailure, servingModel } from './model-failure.js';
+import { historyForTurn } from './model-request.js';
+import type { OpenedCall } from './model-opening.js';
+import { openingOf } from './model-opening.js';
+import { DeltaWriter, stepFinishedParts } from './live-stream.js';
+import { countProviderError, handingOver, HandedOver, modelFailure } from './model-failure.js';
 import { uniqueCalls } from './tool-call-ids.js';
+import { modelUsage, usageDigest } from './model-usage.js';
 import { checkNoModelCall, enterAfterModelSpend } from './budget-save.js';
 import type { Runtime } from '../runtime.js';
-import type { TurnState } from '../step/turn-state.js';
 import { depthOf, iterationsOf, toolCallParts } from '../step/turn-state.js';
 import type { ModelStepDigest } from '../../contract/digests.js';
 import type { ModelStepInput } from '../../contract/activities.js';
@@ -47,17 +49,24 @@ export async function runModelStep(
   runtime: Runtime,
   input: ModelStepInput,
   hooks: ModelStepHooks,
-  /** The claim of this activity (`claimStep`): its row, and the iteration it reserved for this step. */
-  claimed?: { turn: TurnRecord; reserved?: Budget },
+  /**
+   * The claim of this activity (`claimStep`): its row, the iteration it reserved for this
+   * step, and the call it opened (decision 88).
+   */
+  claimed?: { turn: TurnRecord; reserved?: Budget; opened?: OpenedCall },
 ): Promise<ModelStepDigest> {
   const step = await TurnStep.open(runtime, input, claimed?.turn);
   if (step.state.model_step === input.step) return reused(step);
-  checkNoModelCall(step.state);
+  // A call the claim opened was checked there: due, and nothing stopping it.
+  let opened = claimed?.opened;
+  if (!opened) checkNoModelCall(step.state);
   // Read once, for the trigger and for the request: a reservation writes no message.
   let history =
-    input.compaction && step.agent.compaction ? await historyForTurn(runtime.store, step.turn) : undefined;
+    !opened && input.compaction && step.agent.compaction
+      ? await historyForTurn(runtime.store, step.turn)
+      : undefined;
   // Before anything is reserved: the workflow runs compactStep, then this step again.
-  if (input.compaction && (await compactionDue(runtime.store, step.agent, step.turn, history)))
+  if (!opened && input.compaction && (await compactionDue(runtime.store, step.agent, step.turn, history)))
     return { ...reused(step), reused: false, compactionDue: true };
   const depth = await depthOf(runtime.store, step.turn);
   const budget =
@@ -69,16 +78,20 @@ export async function runModelStep(
   const chat = (retry: boolean) =>
     runtime.telemetry.span('chat', modelSpanStart(step.turn, input.step), async (span) => {
       // Named for the model asked before the call, so a failed call's span names it too.
-      // A second try (the chain's next model) reads the history anew.
-      const read = history;
+      // A second try (the chain's next model) reads the history anew and opens its own call.
+      const first = {
+        history,
+        opened: opened && step.state.reserved_step === input.step ? opened : undefined,
+      };
       history = undefined;
+      opened = undefined;
       const { request, result, deltas } = await callModel(
         step,
         depth,
         { ...hooks, retry },
         input,
         (model) => span.rename(`chat ${model}`),
-        read,
+        first,
       );
       served = request.model;
       span.set(modelSpanEnd(runtime.telemetry, runtime.modelClientFor(step.agent), request, result));
@@ -133,35 +146,32 @@ async function callModel(
   hooks: ModelStepHooks,
   input: ModelStepInput,
   asking: (model: string) => void,
-  history?: readonly MessageRecord[],
+  {
+    history,
+    opened,
+  }: { history?: readonly MessageRecord[] | undefined; opened?: OpenedCall | undefined } = {},
 ): Promise<{ request: ModelRequest; result: ModelResult; deltas: NewStreamPart[] }> {
   const { runtime, agent, turn } = step;
-  const chain = runtime.modelsFor(agent, turn);
-  const serving = servingModel(chain, step.state, input);
-  const { request, report } = await buildModelRequest(
-    runtime,
-    runtime.store,
-    agent,
-    turn,
-    depth,
-    serving.model,
-    history,
-  );
-  asking(request.model);
-  // The live stream opens this attempt's step with the event, in one transaction; the
-  // attempt's deltas are then batched into the store (never into history).
-  const requested = turnEvent('model.requested', {
-    model: request.model,
-    ...(chain.length > 1 ? { fallback_index: serving.index } : {}),
-    tool_names: request.tools.map((tool) => tool.name),
-    message_count: request.messages.length,
-    prompt: report as unknown as JsonObject,
-  });
-  const opened = await step.publish(
-    [requested],
-    stepStartedParts(turn, input.step, hooks.retry === true, { model: request.model, agent: agent.name }),
-  );
-  const attempt = opened.find((part) => part.type === 'step.started')!.sequence;
+  let request: ModelRequest;
+  let attempt: number;
+  if (opened) {
+    // Opened in the claim's transaction (decision 88): its event and parts are stored.
+    ({ request, attempt } = opened);
+    asking(request.model);
+  } else {
+    const opening = await openingOf(runtime, agent, turn, step.state, {
+      depth,
+      input,
+      retry: hooks.retry === true,
+      history,
+    });
+    request = opening.request;
+    asking(request.model);
+    // The live stream opens this attempt's step with the event, in one transaction; the
+    // attempt's deltas are then batched into the store (never into history).
+    const stored = await step.publish([opening.requested], opening.parts);
+    attempt = stored.find((part) => part.type === 'step.started')!.sequence;
+  }
   const deltas = new DeltaWriter(runtime.store, turn, input.step, attempt, runtime.logger);
   let result: ModelResult;
   try {
@@ -177,7 +187,10 @@ async function callModel(
     // A model that can never work fails at once; a provider error is counted against the step.
     if (failure instanceof ConfigError || (failure instanceof ModelError && !failure.retryable))
       throw failure;
-    throw (await countProviderError(step, input, failure, chain, request.model)) ?? new HandedOver(failure);
+    throw (
+      (await countProviderError(step, input, failure, runtime.modelsFor(agent, turn), request.model)) ??
+      new HandedOver(failure)
+    );
   }
   // The last deltas are stored with the response, in its transaction.
   return { request, result, deltas: await deltas.drain() };
@@ -265,31 +278,4 @@ async function persistResponse(
   if (!stored) return undefined;
   const { saving } = stored;
   return { cost: cost.total, saving: saving !== undefined };
-}
-
-/** The turn's usage per serving model, with this response added. */
-function modelUsage(
-  previous: TurnState['model_usage'],
-  model: string,
-  result: ModelResult,
-  cost: number | null,
-): NonNullable<TurnState['model_usage']> {
-  const entry = previous?.[model] ?? { calls: 0, input_tokens: 0, output_tokens: 0, cost: 0 };
-  return {
-    ...previous,
-    [model]: {
-      calls: entry.calls + 1,
-      input_tokens: entry.input_tokens + (result.usage?.inputTokens ?? 0),
-      output_tokens: entry.output_tokens + (result.usage?.outputTokens ?? 0),
-      cost: entry.cost === null || cost === null ? null : entry.cost + cost,
-    },
-  };
-}
-
-function usageDigest(usage: { input_tokens?: number; output_tokens?: number; total_tokens?: number } | null) {
-  return {
-    input_tokens: usage?.input_tokens ?? 0,
-    output_tokens: usage?.output_tokens ?? 0,
-    total_tokens: usage?.total_tokens ?? 0,
-  };
 }

@@ -180,13 +180,15 @@ export async function appendEvents(
   events: readonly AnyTurnEvent[],
   parts: readonly NewStreamPart[] = [],
   known: readonly ToolExecutionRecord[] = [],
+  /** `parts` after those the events report (a claim's status before the step it opens). */
+  partsLast = false,
 ): Promise<{ records: EventRecord[]; stored: StreamPartRecord[] }> {
   return store.atomic(null, async () => {
     const rootTurnId = turn.rootTurnId ?? (await store.loadTurn(turn.id)).rootTurnId;
-    const stored = await store.appendStreamParts([
-      ...parts,
-      ...(await streamPartsForEvents(store, { id: turn.id, rootTurnId }, events, known)),
-    ]);
+    const reported = await streamPartsForEvents(store, { id: turn.id, rootTurnId }, events, known);
+    const stored = await store.appendStreamParts(
+      partsLast ? [...reported, ...parts] : [...parts, ...reported],
+    );
     const records = await store.appendEvents({
       turnId: turn.id,
       conversationId: turn.conversationId,
