@@ -82,6 +82,7 @@ const UNFENCED: ReadonlySet<string> = new Set<keyof Store>([
   'listStaleInlineTurns',
   'busyConversation',
   'nextDeliveryTrigger',
+  'afterTurnEnd',
   'loadDelivery',
   'listDeliveries',
   'listWaits',
