@@ -17,13 +17,15 @@ import { retryWhileStoreDown } from '../step/store-outage.js';
 import { closeToolsPhase } from './tools-phase.js';
 import { TurnStep } from '../step/turn-step.js';
 import { phaseOf, principalOf, toolCallParts, turnState } from '../step/turn-state.js';
-import type { ToolCallOutcome } from '../../contract/digests.js';
+import type { ToolCallOutcome, TurnDigest } from '../../contract/digests.js';
 import type { ToolCallInput } from '../../contract/activities.js';
 import { askApproval, decideApproval } from './approval.js';
 import type { EngineRun } from './engine-run-call.js';
 import { coordinationCall, delegateCall, ENGINE_RUN_KINDS, reportedAgain } from './engine-run-call.js';
 import { failureVerdict, leftRunning, retryVerdict, unrunnable } from './tool-failure.js';
 import type { ToolCallHooks } from './tool-execution.js';
+import type { PhaseCloser } from './close-in-call.js';
+import { phaseCloser } from './close-in-call.js';
 import { ToolExecution } from './tool-execution.js';
 import { spendVerdict } from './budget-completion.js';
 import { askToolPolicy } from './tool-policy.js';
@@ -31,6 +33,9 @@ import { replayVerdict, toolReplaySource } from './tool-replay.js';
 import { runTool } from './run-tool.js';
 import type { Closing, Decided, Verdict } from './verdict.js';
 import { RUN } from './verdict.js';
+
+/** The hooks of a dispatch, with how the call's closing block may close the phase too. */
+type DispatchHooks = ToolCallHooks & { closer?: PhaseCloser | undefined };
 
 /**
  * Runs one tool call of the persisted response, in TurnKit's exact order (spec §4.2). Every
@@ -49,7 +54,9 @@ export async function runToolCall(
     return closedEarlier(runtime, agent, turn, input.toolCallId);
   }
   const run = await toolExecutionFor(step, input);
-  const outcome = await dispatchCall(run, input, hooks);
+  const outcome = await dispatchCall(run, input, { ...hooks, closer: phaseCloser(run, input) });
+  // Closed in the block that recorded the call's result (decision 89).
+  if (outcome.closed) return outcome;
   if (!input.close || !settledPlainly(outcome) || !(outcome.terminal || input.close.last)) return outcome;
   const known = run.closedRow ? [run.closedRow] : [];
   const closed = await closeToolsPhase(step, outcome.terminal ? outcome.toolCallId : null, known);
@@ -107,7 +114,7 @@ async function toolExecutionFor(step: TurnStep, input: ToolCallInput): Promise<T
 async function dispatchCall(
   run: ToolExecution,
   input: ToolCallInput,
-  hooks: ToolCallHooks,
+  hooks: DispatchHooks,
 ): Promise<ToolCallOutcome> {
   const existing = await run.findExecution();
   const spend = spendVerdict(run, existing);
@@ -133,7 +140,7 @@ async function runDecided(
   run: ToolExecution,
   existing: ToolExecutionRecord,
   input: ToolCallInput,
-  hooks: ToolCallHooks,
+  hooks: DispatchHooks,
 ): Promise<ToolCallOutcome> {
   const decided = decideApproval(run, input.approval);
   if (decided.kind !== 'run') return conclude(run, existing, decided);
@@ -191,7 +198,7 @@ async function runEffect(
   run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
-  hooks: ToolCallHooks,
+  hooks: DispatchHooks,
 ): Promise<ToolCallOutcome> {
   let verdict: Decided;
   let report: Partial<ToolCallOutcome> = {};
@@ -223,7 +230,9 @@ async function runEffect(
     if (verdict.kind === 'delegate' && verdict.retry)
       verdict = retryVerdict(verdict.error, await run.countRun(execution), hooks.maxAttempts);
   }
-  return { ...(await conclude(run, execution, verdict, outageWait)), ...report };
+  // A call that leaves nothing else for the workflow may close the phase in its closing block.
+  const closer = Object.keys(report).length === 0 ? hooks.closer : undefined;
+  return { ...(await conclude(run, execution, verdict, outageWait, closer)), ...report };
 }
 
 /** The engine runs the call itself: a sub-agent's child turn, or a coordination tool. */
@@ -249,6 +258,7 @@ async function conclude(
   execution: ToolExecutionRecord | undefined,
   verdict: Decided,
   whileStoreDown?: AbortSignal,
+  closer?: PhaseCloser,
 ): Promise<ToolCallOutcome> {
   if (verdict.kind === 'delegate') throw verdict.error;
   if (verdict.kind === 'hold')
@@ -258,8 +268,14 @@ async function conclude(
       approvalTimeoutMs: run.tool?.approvalTimeoutMs ?? null,
     };
   const { closing } = verdict;
-  const settle = () => run.settle(execution, closing);
+  let closed: (() => Promise<TurnDigest>) | undefined;
+  const settle = async () => {
+    // Prepared again by each try: a try whose block rolled back closed nothing.
+    closed = undefined;
+    const close = execution && closer ? await closer(execution, closing) : undefined;
+    return run.settle(execution, closing, close && (async (tx) => void (closed = await close(tx))));
+  };
   const row = whileStoreDown ? await retryWhileStoreDown(settle, { signal: whileStoreDown }) : await settle();
   if (closing.raise) throw closing.raise;
-  return run.outcome(row);
+  return closed ? { ...run.outcome(row), closed: await closed() } : run.outcome(row);
 }

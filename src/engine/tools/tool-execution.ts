@@ -163,11 +163,20 @@ export class ToolExecution implements CallView {
 
   /**
    * Closes the call as `closing` says, in a block of its own: the row's compare-and-set, its
-   * one result, and what commits with them. The row as it stands when someone else (cancel,
+   * one result, and what commits with them (`andThen`, when the compare-and-set succeeded). The row as it stands when someone else (cancel,
    * recovery) closed it meanwhile: the late outcome is dropped.
    */
-  async settle(execution: ToolExecutionRecord | undefined, closing: Closing): Promise<ToolExecutionRecord> {
-    const row = await this.step.write((tx) => this.closeIn(tx, execution, closing));
+  async settle(
+    execution: ToolExecutionRecord | undefined,
+    closing: Closing,
+    andThen?: (tx: TurnTx) => Promise<void>,
+  ): Promise<ToolExecutionRecord> {
+    const row = await this.step.write(async (tx) => {
+      const closed = await this.closeIn(tx, execution, closing);
+      // What else commits with the close, only when this block closed the row.
+      if (closed && andThen) await andThen(tx);
+      return closed;
+    });
     if (row) return row;
     return execution ? this.step.store.loadToolExecution(execution.id) : (await this.findExecution())!;
   }
