@@ -17,7 +17,7 @@ import { preparePhaseClose, writePhaseClose } from './tools-phase.js';
 import type { Closing } from './verdict.js';
 
 /** In the closing block, after the call's result: the phase's close; then its digest, after the commit. */
-export type CloseInBlock = (tx: TurnTx) => Promise<() => Promise<TurnDigest>>;
+type CloseInBlock = (tx: TurnTx) => Promise<() => Promise<TurnDigest>>;
 
 /**
  * Prepares, for a call that is about to close as `closing`, the phase's close in the same

@@ -10,6 +10,7 @@ import { BudgetError } from '../../errors.js';
 import type { ModelMessage } from '../../models/types.js';
 import { nowIso } from '../../store/records.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
+import { isOpenToolExecution } from '../../store/types.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { Runtime } from '../runtime.js';
 import { Budget } from '../step/budget.js';
@@ -20,7 +21,7 @@ import type { TurnState } from '../step/turn-state.js';
 import { callHistory } from '../model/call-history.js';
 import { toolForTurn } from '../model/skills.js';
 import { findToolExecution } from '../step/execution-lookup.js';
-import { appendToolResultOnce, closeUnrun, resultOf } from '../step/tool-results.js';
+import { appendToolResult, appendToolResultOnce, closeUnrun, resultOf } from '../step/tool-results.js';
 import type { CallView, Closing, ToolCall } from './verdict.js';
 import { errorDetails } from './verdict.js';
 
@@ -226,15 +227,22 @@ export class ToolExecution implements CallView {
     return done.row;
   }
 
-  /** The call's one result, in the block's transaction (none while deferred). */
+  /**
+   * The call's one result, in the block's transaction (none while deferred). `opened`: the
+   * block's compare-and-set just closed the row from an open status, so no result reports it
+   * yet and none is looked for.
+   */
   private async appendResult(
     tx: TurnTx,
     execution: ToolExecutionRecord,
     payload: Json,
     error: boolean,
+    opened = false,
   ): Promise<void> {
     if (this.deferResult) return;
-    const message = await appendToolResultOnce(tx.store, tx.turn, this.call, execution.id, payload, error);
+    const message = opened
+      ? await appendToolResult(tx.store, tx.turn, this.call, execution.id, payload, error)
+      : await appendToolResultOnce(tx.store, tx.turn, this.call, execution.id, payload, error);
     if (message) tx.emit(messageCreated(message));
   }
 
@@ -256,7 +264,7 @@ export class ToolExecution implements CallView {
     });
     if (!row) return null;
     this.closedRow = row;
-    await this.appendResult(tx, row, payload, status !== 'completed');
+    await this.appendResult(tx, row, payload, status !== 'completed', isOpenToolExecution(execution));
     if (status === 'completed' && this.afterResults.length > 0)
       tx.patchState({ after_results: [...(tx.state.after_results ?? []), ...this.afterResults] });
     const { id, name } = this.call;
