@@ -19,19 +19,19 @@ import { TurnStep } from '../step/turn-step.js';
 import { phaseOf, principalOf, toolCallParts, turnState } from '../step/turn-state.js';
 import type { ToolCallOutcome, TurnDigest } from '../../contract/digests.js';
 import type { ToolCallInput } from '../../contract/activities.js';
-import { askApproval, decideApproval } from './approval.js';
+import { decideApproval } from './approval.js';
+import { asksNoOne, closingOf, firstDispatch, rowStatus } from './first-dispatch.js';
 import type { EngineRun } from './engine-run-call.js';
-import { coordinationCall, delegateCall, ENGINE_RUN_KINDS, reportedAgain } from './engine-run-call.js';
+import { coordinationCall, delegateCall, reportedAgain } from './engine-run-call.js';
 import { failureVerdict, leftRunning, retryVerdict, unrunnable } from './tool-failure.js';
 import type { ToolCallHooks } from './tool-execution.js';
 import type { PhaseCloser } from './close-in-call.js';
 import { phaseCloser } from './close-in-call.js';
 import { ToolExecution } from './tool-execution.js';
 import { spendVerdict } from './budget-completion.js';
-import { askToolPolicy } from './tool-policy.js';
 import { replayVerdict, toolReplaySource } from './tool-replay.js';
 import { runTool } from './run-tool.js';
-import type { Closing, Decided, Verdict } from './verdict.js';
+import type { Decided } from './verdict.js';
 import { RUN } from './verdict.js';
 
 /** The hooks of a dispatch, with how the call's closing block may close the phase too. */
@@ -116,23 +116,39 @@ async function dispatchCall(
   input: ToolCallInput,
   hooks: DispatchHooks,
 ): Promise<ToolCallOutcome> {
-  const existing = await run.findExecution();
+  const unread = asksNoOne(run);
+  const existing = unread ? undefined : await run.findExecution();
+  if (existing) return dispatchFound(run, existing, input, hooks);
+  const spend = spendVerdict(run, undefined);
+  if (spend.kind !== 'run') return conclude(run, undefined, spend);
+  const verdict = await firstDispatch(run, input);
+  const { row, created } = await run.create({ status: rowStatus(run, verdict), ...closingOf(verdict) });
+  // A row the block found (an earlier attempt's, when the call was not looked for before it;
+  // another attempt's, created meanwhile) is decided as a row found.
+  if (!created) return dispatchFound(run, row, input, hooks);
+  // Closed as it was created (a block, a call that cannot run).
+  if (verdict.kind === 'close') return run.outcome(row);
+  if (row.status === 'awaiting_approval') return conclude(run, row, { kind: 'hold' });
+  return runEffect(run, run.tool!, await startForRun(run, run.tool!, row), hooks, true);
+}
+
+/** Steps 1 to 5 and 7 for a call that has a row already. */
+async function dispatchFound(
+  run: ToolExecution,
+  existing: ToolExecutionRecord,
+  input: ToolCallInput,
+  hooks: DispatchHooks,
+): Promise<ToolCallOutcome> {
   const spend = spendVerdict(run, existing);
   if (spend.kind !== 'run') return conclude(run, existing, spend);
-  if (existing && !isOpenToolExecution(existing)) return reportAgain(run, existing);
-  if (existing?.status === 'awaiting_approval') return runDecided(run, existing, input, hooks);
-  const recovery = existing?.status === 'running' ? leftRunning(run.tool) : RUN;
+  if (!isOpenToolExecution(existing)) return reportAgain(run, existing);
+  if (existing.status === 'awaiting_approval') return runDecided(run, existing, input, hooks);
+  const recovery = existing.status === 'running' ? leftRunning(run.tool) : RUN;
   if (recovery.kind !== 'run') return conclude(run, existing, recovery);
-  const verdict = existing ? unrunnable(run) : await firstDispatch(run, input);
-  const { row, created } = existing
-    ? { row: existing, created: false }
-    : await run.create({ status: rowStatus(run, verdict), ...closingOf(verdict) });
-  // Closed as it was created (a block, a call that cannot run). A row another attempt created
-  // meanwhile is decided here like any row found.
-  if (created && verdict.kind === 'close') return run.outcome(row);
-  if (row.status === 'awaiting_approval') return conclude(run, row, { kind: 'hold' });
-  if (verdict.kind !== 'run') return conclude(run, row, verdict);
-  return runEffect(run, run.tool!, await startForRun(run, run.tool!, row), hooks);
+  const verdict = unrunnable(run);
+  if (verdict.kind !== 'run') return conclude(run, existing, verdict);
+  const started = await startForRun(run, run.tool!, existing);
+  return runEffect(run, run.tool!, started, hooks, started !== existing);
 }
 
 /** Step 3: a call awaiting approval, dispatched again with the person's decision (if any). */
@@ -149,28 +165,8 @@ async function runDecided(
   if (!approved) return reportAgain(run, await run.step.store.loadToolExecution(existing.id));
   const runnable = unrunnable(run);
   if (runnable.kind !== 'run') return conclude(run, approved, runnable);
-  return runEffect(run, run.tool!, approved, hooks);
+  return runEffect(run, run.tool!, approved, hooks, true);
 }
-
-/**
- * Step 5 on a call's first dispatch: whether it can run, then the policy, then approval. Asked
- * only while the call has no row: the row records the decision, a retry finds it.
- */
-async function firstDispatch(run: ToolExecution, input: ToolCallInput): Promise<Verdict> {
-  const runnable = unrunnable(run);
-  if (runnable.kind !== 'run' || toolReplaySource(run.turn) !== null) return runnable;
-  const policy = await askToolPolicy(run);
-  return policy.kind !== 'run' ? policy : askApproval(run, input.approvals);
-}
-
-/** The status a new row starts in: held, left to the engine (pending), or running. */
-function rowStatus(run: ToolExecution, verdict: Verdict): 'awaiting_approval' | 'pending' | 'running' {
-  if (verdict.kind === 'hold') return 'awaiting_approval';
-  return ENGINE_RUN_KINDS.has(run.tool?.kind ?? 'ordinary') ? 'pending' : 'running';
-}
-
-const closingOf = (verdict: Verdict): { closing?: Closing } =>
-  verdict.kind === 'close' ? { closing: verdict.closing } : {};
 
 /** An ordinary tool's pending row (left by a retried dispatch) becomes running before it runs. */
 async function startForRun(
@@ -199,6 +195,7 @@ async function runEffect(
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
   hooks: DispatchHooks,
+  fenced = false,
 ): Promise<ToolCallOutcome> {
   let verdict: Decided;
   let report: Partial<ToolCallOutcome> = {};
