@@ -202,13 +202,16 @@ async function runEffect(
   let outageWait: AbortSignal | undefined;
   try {
     const principal = principalOf(run.turn);
+    const asked = run.runtime.asksAuthorization;
     await run.runtime.authorize('tool', principal, {
       turn: run.turn.id,
       tool: tool.name,
       arguments: run.call.arguments,
     });
-    // Observe cancellation or a lost claim immediately before crossing the external-effect boundary.
-    await run.step.observeClaim();
+    // Observe cancellation or a lost claim immediately before crossing the external-effect
+    // boundary: `fenced`, the block that just wrote the row checked it, and only an
+    // authorization policy (the application's code) may have run since (decision 89).
+    if (asked || !fenced) await run.step.observeClaim();
     const replaySource = toolReplaySource(run.turn);
     if (replaySource) verdict = await replayVerdict(run, tool, execution, replaySource);
     else if (tool.kind !== 'ordinary') {
