@@ -6,7 +6,7 @@
  */
 import type { Agent } from '../../agents/agent.js';
 import type { ToolDefinition } from '../../agents/tool.js';
-import { BudgetError } from '../../errors.js';
+import { BudgetError, StoreError } from '../../errors.js';
 import type { ModelMessage } from '../../models/types.js';
 import { nowIso } from '../../store/records.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
@@ -116,16 +116,25 @@ export class ToolExecution implements CallView {
     const { turn, call } = this;
     let denied: BudgetError | undefined;
     const execution = await this.step.write(async (tx) => {
-      const again = await this.findExecution(tx.store);
-      if (again) return { row: again, created: false };
-      const row = await tx.store.createToolExecution({
-        turnId: turn.id,
-        toolCallId: call.id,
-        toolName: call.name,
-        arguments: call.arguments,
-        status,
-        startedAt: status === 'running' ? nowIso() : null,
-      });
+      let row: ToolExecutionRecord;
+      try {
+        row = await tx.store.createToolExecution({
+          turnId: turn.id,
+          toolCallId: call.id,
+          toolName: call.name,
+          arguments: call.arguments,
+          status,
+          startedAt: status === 'running' ? nowIso() : null,
+        });
+      } catch (error) {
+        // The call has a row already: a second one is refused (a StoreError, which leaves the
+        // transaction usable), and the row is looked for only then (decision 89). Any other
+        // failure is raised as it was.
+        const again =
+          error instanceof StoreError ? await this.findExecution(tx.store).catch(() => undefined) : undefined;
+        if (!again) throw error;
+        return { row: again, created: false };
+      }
       // The block's store answers a root's own row from the block's read.
       const budget = await Budget.load(tx.store, turn.rootTurnId, this.agent.limits, { excluding: row });
       try {
