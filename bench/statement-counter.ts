@@ -41,7 +41,8 @@ export function stopCounting(): Statement[] {
   return log;
 }
 
-const TURN_ROW_READ = /^\s*SELECT\b.*\bFROM turnkit_turns WHERE id = (\?|\$1)\s*$/is;
+const TURN_ROW_READ =
+  /^\s*SELECT\b.*\bFROM turnkit_turns (WHERE id|t LEFT JOIN turnkit_waits w ON w\.turn_id = t\.id WHERE t\.id) = (\?|\$1)(?!\d)/is;
 /** The same read sent last in a simple query with BEGIN and the locks, its id a literal (decision 88). */
 const TURN_ROW_READ_LAST = /;\s*SELECT\b[^;]*\bFROM turnkit_turns WHERE id = \$(tk\d*)\$(.*?)\$\1\$\s*$/is;
 

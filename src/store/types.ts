@@ -574,6 +574,11 @@ export interface Store {
   /** Idempotent insert. */
   createWait(attrs: { turnId: string; targetTurnId: string }): Promise<WaitRecord>;
   listWaits(filter?: { turnId?: string; targetTurnId?: string }): Promise<WaitRecord[]>;
+  /**
+   * A turn and the waits it has (`listWaits({ turnId })`), in one read: what a claim decides
+   * on (decision 88). RecordNotFound when the turn is missing.
+   */
+  loadTurnWithWaits(id: string): Promise<{ turn: TurnRecord; waits: WaitRecord[] }>;
 
   /** Idempotent insert: one reservation per (schedule, day, run). */
   reserveScheduleSpend(attrs: Omit<ScheduleSpendRecord, 'createdAt'>): Promise<ScheduleSpendRecord>;

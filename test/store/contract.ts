@@ -1657,6 +1657,27 @@ export function describeStoreContract(
         });
       });
 
+      it('loadTurnWithWaits: a turn and its waits in one read, as loadTurn and listWaits answer (decision 88)', async () => {
+        const c = await conversation();
+        const waiter = await submittedTurn(c.id);
+        expect(await store.loadTurnWithWaits(waiter.id)).toEqual({
+          turn: await store.loadTurn(waiter.id),
+          waits: [],
+        });
+        const targets = [
+          await submittedTurn((await conversation()).id),
+          await submittedTurn((await conversation()).id),
+        ];
+        for (const target of targets) await store.createWait({ turnId: waiter.id, targetTurnId: target.id });
+        // Another turn's waits are not its own.
+        await store.createWait({ turnId: targets[0]!.id, targetTurnId: targets[1]!.id });
+        const both = await store.loadTurnWithWaits(waiter.id);
+        expect(both.turn).toEqual(await store.loadTurn(waiter.id));
+        expect(both.waits).toEqual(await store.listWaits({ turnId: waiter.id }));
+        expect(both.waits.map((wait) => wait.targetTurnId).sort()).toEqual(targets.map((t) => t.id).sort());
+        await expect(store.loadTurnWithWaits('turn_missing')).rejects.toThrow(RecordNotFound);
+      });
+
       it('DB-02 two submitted turns in one conversation claimed concurrently → only one running', async () => {
         const c = await conversation();
         const [first, second] = [await submittedTurn(c.id), await submittedTurn(c.id)];

@@ -178,7 +178,8 @@ export async function claimTurnRow(
   options: ClaimOptions = {},
 ): Promise<Claimed> {
   const store = runtime.store;
-  const initial = await store.loadTurn(turnId);
+  // The turn and its waits in one read (decision 88).
+  const { turn: initial, waits } = await store.loadTurnWithWaits(turnId);
   const agent = runtime.agents.resolve(initial.agentName);
   let root: Promise<TurnRecord> | undefined;
   // The root's deadline is fixed once it starts: read from its row, once (a root's own read serves).
@@ -189,7 +190,7 @@ export async function claimTurnRow(
     );
   let edges: WaitRecord[] | undefined;
   if (!turnState(initial).phase && (initial.status === 'waiting' || initial.status === 'pending')) {
-    edges = await store.listWaits({ turnId });
+    edges = waits;
     if (!(await joinOpen(store, initial, edges, deadline))) {
       const at = await deadline();
       return {

@@ -76,6 +76,7 @@ const UNFENCED: ReadonlySet<string> = new Set<keyof Store>([
   'loadMessage',
   'listMessages',
   'loadTurn',
+  'loadTurnWithWaits',
   'listTurns',
   'listLane',
   'listSubmittedTurns',

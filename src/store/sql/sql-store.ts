@@ -1010,6 +1010,30 @@ export class SqlStore implements Store, ConsoleReadable {
     return rows.map((row) => fromRow<ScheduleSpendRecord>(SCHEDULE_SPEND, row));
   }
 
+  async loadTurnWithWaits(id: string): Promise<{ turn: TurnRecord; waits: WaitRecord[] }> {
+    const rows = await this.#read((c) =>
+      c.query(
+        `SELECT t.*, w.target_turn_id AS turnkit_wait_target, w.created_at AS turnkit_wait_created_at
+          FROM turnkit_turns t LEFT JOIN turnkit_waits w ON w.turn_id = t.id
+          WHERE t.id = ? ORDER BY w.created_at, w.target_turn_id`,
+        [id],
+      ),
+    );
+    if (rows.length === 0) throw new RecordNotFound(TURNS.noun, id);
+    // Leniently, as `loadTurn` reads a turn.
+    const turn = await this.#record<TurnRecord>(TURNS, rows[0]!, 'lenient');
+    const waits = rows
+      .filter((row) => row['turnkit_wait_target'] !== null && row['turnkit_wait_target'] !== undefined)
+      .map((row) =>
+        fromRow<WaitRecord>(WAITS, {
+          turn_id: id,
+          target_turn_id: row['turnkit_wait_target'],
+          created_at: row['turnkit_wait_created_at'],
+        }),
+      );
+    return { turn, waits };
+  }
+
   async listWaits(filter: { turnId?: string; targetTurnId?: string } = {}): Promise<WaitRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
