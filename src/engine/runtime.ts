@@ -250,23 +250,20 @@ export class Runtime {
     events: readonly (readonly [string, JsonObject])[],
     parts: readonly NewStreamPart[] = [],
   ): Promise<StreamPartRecord[]> {
-    return this.publish(
-      turn,
-      events.map(([type, payload]) => ({ type, payload })),
-      parts,
-    );
+    const typed = events.map(([type, payload]) => ({ type, payload }));
+    return this.publish(turn, typed, parts);
   }
 
   /**
    * `emitAll` for typed events (`step/events.ts`). `executions`: rows of the turn's tool
-   * executions the caller holds as they now stand, so their results need no read.
+   * executions the caller holds as they now stand, so their results need no read; `partsLast`:
+   * `parts` after those the events report.
    */
   async publish(
     turn: Pick<TurnRecord, 'id' | 'conversationId'> & { rootTurnId?: string },
     events: readonly AnyTurnEvent[],
     parts: readonly NewStreamPart[] = [],
     executions: readonly ToolExecutionRecord[] = [],
-    /** `parts` after those the events report. */
     partsLast = false,
   ): Promise<StreamPartRecord[]> {
     if (events.length === 0 && parts.length === 0) return [];
