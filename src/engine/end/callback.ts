@@ -20,8 +20,7 @@ export interface CallbackVerdict {
   denied: JsonObject | null;
 }
 
-/** Where a submitted turn's completion callback goes, if it has one. */
-export function callbackDestination(turn: TurnRecord): string | null {
+function callbackDestination(turn: TurnRecord): string | null {
   const destination = turn.options['callback_conversation_id'];
   return typeof destination === 'string' && turn.submittedAt !== null ? destination : null;
 }

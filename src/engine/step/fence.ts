@@ -84,7 +84,6 @@ const UNFENCED: ReadonlySet<string> = new Set<keyof Store>([
   'listStaleInlineTurns',
   'busyConversation',
   'nextDeliveryTrigger',
-  'afterTurnEnd',
   'loadDelivery',
   'listDeliveries',
   'listWaits',
