@@ -260,8 +260,9 @@ function toolActivities(
       // its result; a running one is re-run only if replay-safe) instead of failing it.
       return storeOutageAware(pacer, async (hooks) => {
         const outcome = await runToolCall(runtime, input, { ...hooks, maxAttempts: input.maxAttempts });
-        // Given `finish` (0.6): a call that closed the phase into the output finishes the turn.
-        return outcome.closed
+        // Given `finish` (0.6): a call that closed the phase into the output finishes the turn
+        // (done already when its closing block made the terminal write, decision 89).
+        return outcome.closed && !outcome.closed.done
           ? { ...outcome, closed: await withFinish(runtime, input, outcome.closed) }
           : outcome;
       });

@@ -109,6 +109,8 @@ export class Runtime {
   readonly telemetry: Telemetry;
   readonly #model: ModelClient | undefined;
   readonly #authorization: AuthorizationPolicy | undefined;
+  /** Whether an authorization policy is configured: `authorize` then runs the application's code. */
+  readonly asksAuthorization: boolean;
   readonly #listeners: EventListener[];
   /** Verifies signed principals; never leaves this process. */
   readonly signingKey: string | Buffer | undefined;
@@ -135,6 +137,7 @@ export class Runtime {
     this.telemetry = new Telemetry(options.tracing, this.logger);
     this.#model = options.model;
     this.#authorization = options.authorization;
+    this.asksAuthorization = options.authorization !== undefined;
     this.signingKey = checkSigningKey(options.signingKey);
     const listeners = options.onEvent;
     this.#listeners =

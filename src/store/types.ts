@@ -212,6 +212,14 @@ export interface DeliveryRecord {
   createdAt: string;
 }
 
+/** `Store.afterTurnEnd`: who must hear of a turn's end. */
+export interface AfterTurnEnd {
+  /** Turns waiting on the turn that have not ended, in the order of their waits. */
+  waiters: string[];
+  /** The lane asked about has something to do once the turn lets go of it. */
+  laneWork: boolean;
+}
+
 export interface WaitRecord {
   turnId: string;
   targetTurnId: string;
@@ -549,6 +557,13 @@ export interface Store {
    * of the conversation's turns that are not unsubmitted-pending.
    */
   nextDeliveryTrigger(conversationId: string): Promise<MessageRecord | null>;
+  /**
+   * What follows the end of `turnId`, in one read: the turns waiting on it that have not ended
+   * (in the order of their waits), and, given `laneConversationId`, whether that lane has work
+   * once the turn lets go of it (an undelivered delivery to it, another submitted pending turn,
+   * or `nextDeliveryTrigger`); `laneWork` is false without it.
+   */
+  afterTurnEnd(turnId: string, laneConversationId: string | null): Promise<AfterTurnEnd>;
 
   /** Insert, or return the existing row for `key`; a mismatch is a ToolError. */
   createDelivery(attrs: NewDelivery): Promise<DeliveryRecord>;

@@ -14,6 +14,7 @@ import { finishToolsPhase } from '../../src/engine/tools/tools-phase.js';
 import { phaseOf } from '../../src/engine/step/turn-state.js';
 import { LostClaim, StaleTask } from '../../src/errors.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
+import type { ToolCallInput } from '../../src/contract/activities.js';
 
 async function turnInToolsPhase() {
   const store = new MemoryStore();
@@ -97,7 +98,13 @@ describe('closing the tools phase', () => {
           { turnId: turn.id, claimToken, toolCallId, ...(close ? { close } : {}) },
           { signal: new AbortController().signal, heartbeat: () => undefined, maxAttempts: 3 },
         );
-      return { store, turn, call };
+      const dispatch = (toolCallId: string, extra: Partial<ToolCallInput>) =>
+        runToolCall(
+          runtime,
+          { turnId: turn.id, claimToken: 'token', toolCallId, ...extra },
+          { signal: new AbortController().signal, heartbeat: () => undefined, maxAttempts: 3 },
+        );
+      return { store, turn, call, dispatch };
     }
 
     it('the last ordinary call closes the phase back to the model; a call before it does not', async () => {
@@ -131,6 +138,53 @@ describe('closing the tools phase', () => {
       expect(phaseOf(await store.loadTurn(turn.id))).toBe('model');
       // Another run's token (a reset took the turn over) is refused as any write would be.
       await expect(call('call_1', { last: true }, 'other')).rejects.toThrow(LostClaim);
+    });
+
+    it('decision 89: given finish, the terminal call’s closing block makes the terminal write; the digest is the close the workflow saw, with done', async () => {
+      const { store, turn, dispatch } = await turnWith(['finish', 'lookup']);
+      const outcome = await dispatch('call_1', { close: { last: false }, finish: { controls: 0 } });
+      expect(outcome).toMatchObject({
+        status: 'completed',
+        terminal: true,
+        closed: { status: 'running', phase: 'output', done: { done: true, status: 'completed' } },
+      });
+      const done = await store.loadTurn(turn.id);
+      expect(done).toMatchObject({ status: 'completed', claimToken: null });
+      const messages = await store.listMessages(turn.conversationId);
+      expect(messages.map((m) => [m.role, m.kind])).toEqual([
+        ['tool', 'tool_result'],
+        ['tool', 'tool_result'],
+        ['assistant', 'text'],
+      ]);
+      expect(done.outputText).toBe((messages[2]!.content[0] as { text: string }).text);
+      const events = (await store.listEvents(turn.id)).map((e) => e.type);
+      expect(events.filter((type) => type === 'turn.completed')).toHaveLength(1);
+      expect(events.indexOf('tool_call.completed')).toBeLessThan(events.indexOf('turn.completed'));
+      const rows = await store.listToolExecutions({ turnId: turn.id });
+      expect(rows.map((r) => [r.toolCallId, r.status])).toEqual([
+        ['call_1', 'completed'],
+        ['call_2', 'cancelled'],
+      ]);
+    });
+
+    it('decision 89: a pause or steering authorized meanwhile keeps the terminal write out of the closing block', async () => {
+      const { store, turn, dispatch } = await turnWith(['finish']);
+      const outcome = await dispatch('call_1', { close: { last: true }, finish: { controls: 1 } });
+      expect(outcome.closed).toMatchObject({ status: 'running', phase: 'output' });
+      expect(outcome.closed?.done).toBeUndefined();
+      expect(await store.loadTurn(turn.id)).toMatchObject({ status: 'running', claimToken: 'token' });
+    });
+
+    it('decision 89: dispatched again after its result committed, the call is found in the block that would create its row; the tool runs once', async () => {
+      const { store, turn, dispatch } = await turnWith(['lookup', 'lookup']);
+      const before = runs;
+      const first = await dispatch('call_1', {});
+      const again = await dispatch('call_1', {});
+      expect(runs).toBe(before + 1);
+      expect(again).toEqual(first);
+      expect(await store.listToolExecutions({ turnId: turn.id })).toHaveLength(1);
+      const results = (await store.listMessages(turn.conversationId)).filter((m) => m.kind === 'tool_result');
+      expect(results).toHaveLength(1);
     });
 
     it('without `close` (runs recorded before it) the phase stays open for the finishTools step', async () => {

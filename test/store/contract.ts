@@ -1107,6 +1107,49 @@ export function describeStoreContract(
         expect(await store.listWaits({ turnId: t1.id })).toEqual([]);
       });
 
+      it('afterTurnEnd answers the open waiters and whether the lane has work, in one read', async () => {
+        const [x, y] = [await conversation(), await conversation()];
+        const target = await submittedTurn(y.id);
+        const [first, second, ended] = [
+          await submittedTurn(x.id),
+          await submittedTurn(x.id),
+          await submittedTurn(x.id),
+        ];
+        for (const waiter of [first, second, ended])
+          await store.createWait({ turnId: waiter.id, targetTurnId: target.id });
+        await store.updateTurn(ended.id, { status: 'completed' });
+        expect(await store.afterTurnEnd(target.id, null)).toEqual({
+          waiters: [first.id, second.id],
+          laneWork: false,
+        });
+        // The lane: the target itself is the only submitted pending turn of y.
+        expect(await store.afterTurnEnd(target.id, y.id)).toEqual({
+          waiters: [first.id, second.id],
+          laneWork: false,
+        });
+        // An unsubmitted pending turn is not work; a submitted one is.
+        await turnIn(y.id);
+        expect((await store.afterTurnEnd(target.id, y.id)).laneWork).toBe(false);
+        const queued = await submittedTurn(y.id);
+        expect((await store.afterTurnEnd(target.id, y.id)).laneWork).toBe(true);
+        await store.updateTurn(queued.id, { status: 'completed' });
+        expect((await store.afterTurnEnd(target.id, y.id)).laneWork).toBe(false);
+        // An undelivered delivery to the lane is work; delivered, its message is, until a turn
+        // that consumed input has seen it.
+        const delivery = await store.createDelivery({
+          destinationConversationId: y.id,
+          key: `after-end-${y.id}`,
+          payload: { text: 'ping' },
+        });
+        expect((await store.afterTurnEnd(target.id, y.id)).laneWork).toBe(true);
+        const { message } = await deliver(store, delivery.id);
+        expect((await store.afterTurnEnd(target.id, y.id)).laneWork).toBe(true);
+        const seen = await submittedTurn(y.id, { contextMessageSequence: message!.sequence });
+        await store.updateTurn(seen.id, { status: 'completed' });
+        expect((await store.afterTurnEnd(target.id, y.id)).laneWork).toBe(false);
+        expect(await store.afterTurnEnd('turn_missing', null)).toEqual({ waiters: [], laneWork: false });
+      });
+
       it('a turn waiting on itself is refused', async () => {
         const c = await conversation();
         const turn = await submittedTurn(c.id);

@@ -20,7 +20,8 @@ export interface CallbackVerdict {
   denied: JsonObject | null;
 }
 
-function callbackDestination(turn: TurnRecord): string | null {
+/** Where a submitted turn's completion callback goes, if it has one. */
+export function callbackDestination(turn: TurnRecord): string | null {
   const destination = turn.options['callback_conversation_id'];
   return typeof destination === 'string' && turn.submittedAt !== null ? destination : null;
 }

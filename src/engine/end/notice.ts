@@ -18,9 +18,11 @@ export async function terminalNotice(
 ): Promise<TerminalNotice> {
   const lanes: string[] = [];
   if (callback) lanes.push(callback.destinationConversationId);
-  if (turn.submittedAt !== null && (await laneHasWork(store, turn.conversationId, turn.id)))
-    lanes.push(turn.conversationId);
-  return { waiters: await openWaiters(store, turn.id), lanes: [...new Set(lanes)] };
+  // One read answers both: the waiters, and whether the turn's own lane has work.
+  const lane = turn.submittedAt !== null ? turn.conversationId : null;
+  const next = await store.afterTurnEnd(turn.id, lane);
+  if (lane !== null && next.laneWork) lanes.push(lane);
+  return { waiters: next.waiters, lanes: [...new Set(lanes)] };
 }
 
 /**
@@ -44,29 +46,4 @@ export function mergeNotices(notices: readonly TerminalNotice[]): TerminalNotice
     waiters: [...new Set(notices.flatMap((notice) => notice.waiters))],
     lanes: [...new Set(notices.flatMap((notice) => notice.lanes))],
   };
-}
-
-/** Turns waiting on `turnId` that are not finished yet: they get a nudge when it ends. */
-async function openWaiters(store: Store, turnId: string): Promise<string[]> {
-  const waiters: string[] = [];
-  for (const edge of await store.listWaits({ targetTurnId: turnId })) {
-    const waiter = await store.loadTurn(edge.turnId);
-    if (!TERMINAL_TURN_STATUSES.includes(waiter.status)) waiters.push(waiter.id);
-  }
-  return waiters;
-}
-
-/**
- * Whether the conversation's lane has anything to do once `turnId` lets go of it: an
- * undelivered delivery, a buffered message, or another submitted pending turn.
- */
-async function laneHasWork(store: Store, conversationId: string, turnId: string): Promise<boolean> {
-  if (
-    (await store.listDeliveries({ destinationConversationId: conversationId, pending: true, limit: 1 }))
-      .length
-  )
-    return true;
-  const lane = await store.listTurns({ conversationId, status: ['pending'] });
-  if (lane.some((turn) => turn.id !== turnId && turn.submittedAt !== null)) return true;
-  return (await store.nextDeliveryTrigger(conversationId)) !== null;
 }

@@ -80,6 +80,33 @@ export async function writeTerminalIn(
   return write;
 }
 
+/**
+ * The terminal write of a turn that completes, in the caller's block and in its one update of
+ * the row (decision 89): nothing is open to interrupt or repair, so the callback (as `verdict`
+ * decided) and the terminal attributes are all it writes; its events go with the block's.
+ */
+export async function writeCompletionIn(
+  tx: TurnTx,
+  attrs: TurnUpdate & { status: 'completed' },
+  verdict: CallbackVerdict,
+): Promise<TerminalWrite['callback']> {
+  const completedAt = nowIso();
+  const turn = tx.turn;
+  const callback = await completionCallback(
+    tx.store,
+    { ...turn, ...attrs, completedAt } as TurnRecord,
+    verdict,
+  );
+  tx.set({
+    ...attrs,
+    ...(callback.denied ? { options: { ...turn.options, callback_denied: callback.denied } } : {}),
+    claimToken: null,
+    completedAt,
+  });
+  tx.emit(...callbackEvents(callback));
+  return callback;
+}
+
 /** The events of a committed terminal write: its repaired transcript, its callback. */
 export async function announceTerminalWrite(runtime: Runtime, write: TerminalWrite): Promise<void> {
   await runtime.publish(write.turn, write.repaired.map(messageCreated));

@@ -6,13 +6,14 @@ import type { JsonObject } from '../../store/types.js';
 import { TERMINAL_TURN_STATUSES } from '../../store/types.js';
 import { messageCreated, turnEvent } from '../step/events.js';
 import { TurnStep } from '../step/turn-step.js';
+import type { TurnTx } from '../step/turn-step.js';
 import type { OutputAudit } from './violations.js';
 import { schemaViolations } from './violations.js';
 import { auditKey, checkTurnOutput, storedAudit } from './audit.js';
 import type { Runtime } from '../runtime.js';
 import { repeatedNotice, terminalNotice } from '../end/notice.js';
-import { announceTerminalWrite, writeTerminalRows } from '../end/terminal-write.js';
-import { callbackVerdict } from '../end/callback.js';
+import { announceTerminalWrite, writeCompletionIn, writeTerminalRows } from '../end/terminal-write.js';
+import { callbackDestination, callbackVerdict } from '../end/callback.js';
 import type { OutputStepDigest, OwnerInput } from '../../contract/digests.js';
 import type { FinishRequest } from '../../contract/activities.js';
 import { phaseOf } from '../step/turn-state.js';
@@ -78,6 +79,47 @@ export async function finishInStep(
   checked = false,
 ): Promise<OutputStepDigest | null> {
   return outputStep(runtime, input, { finish, checked });
+}
+
+/** The output step inside the block that closes the tools phase into the output (decision 89). */
+export interface FinishInBlock {
+  /** In the block, after the phase's close: the terminal write, unless a control came meanwhile. */
+  write(tx: TurnTx): Promise<boolean>;
+  /** After the commit of a block whose `write` made the terminal write: the output step's digest. */
+  done(step: TurnStep): Promise<OutputStepDigest>;
+}
+
+/**
+ * `finishInStep` made in the block that closes the tools phase into the output, when nothing
+ * is left to decide outside it: no output checks, no output schema (no audit), and no
+ * completion callback (whose policy is the application's code, asked outside any block). Null
+ * otherwise: the step's own `finishInStep` follows the close, as before.
+ */
+export async function finishInBlock(step: TurnStep, finish: FinishRequest): Promise<FinishInBlock | null> {
+  const { agent, turn } = step;
+  if (agent.outputSchema || hasOutputChecks(agent) || callbackDestination(turn) !== null) return null;
+  // No destination: the verdict asks no policy.
+  const verdict = await callbackVerdict(step.runtime, turn);
+  return {
+    async write(tx) {
+      // A pause or steering authorized while the finishing step ran: the workflow's boundary.
+      if ((tx.state.boundary_controls ?? 0) !== finish.controls) return false;
+      const { state } = tx;
+      const attrs = {
+        status: 'completed',
+        outputText: state.candidate ?? '',
+        outputData: state.output_data ?? null,
+        error: null,
+      } as const;
+      await writeCompletionIn(tx, attrs, verdict);
+      tx.emit((done) => turnEvent('turn.completed', { status: done.status, output_text: done.outputText }));
+      return true;
+    },
+    async done(step) {
+      const turn = step.turn;
+      return { done: true, status: turn.status, notice: await terminalNotice(step.store, turn, null) };
+    },
+  };
 }
 
 async function outputStep(

@@ -84,6 +84,7 @@ const UNFENCED: ReadonlySet<string> = new Set<keyof Store>([
   'listStaleInlineTurns',
   'busyConversation',
   'nextDeliveryTrigger',
+  'afterTurnEnd',
   'loadDelivery',
   'listDeliveries',
   'listWaits',

@@ -37,6 +37,25 @@ export async function appendToolResultOnce(
     const existing = await store.listMessages(turn.conversationId, { toolExecutionId: executionId });
     if (existing.length > 0) return null;
   }
+  return appendToolResult(store, turn, call, executionId, payload, error, metadata);
+}
+
+/**
+ * Appends a tool-result message with no check: for the block whose compare-and-set just
+ * closed the execution from an open status. No result can report it yet: every other writer
+ * of one appends it for a row that is closed already (or closes it first, under the root
+ * lock), and a terminal write, which repairs the transcript, clears the claim the block
+ * checked.
+ */
+export function appendToolResult(
+  store: Store,
+  turn: TurnRecord,
+  call: Pick<Call, 'id' | 'name'>,
+  executionId: string | null,
+  payload: Json,
+  error: boolean,
+  metadata: JsonObject = {},
+): Promise<MessageRecord> {
   return store.appendMessage({
     conversationId: turn.conversationId,
     turnId: turn.id,

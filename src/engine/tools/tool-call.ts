@@ -17,20 +17,25 @@ import { retryWhileStoreDown } from '../step/store-outage.js';
 import { closeToolsPhase } from './tools-phase.js';
 import { TurnStep } from '../step/turn-step.js';
 import { phaseOf, principalOf, toolCallParts, turnState } from '../step/turn-state.js';
-import type { ToolCallOutcome } from '../../contract/digests.js';
+import type { ToolCallOutcome, TurnDigest } from '../../contract/digests.js';
 import type { ToolCallInput } from '../../contract/activities.js';
-import { askApproval, decideApproval } from './approval.js';
+import { decideApproval } from './approval.js';
+import { asksNoOne, closingOf, firstDispatch, rowStatus } from './first-dispatch.js';
 import type { EngineRun } from './engine-run-call.js';
-import { coordinationCall, delegateCall, ENGINE_RUN_KINDS, reportedAgain } from './engine-run-call.js';
+import { coordinationCall, delegateCall, reportedAgain } from './engine-run-call.js';
 import { failureVerdict, leftRunning, retryVerdict, unrunnable } from './tool-failure.js';
 import type { ToolCallHooks } from './tool-execution.js';
+import type { PhaseCloser } from './close-in-call.js';
+import { phaseCloser } from './close-in-call.js';
 import { ToolExecution } from './tool-execution.js';
 import { spendVerdict } from './budget-completion.js';
-import { askToolPolicy } from './tool-policy.js';
 import { replayVerdict, toolReplaySource } from './tool-replay.js';
 import { runTool } from './run-tool.js';
-import type { Closing, Decided, Verdict } from './verdict.js';
+import type { Decided } from './verdict.js';
 import { RUN } from './verdict.js';
+
+/** The hooks of a dispatch, with how the call's closing block may close the phase too. */
+type DispatchHooks = ToolCallHooks & { closer?: PhaseCloser | undefined };
 
 /**
  * Runs one tool call of the persisted response, in TurnKit's exact order (spec §4.2). Every
@@ -49,7 +54,9 @@ export async function runToolCall(
     return closedEarlier(runtime, agent, turn, input.toolCallId);
   }
   const run = await toolExecutionFor(step, input);
-  const outcome = await dispatchCall(run, input, hooks);
+  const outcome = await dispatchCall(run, input, { ...hooks, closer: phaseCloser(run, input) });
+  // Closed in the block that recorded the call's result (decision 89).
+  if (outcome.closed) return outcome;
   if (!input.close || !settledPlainly(outcome) || !(outcome.terminal || input.close.last)) return outcome;
   const known = run.closedRow ? [run.closedRow] : [];
   const closed = await closeToolsPhase(step, outcome.terminal ? outcome.toolCallId : null, known);
@@ -107,25 +114,41 @@ async function toolExecutionFor(step: TurnStep, input: ToolCallInput): Promise<T
 async function dispatchCall(
   run: ToolExecution,
   input: ToolCallInput,
-  hooks: ToolCallHooks,
+  hooks: DispatchHooks,
 ): Promise<ToolCallOutcome> {
-  const existing = await run.findExecution();
+  const unread = asksNoOne(run);
+  const existing = unread ? undefined : await run.findExecution();
+  if (existing) return dispatchFound(run, existing, input, hooks);
+  const spend = spendVerdict(run, undefined);
+  if (spend.kind !== 'run') return conclude(run, undefined, spend);
+  const verdict = await firstDispatch(run, input);
+  const { row, created } = await run.create({ status: rowStatus(run, verdict), ...closingOf(verdict) });
+  // A row the block found (an earlier attempt's, when the call was not looked for before it;
+  // another attempt's, created meanwhile) is decided as a row found.
+  if (!created) return dispatchFound(run, row, input, hooks);
+  // Closed as it was created (a block, a call that cannot run).
+  if (verdict.kind === 'close') return run.outcome(row);
+  if (row.status === 'awaiting_approval') return conclude(run, row, { kind: 'hold' });
+  return runEffect(run, run.tool!, await startForRun(run, run.tool!, row), hooks, true);
+}
+
+/** Steps 1 to 5 and 7 for a call that has a row already. */
+async function dispatchFound(
+  run: ToolExecution,
+  existing: ToolExecutionRecord,
+  input: ToolCallInput,
+  hooks: DispatchHooks,
+): Promise<ToolCallOutcome> {
   const spend = spendVerdict(run, existing);
   if (spend.kind !== 'run') return conclude(run, existing, spend);
-  if (existing && !isOpenToolExecution(existing)) return reportAgain(run, existing);
-  if (existing?.status === 'awaiting_approval') return runDecided(run, existing, input, hooks);
-  const recovery = existing?.status === 'running' ? leftRunning(run.tool) : RUN;
+  if (!isOpenToolExecution(existing)) return reportAgain(run, existing);
+  if (existing.status === 'awaiting_approval') return runDecided(run, existing, input, hooks);
+  const recovery = existing.status === 'running' ? leftRunning(run.tool) : RUN;
   if (recovery.kind !== 'run') return conclude(run, existing, recovery);
-  const verdict = existing ? unrunnable(run) : await firstDispatch(run, input);
-  const { row, created } = existing
-    ? { row: existing, created: false }
-    : await run.create({ status: rowStatus(run, verdict), ...closingOf(verdict) });
-  // Closed as it was created (a block, a call that cannot run). A row another attempt created
-  // meanwhile is decided here like any row found.
-  if (created && verdict.kind === 'close') return run.outcome(row);
-  if (row.status === 'awaiting_approval') return conclude(run, row, { kind: 'hold' });
-  if (verdict.kind !== 'run') return conclude(run, row, verdict);
-  return runEffect(run, run.tool!, await startForRun(run, run.tool!, row), hooks);
+  const verdict = unrunnable(run);
+  if (verdict.kind !== 'run') return conclude(run, existing, verdict);
+  const started = await startForRun(run, run.tool!, existing);
+  return runEffect(run, run.tool!, started, hooks, started !== existing);
 }
 
 /** Step 3: a call awaiting approval, dispatched again with the person's decision (if any). */
@@ -133,7 +156,7 @@ async function runDecided(
   run: ToolExecution,
   existing: ToolExecutionRecord,
   input: ToolCallInput,
-  hooks: ToolCallHooks,
+  hooks: DispatchHooks,
 ): Promise<ToolCallOutcome> {
   const decided = decideApproval(run, input.approval);
   if (decided.kind !== 'run') return conclude(run, existing, decided);
@@ -142,28 +165,8 @@ async function runDecided(
   if (!approved) return reportAgain(run, await run.step.store.loadToolExecution(existing.id));
   const runnable = unrunnable(run);
   if (runnable.kind !== 'run') return conclude(run, approved, runnable);
-  return runEffect(run, run.tool!, approved, hooks);
+  return runEffect(run, run.tool!, approved, hooks, true);
 }
-
-/**
- * Step 5 on a call's first dispatch: whether it can run, then the policy, then approval. Asked
- * only while the call has no row: the row records the decision, a retry finds it.
- */
-async function firstDispatch(run: ToolExecution, input: ToolCallInput): Promise<Verdict> {
-  const runnable = unrunnable(run);
-  if (runnable.kind !== 'run' || toolReplaySource(run.turn) !== null) return runnable;
-  const policy = await askToolPolicy(run);
-  return policy.kind !== 'run' ? policy : askApproval(run, input.approvals);
-}
-
-/** The status a new row starts in: held, left to the engine (pending), or running. */
-function rowStatus(run: ToolExecution, verdict: Verdict): 'awaiting_approval' | 'pending' | 'running' {
-  if (verdict.kind === 'hold') return 'awaiting_approval';
-  return ENGINE_RUN_KINDS.has(run.tool?.kind ?? 'ordinary') ? 'pending' : 'running';
-}
-
-const closingOf = (verdict: Verdict): { closing?: Closing } =>
-  verdict.kind === 'close' ? { closing: verdict.closing } : {};
 
 /** An ordinary tool's pending row (left by a retried dispatch) becomes running before it runs. */
 async function startForRun(
@@ -191,20 +194,24 @@ async function runEffect(
   run: ToolExecution,
   tool: ToolDefinition,
   execution: ToolExecutionRecord,
-  hooks: ToolCallHooks,
+  hooks: DispatchHooks,
+  fenced = false,
 ): Promise<ToolCallOutcome> {
   let verdict: Decided;
   let report: Partial<ToolCallOutcome> = {};
   let outageWait: AbortSignal | undefined;
   try {
     const principal = principalOf(run.turn);
+    const asked = run.runtime.asksAuthorization;
     await run.runtime.authorize('tool', principal, {
       turn: run.turn.id,
       tool: tool.name,
       arguments: run.call.arguments,
     });
-    // Observe cancellation or a lost claim immediately before crossing the external-effect boundary.
-    await run.step.observeClaim();
+    // Observe cancellation or a lost claim immediately before crossing the external-effect
+    // boundary: `fenced`, the block that just wrote the row checked it, and only an
+    // authorization policy (the application's code) may have run since (decision 89).
+    if (asked || !fenced) await run.step.observeClaim();
     const replaySource = toolReplaySource(run.turn);
     if (replaySource) verdict = await replayVerdict(run, tool, execution, replaySource);
     else if (tool.kind !== 'ordinary') {
@@ -223,7 +230,9 @@ async function runEffect(
     if (verdict.kind === 'delegate' && verdict.retry)
       verdict = retryVerdict(verdict.error, await run.countRun(execution), hooks.maxAttempts);
   }
-  return { ...(await conclude(run, execution, verdict, outageWait)), ...report };
+  // A call that leaves nothing else for the workflow may close the phase in its closing block.
+  const closer = Object.keys(report).length === 0 ? hooks.closer : undefined;
+  return { ...(await conclude(run, execution, verdict, outageWait, closer)), ...report };
 }
 
 /** The engine runs the call itself: a sub-agent's child turn, or a coordination tool. */
@@ -249,6 +258,7 @@ async function conclude(
   execution: ToolExecutionRecord | undefined,
   verdict: Decided,
   whileStoreDown?: AbortSignal,
+  closer?: PhaseCloser,
 ): Promise<ToolCallOutcome> {
   if (verdict.kind === 'delegate') throw verdict.error;
   if (verdict.kind === 'hold')
@@ -258,8 +268,14 @@ async function conclude(
       approvalTimeoutMs: run.tool?.approvalTimeoutMs ?? null,
     };
   const { closing } = verdict;
-  const settle = () => run.settle(execution, closing);
+  let closed: (() => Promise<TurnDigest>) | undefined;
+  const settle = async () => {
+    // Prepared again by each try: a try whose block rolled back closed nothing.
+    closed = undefined;
+    const close = execution && closer ? await closer(execution, closing) : undefined;
+    return run.settle(execution, closing, close && (async (tx) => void (closed = await close(tx))));
+  };
   const row = whileStoreDown ? await retryWhileStoreDown(settle, { signal: whileStoreDown }) : await settle();
   if (closing.raise) throw closing.raise;
-  return run.outcome(row);
+  return closed ? { ...run.outcome(row), closed: await closed() } : run.outcome(row);
 }

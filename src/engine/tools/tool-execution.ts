@@ -6,10 +6,11 @@
  */
 import type { Agent } from '../../agents/agent.js';
 import type { ToolDefinition } from '../../agents/tool.js';
-import { BudgetError } from '../../errors.js';
+import { BudgetError, StoreError } from '../../errors.js';
 import type { ModelMessage } from '../../models/types.js';
 import { nowIso } from '../../store/records.js';
 import type { Json, JsonObject, Store, ToolExecutionRecord, TurnRecord } from '../../store/types.js';
+import { isOpenToolExecution } from '../../store/types.js';
 import type { ToolCallOutcome } from '../../contract/digests.js';
 import type { Runtime } from '../runtime.js';
 import { Budget } from '../step/budget.js';
@@ -20,7 +21,7 @@ import type { TurnState } from '../step/turn-state.js';
 import { callHistory } from '../model/call-history.js';
 import { toolForTurn } from '../model/skills.js';
 import { findToolExecution } from '../step/execution-lookup.js';
-import { appendToolResultOnce, closeUnrun, resultOf } from '../step/tool-results.js';
+import { appendToolResult, appendToolResultOnce, closeUnrun, resultOf } from '../step/tool-results.js';
 import type { CallView, Closing, ToolCall } from './verdict.js';
 import { errorDetails } from './verdict.js';
 
@@ -115,16 +116,25 @@ export class ToolExecution implements CallView {
     const { turn, call } = this;
     let denied: BudgetError | undefined;
     const execution = await this.step.write(async (tx) => {
-      const again = await this.findExecution(tx.store);
-      if (again) return { row: again, created: false };
-      const row = await tx.store.createToolExecution({
-        turnId: turn.id,
-        toolCallId: call.id,
-        toolName: call.name,
-        arguments: call.arguments,
-        status,
-        startedAt: status === 'running' ? nowIso() : null,
-      });
+      let row: ToolExecutionRecord;
+      try {
+        row = await tx.store.createToolExecution({
+          turnId: turn.id,
+          toolCallId: call.id,
+          toolName: call.name,
+          arguments: call.arguments,
+          status,
+          startedAt: status === 'running' ? nowIso() : null,
+        });
+      } catch (error) {
+        // The call has a row already: a second one is refused (a StoreError, which leaves the
+        // transaction usable), and the row is looked for only then (decision 89). Any other
+        // failure is raised as it was.
+        const again =
+          error instanceof StoreError ? await this.findExecution(tx.store).catch(() => undefined) : undefined;
+        if (!again) throw error;
+        return { row: again, created: false };
+      }
       // The block's store answers a root's own row from the block's read.
       const budget = await Budget.load(tx.store, turn.rootTurnId, this.agent.limits, { excluding: row });
       try {
@@ -163,11 +173,20 @@ export class ToolExecution implements CallView {
 
   /**
    * Closes the call as `closing` says, in a block of its own: the row's compare-and-set, its
-   * one result, and what commits with them. The row as it stands when someone else (cancel,
+   * one result, and what commits with them (`andThen`, when the compare-and-set succeeded). The row as it stands when someone else (cancel,
    * recovery) closed it meanwhile: the late outcome is dropped.
    */
-  async settle(execution: ToolExecutionRecord | undefined, closing: Closing): Promise<ToolExecutionRecord> {
-    const row = await this.step.write((tx) => this.closeIn(tx, execution, closing));
+  async settle(
+    execution: ToolExecutionRecord | undefined,
+    closing: Closing,
+    andThen?: (tx: TurnTx) => Promise<void>,
+  ): Promise<ToolExecutionRecord> {
+    const row = await this.step.write(async (tx) => {
+      const closed = await this.closeIn(tx, execution, closing);
+      // What else commits with the close, only when this block closed the row.
+      if (closed && andThen) await andThen(tx);
+      return closed;
+    });
     if (row) return row;
     return execution ? this.step.store.loadToolExecution(execution.id) : (await this.findExecution())!;
   }
@@ -217,15 +236,22 @@ export class ToolExecution implements CallView {
     return done.row;
   }
 
-  /** The call's one result, in the block's transaction (none while deferred). */
+  /**
+   * The call's one result, in the block's transaction (none while deferred). `opened`: the
+   * block's compare-and-set just closed the row from an open status, so no result reports it
+   * yet and none is looked for.
+   */
   private async appendResult(
     tx: TurnTx,
     execution: ToolExecutionRecord,
     payload: Json,
     error: boolean,
+    opened = false,
   ): Promise<void> {
     if (this.deferResult) return;
-    const message = await appendToolResultOnce(tx.store, tx.turn, this.call, execution.id, payload, error);
+    const message = opened
+      ? await appendToolResult(tx.store, tx.turn, this.call, execution.id, payload, error)
+      : await appendToolResultOnce(tx.store, tx.turn, this.call, execution.id, payload, error);
     if (message) tx.emit(messageCreated(message));
   }
 
@@ -247,7 +273,7 @@ export class ToolExecution implements CallView {
     });
     if (!row) return null;
     this.closedRow = row;
-    await this.appendResult(tx, row, payload, status !== 'completed');
+    await this.appendResult(tx, row, payload, status !== 'completed', isOpenToolExecution(execution));
     if (status === 'completed' && this.afterResults.length > 0)
       tx.patchState({ after_results: [...(tx.state.after_results ?? []), ...this.afterResults] });
     const { id, name } = this.call;

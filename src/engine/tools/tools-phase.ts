@@ -51,49 +51,82 @@ export async function closeToolsPhase(
   terminalToolCallId: string | null,
   known: readonly ToolExecutionRecord[] = [],
 ): Promise<TurnDigest> {
-  const { turn, agent } = step;
-  if (step.state.phase !== 'tools') return turnDigest(agent, turn);
+  const close = await preparePhaseClose(step, terminalToolCallId, known);
+  if (close) {
+    // Every call up to the terminal one (all of them otherwise) must have run to an end. The
+    // workflow closes the phase only after every call returned, so a caller that finds one
+    // open is a stale workflow task of this run (its worker paused past the task timeout),
+    // behind a live task that is still working through the phase: it must stop, not fail.
+    if (close.open.length > 0) {
+      throw new StaleTask(
+        `turn ${step.turn.id}: the tools phase cannot close while calls are still open (${close.open.map((c) => c.id).join(', ')})`,
+      );
+    }
+    await step.write((tx) => writePhaseClose(tx, close));
+  }
+  return turnDigest(step.agent, step.turn);
+}
+
+/** How the tools phase closes, decided before its block (its reads are not locked). */
+export interface PhaseClose {
+  calls: readonly ToolCall[];
+  /** The completed terminal call that ends the phase into the output; none: back to the model. */
+  terminal: ToolCall | undefined;
+  /** The terminal call's completion message (the output candidate). */
+  candidate: string;
+  /** Calls up to the terminal one (all of them otherwise) that have not run to an end. */
+  open: ToolCall[];
+}
+
+/**
+ * Reads what closing the phase needs: the executions of the calls that must have run to an
+ * end (those in `known` as they are), and the terminal tool's completion message. Null when
+ * the phase is closed already.
+ */
+export async function preparePhaseClose(
+  step: TurnStep,
+  terminalToolCallId: string | null,
+  known: readonly ToolExecutionRecord[] = [],
+): Promise<PhaseClose | null> {
+  const { agent } = step;
+  if (step.state.phase !== 'tools') return null;
   const calls = toolCallParts(step.state.parts);
   const terminal = terminalToolCallId ? calls.find((call) => call.id === terminalToolCallId) : undefined;
-  // Every call up to the terminal one (all of them otherwise) must have run to an end. The
-  // workflow closes the phase only after every call returned, so a caller that finds one
-  // open is a stale workflow task of this run (its worker paused past the task timeout),
-  // behind a live task that is still working through the phase: it must stop, not fail.
   const ran = calls.slice(0, terminal ? calls.indexOf(terminal) + 1 : calls.length);
   const executions = await executionsOf(step, ran, known);
   const finished = new Set(
     executions.filter((row) => !isOpenToolExecution(row)).map((row) => row.toolCallId),
   );
   const open = ran.filter((call) => !finished.has(call.id));
-  if (open.length > 0) {
-    throw new StaleTask(
-      `turn ${turn.id}: the tools phase cannot close while calls are still open (${open.map((c) => c.id).join(', ')})`,
-    );
-  }
-  if (!terminal) {
-    await step.write(async (tx) => {
-      tx.emit(...(await appendAfterResults(tx)).map(messageCreated));
-      tx.patchState({ phase: 'model', parts: null });
-    });
-    return turnDigest(agent, step.turn);
-  }
+  if (!terminal) return { calls, terminal, candidate: '', open };
   const execution = executions.find((row) => row.toolCallId === terminal.id);
   const tool = agent.effectiveTools.find((candidate) => candidate.name === terminal.name);
   const candidate = tool?.completionMessage(execution?.result ?? null) ?? `Completed via ${terminal.name}.`;
-  await step.write(async (tx) => {
-    await skipRemaining(tx, calls, terminal);
-    const appended = await appendAfterResults(tx);
-    const message = await tx.store.appendMessage({
-      conversationId: turn.conversationId,
-      turnId: turn.id,
-      role: 'assistant',
-      kind: 'text',
-      content: candidate,
-    });
-    tx.emit(...[...appended, message].map(messageCreated));
-    tx.patchState({ phase: 'output', candidate, output_data: null, terminal_tool_name: terminal.name });
+  return { calls, terminal, candidate, open };
+}
+
+/**
+ * The phase's close in the caller's block: after a terminal tool, the rest skipped and its
+ * completion message appended as the output candidate; otherwise back to the model.
+ */
+export async function writePhaseClose(tx: TurnTx, close: PhaseClose): Promise<void> {
+  const { calls, terminal, candidate } = close;
+  if (!terminal) {
+    tx.emit(...(await appendAfterResults(tx)).map(messageCreated));
+    tx.patchState({ phase: 'model', parts: null });
+    return;
+  }
+  await skipRemaining(tx, calls, terminal);
+  const appended = await appendAfterResults(tx);
+  const message = await tx.store.appendMessage({
+    conversationId: tx.turn.conversationId,
+    turnId: tx.turn.id,
+    role: 'assistant',
+    kind: 'text',
+    content: candidate,
   });
-  return turnDigest(agent, step.turn);
+  tx.emit(...[...appended, message].map(messageCreated));
+  tx.patchState({ phase: 'output', candidate, output_data: null, terminal_tool_name: terminal.name });
 }
 
 /** The executions of `calls`: those in `known` as they are, the others read. */

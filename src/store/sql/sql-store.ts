@@ -71,8 +71,9 @@ import type {
   TurnUpdate,
   ScheduleSpendRecord,
   WaitRecord,
+  AfterTurnEnd,
 } from '../types.js';
-import { LANE_TURN_STATUSES } from '../types.js';
+import { LANE_TURN_STATUSES, TERMINAL_TURN_STATUSES } from '../types.js';
 import type { ConsoleReadable, ConsoleReads } from '../console-reads.js';
 import { SqlConsoleReads } from './console-queries.js';
 import type { TenantKeysOptions } from './sealed-columns.js';
@@ -857,6 +858,44 @@ export class SqlStore implements Store, ConsoleReadable {
       ),
     );
     return row ? this.#record<MessageRecord>(MESSAGES, row) : null;
+  }
+
+  /**
+   * What follows a turn's end, in one statement: the turns waiting on it that have not ended
+   * (by their waits' order), and, given `laneConversationId`, whether that lane has work once
+   * the turn lets go of it: an undelivered delivery to it, another submitted pending turn, or
+   * a delivered message no turn consumed yet (`nextDeliveryTrigger`).
+   */
+  async afterTurnEnd(turnId: string, laneConversationId: string | null): Promise<AfterTurnEnd> {
+    const ended = TERMINAL_TURN_STATUSES.map((status) => `'${status}'`).join(', ');
+    const waiters = `SELECT 0 AS part, w.created_at AS at, w.turn_id AS waiter FROM turnkit_waits w
+        JOIN turnkit_turns t ON t.id = w.turn_id
+        WHERE w.target_turn_id = ? AND t.status NOT IN (${ended})`;
+    const delivered = this.#driver.dialect.jsonHasString('metadata', 'delivery_id');
+    const lane = `SELECT 1 AS part, NULL AS at, NULL AS waiter WHERE
+        EXISTS (SELECT 1 FROM turnkit_deliveries WHERE destination_conversation_id = ? AND delivered_at IS NULL)
+        OR EXISTS (SELECT 1 FROM turnkit_turns WHERE conversation_id = ? AND ${LANE_INDEX_PREDICATE}
+          AND status = 'pending' AND submitted_at IS NOT NULL AND id <> ?)
+        OR EXISTS (SELECT 1 FROM turnkit_messages WHERE conversation_id = ? AND ${delivered}
+          AND sequence > COALESCE((SELECT context_message_sequence FROM turnkit_turns
+            WHERE conversation_id = ? AND NOT (status = 'pending' AND submitted_at IS NULL)
+            ORDER BY context_message_sequence DESC LIMIT 1), 0))`;
+    const rows = await this.#read((c) =>
+      laneConversationId === null
+        ? c.query(`${waiters} ORDER BY at, waiter`, [turnId])
+        : c.query(`${waiters} UNION ALL ${lane} ORDER BY part, at, waiter`, [
+            turnId,
+            laneConversationId,
+            laneConversationId,
+            turnId,
+            laneConversationId,
+            laneConversationId,
+          ]),
+    );
+    return {
+      waiters: rows.filter((row) => Number(row['part']) === 0).map((row) => String(row['waiter'])),
+      laneWork: rows.some((row) => Number(row['part']) === 1),
+    };
   }
 
   async reconcileStaleTurns(options: { before: string; limit?: number }): Promise<TurnRecord[]> {
