@@ -349,30 +349,32 @@ describeWithPrivateCluster('PostgreSQL restarted mid-run (private cluster, worke
     expect(at(lines, /^effect:gate:/)).toBeLessThan(at(lines, /^pg:up$/));
   }, 120_000);
 
-  it('FI postgres-restart: down (immediate shutdown) right after a tool result committed; closing the tools phase, in the same activity attempt, waits until it is back', async () => {
+  it('FI postgres-restart: down (immediate shutdown) right after a tool result committed, which closed the tools phase in the same block (decision 89); the tool call reports without the store, and the next model step, in its first attempt, waits until it is back', async () => {
     const result = await restartCase({
       agent: 'waiter',
       faultAt: 'after-tool-commit',
       outage: async ({ run, log, gate, marker, worker, restart }) => {
         await waitUntil('the gate tool to run', logHas(log, /^attempt:gate:/));
         writeFileSync(gate, 'open');
-        // The worker pauses itself once the gate's result committed; PostgreSQL goes down
-        // before it carries on with the next step: closing the tools phase (the last call of
-        // the response closes it in its own activity, decision 28).
+        // The worker pauses itself once the gate's result committed; that block closed the
+        // tools phase too (the response's last call), so nothing is left for the store in this
+        // activity. PostgreSQL goes down before the workflow moves on to the next model call.
         await waitUntil('the worker to pause after the commit', () => existsSync(marker));
         await restart('immediate', async () => {
           worker.child.kill('SIGCONT');
-          await sleep(1_500);
-          // Still the first attempt, waiting for the store to close the phase.
-          expect((await startedActivity(run, 'toolCall'))?.attempt).toBe(1);
-          expect(logLines(log).some((l) => l.startsWith('activity:toolCall:'))).toBe(false);
+          await waitUntil('the tool call to report', logHas(log, /^activity:toolCall:1:worker:ok$/));
+          await waitUntil('the next model step to wait for the store', async () =>
+            Boolean(await startedActivity(run, 'modelStep')),
+          );
+          expect((await startedActivity(run, 'modelStep'))?.attempt).toBe(1);
         });
       },
     });
     expectCompletedOnce(result, 'waiter', ['gate']);
     const { lines } = result;
     expect(lines.some((l) => l.startsWith('activity:finishTools:'))).toBe(false);
-    expect(at(lines, /^activity:toolCall:1:worker:ok$/)).toBeGreaterThan(at(lines, /^pg:up$/));
+    expect(at(lines, /^activity:toolCall:1:worker:ok$/)).toBeLessThan(at(lines, /^pg:up$/));
+    expect(at(lines, /^activity:modelStep:1:worker:ok$/)).toBeGreaterThan(at(lines, /^pg:up$/));
   }, 120_000);
 
   it('FI postgres-restart: down (immediate shutdown) between the model response and its tool calls; the response is kept, each tool runs once when it is back', async () => {
