@@ -86,7 +86,7 @@ async function dispatchCalls(run: TurnRun, digest: TurnDigest): Promise<Dispatch
         pass.steered = true;
         break;
       }
-      await pauseAtBoundary(run);
+      if (controls.pauseRequested) await pauseAtBoundary(run);
     }
     run.console.toolStarted(call.name);
     const decision = controls?.decisions.get(call.id);

@@ -62,9 +62,7 @@ export async function continueTurn(run: TurnRun, input: TurnWorkflowInput): Prom
  * A child turn (a sub-agent, a launched agent) tells its parent's workflow that it ended: a
  * parent whose run continued as new while the child ran follows it by this signal.
  */
-async function wakeParent(): Promise<void> {
-  const parent = workflowInfo().parent;
-  if (!parent) return;
+async function wakeParent(parent: { workflowId: string }): Promise<void> {
   await CancellationScope.nonCancellable(() =>
     getExternalWorkflowHandle(parent.workflowId)
       .signal(targetFinishedSignal, workflowInfo().workflowId)
@@ -113,14 +111,17 @@ export async function failTurn(run: TurnRun, error: unknown, timedOut: boolean):
   };
 }
 
+/** Whether anyone is to hear of this turn's end: waiters to signal, lanes to wake. */
+function hasListeners(run: TurnRun, notice: TerminalNotice | undefined): notice is TerminalNotice {
+  return (
+    notice !== undefined &&
+    (notice.waiters.length > 0 || notice.lanes.length > 0) &&
+    releasedPatch(run.features, PATCH_NOTIFY)
+  );
+}
+
 /** Tells waiters that this turn finished and wakes the lanes that have work. */
-async function notify(run: TurnRun, notice: TerminalNotice | undefined): Promise<void> {
-  if (
-    !notice ||
-    (notice.waiters.length === 0 && notice.lanes.length === 0) ||
-    !releasedPatch(run.features, PATCH_NOTIFY)
-  )
-    return;
+async function notify(run: TurnRun, notice: TerminalNotice): Promise<void> {
   await CancellationScope.nonCancellable(async () => {
     for (const waiter of notice.waiters) {
       await getExternalWorkflowHandle(turnWorkflowId(waiter))
@@ -143,10 +144,13 @@ export async function endRun(
   if (controls) controls.finished = true;
   upsertSearchAttributes([{ key: TURNKIT_STATUS, value: end.result.status }]);
   run.console.update({ status: end.result.status, runningTools: [] });
-  await notify(run, end.notice);
-  if (run.features.v0_5 && end.result.claimed) await wakeParent();
+  // Each step is awaited only when it has work: the SDK records a stack trace for every
+  // promise a workflow creates (decision 90), and most turns have no one to tell.
+  if (hasListeners(run, end.notice)) await notify(run, end.notice);
+  const parent = workflowInfo().parent;
+  if (run.features.v0_5 && end.result.claimed && parent) await wakeParent(parent);
   // Controls still being handled are refused now; the run ends after they answered.
-  if (controls)
+  if (controls && !allHandlersFinished())
     await (shield ? shield.run(() => condition(allHandlersFinished)) : condition(allHandlersFinished));
   return end.result;
 }

@@ -172,10 +172,9 @@ async function runPhases(run: TurnRun, start: TurnDigest, first?: ModelStepDiges
         // Between phases, nothing in flight: the safe point to continue as new (decision 32).
         if (continueDue(run)) return CONTINUE;
         // A control boundary before the model call: a requested pause, then steering.
-        if (run.controls) {
-          await pauseAtBoundary(run);
-          await steerAtBoundary(run);
-        }
+        const controls = run.controls;
+        if (controls?.pauseRequested) await pauseAtBoundary(run);
+        if (controls && controls.steers.length > 0) await steerAtBoundary(run);
       }
       digest = await modelCall(run, made);
       made = undefined;
