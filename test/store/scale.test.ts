@@ -22,7 +22,7 @@ import { ScriptedModel } from '../../src/models/scripted-model.js';
 import { PostgresStore } from '../../src/store/postgres-store.js';
 import { MIGRATIONS_TABLE } from '../../src/store/sql/migrate.js';
 import { MIGRATIONS } from '../../src/store/sql/schema.js';
-import { SqliteStore } from '../../src/store/sqlite-store.js';
+import { planStable, SqliteStore } from '../../src/store/sqlite-store.js';
 import { consoleReadsOf } from '../../src/store/console-reads.js';
 import { claimInLane } from '../../src/store/tree.js';
 import { answeringTurn, appendPostMessage, recordPost } from '../../src/engine/lane/post-record.js';
@@ -77,13 +77,13 @@ async function sqliteHarness(path = join(tempDir(), 'scale.sqlite')): Promise<Ha
   const now = new Date().toISOString();
   return {
     store,
+    // The statement as the store prepares it (`planStable`): its one plan, whatever the values.
     async explain(sql, params) {
-      const rows = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[];
+      const rows = db.prepare(`EXPLAIN QUERY PLAN ${planStable(sql)}`).all(...params) as { detail: string }[];
       return rows.map((row) => row.detail).join(' | ');
     },
     async explainGeneric(sql, params) {
-      const rows = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[];
-      return rows.map((row) => row.detail).join(' | ');
+      return this.explain(sql, params);
     },
     async seedFinishedTurns(conversationId, count) {
       db.prepare(

@@ -136,12 +136,17 @@ function encode(column: Column, value: unknown): unknown {
   }
 }
 
+/** A time exactly as `Date#toISOString` spells it (years 0000–9999). */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
 function decode(column: Column, value: unknown): unknown {
   if (value === null || value === undefined) return null;
   switch (column.kind) {
     case 'json':
       return typeof value === 'string' ? JSON.parse(value) : value;
     case 'time':
+      // As `encode` wrote it (toISOString) is already the answer; other spellings are parsed.
+      if (typeof value === 'string' && ISO_TIME.test(value)) return value;
       return value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString();
     case 'int':
     case 'bigint':
