@@ -2,7 +2,7 @@
  * What the benchmarks share: timing, percentiles, merging their keys into bench-results.json,
  * and a store that counts the message rows it reads.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Store } from '../src/store/types.js';
 
 export function percentile(values: number[], p: number): number {
@@ -34,26 +34,72 @@ export async function throughput(
 }
 
 /**
- * CPU time spent while `fn` runs: this process's (the client and the worker, all threads) and,
- * when its pid is known and /proc can be read, the Temporal server's; both in milliseconds.
+ * CPU time spent while `fn` runs: this process's (the client and the worker, all threads; on
+ * Linux also by thread kind) and, when its pid is known and /proc can be read, the Temporal
+ * server's; all in milliseconds.
  */
 export async function cpuDuring<T>(
   serverPid: number | null,
   fn: () => Promise<T>,
-): Promise<{ value: T; ownMs: number; serverMs: number | null; wallMs: number }> {
+): Promise<{
+  value: T;
+  ownMs: number;
+  byThread: Record<ThreadKind, number> | null;
+  serverMs: number | null;
+  wallMs: number;
+}> {
   const own = process.cpuUsage();
+  const threads = threadCpuMs();
   const server = serverPid === null ? null : processCpuMs(serverPid);
   const start = performance.now();
   const value = await fn();
   const wallMs = performance.now() - start;
   const used = process.cpuUsage(own);
+  const threadsAfter = threadCpuMs();
   const serverAfter = serverPid === null ? null : processCpuMs(serverPid);
   return {
     value,
     ownMs: (used.user + used.system) / 1000,
+    byThread:
+      threads && threadsAfter
+        ? (Object.fromEntries(
+            Object.entries(threadsAfter).map(([kind, ms]) => [kind, ms - threads[kind as ThreadKind]]),
+          ) as Record<ThreadKind, number>)
+        : null,
     serverMs: server === null || serverAfter === null ? null : serverAfter - server,
     wallMs,
   };
+}
+
+/**
+ * This process's threads, by what they run: `main` (activities, the client, the SDK's
+ * plumbing), `workflow` (the SDK's workflow threads), `core` (the SDK's Rust runtime) and
+ * `v8` (V8's helpers: the garbage collector, the compiler), the rest as `other`.
+ */
+export type ThreadKind = 'main' | 'workflow' | 'core' | 'v8' | 'other';
+
+function threadKind(tid: string, name: string): ThreadKind {
+  if (tid === String(process.pid)) return 'main';
+  if (name === 'WorkerThread') return 'workflow';
+  if (name.startsWith('tokio-') || name.startsWith('workflow-proces')) return 'core';
+  if (name.startsWith('V8') || name.startsWith('v8:')) return 'v8';
+  return 'other';
+}
+
+/** CPU ms of this process's threads by kind, from /proc (Linux, 100 ticks a second); else null. */
+function threadCpuMs(): Record<ThreadKind, number> | null {
+  try {
+    const total: Record<ThreadKind, number> = { main: 0, workflow: 0, core: 0, v8: 0, other: 0 };
+    for (const tid of readdirSync('/proc/self/task')) {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+      total[threadKind(tid, name)] += (Number(fields[11]) + Number(fields[12])) * 10;
+    }
+    return total;
+  } catch {
+    return null;
+  }
 }
 
 /** A process's user + system CPU time in ms from /proc (Linux, 100 ticks per second), or null. */

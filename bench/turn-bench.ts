@@ -99,6 +99,17 @@ const results = await worker.runUntil(async () => {
           floor_cpu_utilization_32: utilization(floorLoad, floorLoad.serverMs),
           turn_cpu_utilization_32: utilization(turnLoad, turnLoad.serverMs),
         };
+  // The same CPU by thread (Linux): which part of the worker a turn's extra cost is in.
+  const byThread = Object.fromEntries(
+    (['main', 'workflow', 'core', 'v8'] as const).flatMap((kind) =>
+      floorLoad.byThread && turnLoad.byThread
+        ? [
+            [`floor_${kind}_thread_cpu_ms_32`, floorLoad.byThread[kind] / concurrent],
+            [`turn_${kind}_thread_cpu_ms_32`, turnLoad.byThread[kind] / concurrent],
+          ]
+        : [],
+    ),
+  );
   const floorThroughput1 = (1000 * sequential) / floorTimes.reduce((a, b) => a + b, 0);
   const turnThroughput1 = (1000 * sequential) / turnTimes.reduce((a, b) => a + b, 0);
 
@@ -133,6 +144,7 @@ const results = await worker.runUntil(async () => {
     floor_worker_cpu_ms_32: floorLoad.ownMs / concurrent,
     turn_worker_cpu_ms_32: turnLoad.ownMs / concurrent,
     turn_vs_floor_worker_cpu_32: turnLoad.ownMs / floorLoad.ownMs,
+    ...byThread,
     ...serverCpu,
     turn_history_events: turnHistory.events,
     turn_history_bytes: turnHistory.bytes,

@@ -75,16 +75,15 @@ async function sqliteHarness(path = join(tempDir(), 'scale.sqlite')): Promise<Ha
   const store = await SqliteStore.open(path);
   const db = new Database(path);
   const now = new Date().toISOString();
+  // The statement as the store prepares it (`planStable`): its one plan, whatever the values.
+  const explain = async (sql: string, params: readonly unknown[]) => {
+    const rows = db.prepare(`EXPLAIN QUERY PLAN ${planStable(sql)}`).all(...params) as { detail: string }[];
+    return rows.map((row) => row.detail).join(' | ');
+  };
   return {
     store,
-    // The statement as the store prepares it (`planStable`): its one plan, whatever the values.
-    async explain(sql, params) {
-      const rows = db.prepare(`EXPLAIN QUERY PLAN ${planStable(sql)}`).all(...params) as { detail: string }[];
-      return rows.map((row) => row.detail).join(' | ');
-    },
-    async explainGeneric(sql, params) {
-      return this.explain(sql, params);
-    },
+    explain,
+    explainGeneric: explain,
     async seedFinishedTurns(conversationId, count) {
       db.prepare(
         `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ${count})
