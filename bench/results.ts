@@ -91,10 +91,8 @@ function threadCpuMs(): Record<ThreadKind, number> | null {
   try {
     const total: Record<ThreadKind, number> = { main: 0, workflow: 0, core: 0, v8: 0, other: 0 };
     for (const tid of readdirSync('/proc/self/task')) {
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
-      total[threadKind(tid, name)] += (Number(fields[11]) + Number(fields[12])) * 10;
+      const { name, cpuMs } = procStat(`/proc/self/task/${tid}/stat`);
+      total[threadKind(tid, name)] += cpuMs;
     }
     return total;
   } catch {
@@ -105,11 +103,21 @@ function threadCpuMs(): Record<ThreadKind, number> | null {
 /** A process's user + system CPU time in ms from /proc (Linux, 100 ticks per second), or null. */
 function processCpuMs(pid: number): number | null {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
+    return procStat(`/proc/${pid}/stat`).cpuMs;
   } catch {
     return null;
   }
+}
+
+/** A /proc `stat` file's name (comm) and user + system CPU in ms (100 ticks a second). */
+function procStat(path: string): { name: string; cpuMs: number } {
+  const stat = readFileSync(path, 'utf8');
+  const close = stat.lastIndexOf(')');
+  const fields = stat.slice(close + 2).split(' ');
+  return {
+    name: stat.slice(stat.indexOf('(') + 1, close),
+    cpuMs: (Number(fields[11]) + Number(fields[12])) * 10,
+  };
 }
 
 /**

@@ -100,16 +100,17 @@ const results = await worker.runUntil(async () => {
           turn_cpu_utilization_32: utilization(turnLoad, turnLoad.serverMs),
         };
   // The same CPU by thread (Linux): which part of the worker a turn's extra cost is in.
-  const byThread = Object.fromEntries(
-    (['main', 'workflow', 'core', 'v8'] as const).flatMap((kind) =>
-      floorLoad.byThread && turnLoad.byThread
-        ? [
-            [`floor_${kind}_thread_cpu_ms_32`, floorLoad.byThread[kind] / concurrent],
-            [`turn_${kind}_thread_cpu_ms_32`, turnLoad.byThread[kind] / concurrent],
-          ]
-        : [],
-    ),
-  );
+  const floorThreads = floorLoad.byThread;
+  const turnThreads = turnLoad.byThread;
+  const byThread =
+    floorThreads && turnThreads
+      ? Object.fromEntries(
+          (['main', 'workflow', 'core', 'v8'] as const).flatMap((kind) => [
+            [`floor_${kind}_thread_cpu_ms_32`, floorThreads[kind] / concurrent],
+            [`turn_${kind}_thread_cpu_ms_32`, turnThreads[kind] / concurrent],
+          ]),
+        )
+      : {};
   const floorThroughput1 = (1000 * sequential) / floorTimes.reduce((a, b) => a + b, 0);
   const turnThroughput1 = (1000 * sequential) / turnTimes.reduce((a, b) => a + b, 0);
 

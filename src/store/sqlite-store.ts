@@ -144,14 +144,12 @@ function assertSqliteRuns(version = process.versions.node): void {
 
 /**
  * The statement as the SQLite connection prepares it: every parameter `?` as `+?`, the same
- * value with no affinity of its own, as a bare `?` has none. better-sqlite3's SQLite is built
- * with STAT4, and SQLite then recompiles a statement on each new binding of a parameter whose
- * value could steer its plan (an equality on an index's prefix beside ORDER BY, MAX or a
- * LIMIT): 20–300 µs a statement, on most of a turn's statements. A unary plus hides the value
- * from the planner, which is what `SQLITE_DBCONFIG_ENABLE_QPSG` would do had better-sqlite3
- * exposed it: one plan a statement, chosen at prepare (the store's plans never depend on a
- * value; decision 091). The store's SQL has no `?` but its parameters (the PostgreSQL driver
- * relies on it too).
+ * value with no affinity of its own, as a bare `?` has none. better-sqlite3's SQLite (built
+ * with STAT4) compiles a statement again at each new binding of a parameter whose value could
+ * steer its plan, which most of a turn's statements have; a unary plus hides the value from
+ * the planner, so each statement is planned once, at prepare, as `SQLITE_DBCONFIG_ENABLE_QPSG`
+ * would do (decision 091). The store's SQL has no `?` but its parameters (the PostgreSQL
+ * driver relies on it too).
  */
 export const planStable = (sql: string): string => sql.replaceAll('?', '+?');
 
